@@ -1,0 +1,67 @@
+//! What the loader needs to know about the outside world: which actions exist, what
+//! configuration each accepts, and which dynamic schema names are served. The engine's
+//! registries implement it; the core stays free of them.
+
+use serde_json::Value;
+
+/// One problem with a state's `config`, as its action reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigIssue {
+    /// Where inside `config` (JSON Pointer; empty for `config` itself).
+    pub pointer: String,
+    /// Why.
+    pub message: String,
+}
+
+/// The actions and dynamic schemas a document may name.
+pub trait ActionCatalog {
+    /// Whether an action of this name is registered.
+    fn has_action(&self, action: &str) -> bool;
+
+    /// The registered action names, sorted, for error messages.
+    fn action_names(&self) -> Vec<String>;
+
+    /// Checks a state's `config` (the engine's own keys removed) against what the action
+    /// accepts: its declared config schema and any further checks (a template that does
+    /// not parse, say). Empty when the config is fine.
+    fn check_config(&self, action: &str, config: &Value) -> Vec<ConfigIssue>;
+
+    /// Whether a dynamic schema of this name (`"mcp:request"`) is served.
+    fn has_dynamic_schema(&self, name: &str) -> bool;
+}
+
+/// The built-in action names of DESIGN.md §2, accepting any `config`: for tools that only
+/// need the format checked (and for tests of the core).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BuiltinNames;
+
+/// The action names claij knows without any registration.
+pub const BUILTIN_ACTIONS: [&str; 9] = [
+    "command",
+    "end",
+    "fork",
+    "fsm",
+    "human",
+    "join",
+    "llm",
+    "mcp",
+    "transform",
+];
+
+impl ActionCatalog for BuiltinNames {
+    fn has_action(&self, action: &str) -> bool {
+        BUILTIN_ACTIONS.contains(&action)
+    }
+
+    fn action_names(&self) -> Vec<String> {
+        BUILTIN_ACTIONS.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn check_config(&self, _action: &str, _config: &Value) -> Vec<ConfigIssue> {
+        Vec::new()
+    }
+
+    fn has_dynamic_schema(&self, _name: &str) -> bool {
+        false
+    }
+}

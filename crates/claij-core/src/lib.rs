@@ -1,0 +1,28 @@
+//! # claij-core
+//!
+//! The pure heart of claij: the FSM document model and its loading (JSON or YAML), the
+//! meta-schema, the structural checks, schema compilation, the trail, the projection of a
+//! trail into the prompts a model sees, and graph export. No I/O beyond reading a file
+//! on request, no async runtime.
+
+pub mod catalog;
+pub mod diagnostic;
+pub mod graph;
+pub mod load;
+pub mod metaschema;
+pub mod model;
+pub mod prompts;
+pub mod schema;
+pub mod source;
+pub mod trail;
+
+pub use catalog::{ActionCatalog, BuiltinNames, ConfigIssue};
+pub use diagnostic::{Diagnostic, Diagnostics, JsonPath, Problem};
+pub use load::{load_file, load_str, load_value};
+pub use metaschema::{META_SCHEMA, meta_schema};
+pub use model::{
+    DEFAULT_MAX_ATTEMPTS, END_ACTION, Fsm, FsmSettings, START, State, StateIdx, StateSettings,
+    Transition, TransitionIdx, TransitionSchema,
+};
+pub use schema::{CompiledSchema, DynamicSchemas, SchemaError, ValidationIssue};
+pub use trail::{Failure, FailureKind, TrailEntry, Usage};

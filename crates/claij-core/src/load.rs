@@ -1,0 +1,570 @@
+//! Loading a document: syntax, meta-schema, then the structural checks, every problem
+//! reported at once; the result is a compiled [`Fsm`].
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::catalog::ActionCatalog;
+use crate::diagnostic::{Collector, Diagnostic, Diagnostics, JsonPath, Problem};
+use crate::model::{
+    END_ACTION, Fsm, FsmSettings, START, State, StateSettings, Transition, TransitionSchema,
+};
+use crate::schema::{
+    CompiledSchema, effective_schema, local_ref_resolves, refs_in, transition_id, with_defs,
+};
+
+/// The keys of a state's `config` that belong to the engine, not to the action.
+pub const ENGINE_CONFIG_KEYS: [&str; 3] = ["max_attempts", "timeout", "on_failure"];
+
+/// Reads and loads the document at `path`.
+pub fn load_file(path: &Path, catalog: &dyn ActionCatalog) -> Result<Fsm, Diagnostics> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Diagnostics(vec![Diagnostic {
+            file: name.clone(),
+            path: JsonPath::root(),
+            line_col: None,
+            problem: Problem::Io,
+            message: format!("cannot read the file: {e}"),
+        }])
+    })?;
+    load_str(&name, &text, catalog)
+}
+
+/// Loads a document from text (`name` says where it came from and, by its extension,
+/// whether it is JSON or YAML).
+pub fn load_str(name: &str, text: &str, catalog: &dyn ActionCatalog) -> Result<Fsm, Diagnostics> {
+    let value = crate::source::parse_text(name, text)?;
+    load_value(name, value, catalog)
+}
+
+/// Loads a document already parsed into JSON.
+pub fn load_value(
+    name: &str,
+    mut document: Value,
+    catalog: &dyn ActionCatalog,
+) -> Result<Fsm, Diagnostics> {
+    let mut found = Collector::new(name);
+    if let Value::Object(map) = &mut document
+        && map.contains_key("xitions")
+        && map.contains_key("transitions")
+    {
+        found.push(
+            Problem::Format,
+            JsonPath::root().join("transitions"),
+            "both `xitions` and `transitions` are given; they are the same field, use one",
+        );
+        map.remove("transitions");
+    }
+    crate::metaschema::check(&document, &mut found);
+    let raw = match RawDocument::deserialize(&document) {
+        Ok(raw) => raw,
+        Err(e) => {
+            if found.is_empty() {
+                found.push(Problem::Format, JsonPath::root(), e.to_string());
+            }
+            return Err(found.finish().err().unwrap_or(Diagnostics(Vec::new())));
+        }
+    };
+    let fsm = build(name, raw, document, catalog, &mut found);
+    found.finish()?;
+    Ok(fsm)
+}
+
+#[derive(Deserialize)]
+struct RawDocument {
+    id: String,
+    #[serde(default = "one")]
+    version: u32,
+    description: Option<String>,
+    #[serde(default)]
+    prompts: Prompts,
+    #[serde(default)]
+    schemas: Map<String, Value>,
+    #[serde(default)]
+    config: Map<String, Value>,
+    states: Vec<RawState>,
+    #[serde(default, alias = "transitions")]
+    xitions: Vec<RawTransition>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Deserialize, Default)]
+#[serde(untagged)]
+enum Prompts {
+    #[default]
+    None,
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Prompts {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            Prompts::None => Vec::new(),
+            Prompts::One(p) => vec![p],
+            Prompts::Many(ps) => ps,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct RawState {
+    id: String,
+    action: String,
+    description: Option<String>,
+    #[serde(default)]
+    prompts: Prompts,
+    #[serde(default)]
+    config: Map<String, Value>,
+}
+
+#[derive(Deserialize)]
+struct RawTransition {
+    id: (String, String),
+    schema: Option<Value>,
+    description: Option<String>,
+    #[serde(default)]
+    prompts: Prompts,
+    label: Option<String>,
+    #[serde(default)]
+    omit: bool,
+}
+
+fn build(
+    name: &str,
+    raw: RawDocument,
+    document: Value,
+    catalog: &dyn ActionCatalog,
+    found: &mut Collector,
+) -> Fsm {
+    let root = JsonPath::root();
+    let settings = FsmSettings {
+        max_attempts: raw
+            .config
+            .get("max_attempts")
+            .and_then(Value::as_u64)
+            .map(clamp_u32),
+        timeout: duration_at(raw.config.get("timeout"), &root.join("config").join("timeout"), found),
+        deadline: duration_at(
+            raw.config.get("deadline"),
+            &root.join("config").join("deadline"),
+            found,
+        ),
+    };
+
+    let states = build_states(&raw.states, catalog, found);
+    let state_index: HashMap<Arc<str>, usize> = states
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.clone(), i))
+        .collect();
+
+    check_defs(&raw.schemas, found);
+    let xitions_key = if document.get("transitions").is_some() {
+        "transitions"
+    } else {
+        "xitions"
+    };
+    let mut fsm = Fsm {
+        id: Arc::from(raw.id.as_str()),
+        version: raw.version,
+        description: raw.description,
+        prompts: raw.prompts.into_vec(),
+        schemas: raw.schemas,
+        settings,
+        states,
+        transitions: Vec::new(),
+        entries: Vec::new(),
+        source: name.to_owned(),
+        document,
+        state_index,
+    };
+    build_transitions(&mut fsm, raw.xitions, xitions_key, catalog, found);
+    check_graph(&fsm, xitions_key, found);
+    fsm
+}
+
+fn clamp_u32(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// A duration field: a number of seconds or a humantime string (`500ms`, `1h 30m`).
+fn duration_at(value: Option<&Value>, at: &JsonPath, found: &mut Collector) -> Option<Duration> {
+    match value? {
+        Value::Number(n) => n
+            .as_f64()
+            .and_then(|secs| Duration::try_from_secs_f64(secs).ok()),
+        Value::String(s) => match humantime::parse_duration(s.trim()) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                found.push(
+                    Problem::Format,
+                    at.clone(),
+                    format!("`{s}` is not a duration ({e}); write e.g. `500ms`, `30s`, `2m`, `1h 30m`"),
+                );
+                None
+            }
+        },
+        _ => None,
+    }
+}
+
+fn build_states(raw: &[RawState], catalog: &dyn ActionCatalog, found: &mut Collector) -> Vec<State> {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    let mut states = Vec::with_capacity(raw.len());
+    for (i, s) in raw.iter().enumerate() {
+        let at = JsonPath::root().join("states").join(i);
+        if s.id == START {
+            found.push(
+                Problem::ReservedState,
+                at.join("id"),
+                "`start` is the implicit entry pseudo-state and cannot be declared as a state",
+            );
+        }
+        if let Some(first) = seen.insert(&s.id, i) {
+            found.push(
+                Problem::Duplicate,
+                at.join("id"),
+                format!("duplicate state id `{}` (first declared at $.states[{first}])", s.id),
+            );
+        }
+        let config_at = at.join("config");
+        let mut config = s.config.clone();
+        let settings = StateSettings {
+            max_attempts: config
+                .remove("max_attempts")
+                .as_ref()
+                .and_then(Value::as_u64)
+                .map(clamp_u32),
+            timeout: duration_at(config.remove("timeout").as_ref(), &config_at.join("timeout"), found),
+            on_failure: config
+                .remove("on_failure")
+                .as_ref()
+                .and_then(Value::as_str)
+                .map(Arc::from),
+        };
+        let config = Value::Object(config);
+        if !catalog.has_action(&s.action) {
+            found.push(
+                Problem::UnknownAction,
+                at.join("action"),
+                format!(
+                    "unknown action `{}`; known actions: {}",
+                    s.action,
+                    catalog.action_names().join(", ")
+                ),
+            );
+        } else {
+            for issue in catalog.check_config(&s.action, &config) {
+                found.push(
+                    Problem::BadConfig,
+                    JsonPath::from_pointer(&format!("{}{}", config_at.pointer(), issue.pointer)),
+                    format!("action `{}` rejects this config: {}", s.action, issue.message),
+                );
+            }
+        }
+        states.push(State {
+            id: Arc::from(s.id.as_str()),
+            action: Arc::from(s.action.as_str()),
+            description: s.description.clone(),
+            prompts: match &s.prompts {
+                Prompts::None => Vec::new(),
+                Prompts::One(p) => vec![p.clone()],
+                Prompts::Many(ps) => ps.clone(),
+            },
+            config,
+            settings,
+            outgoing: Vec::new(),
+            incoming: Vec::new(),
+        });
+    }
+    states
+}
+
+/// Every shared schema compiles (with the others beside it) and every `$ref` in them
+/// resolves.
+fn check_defs(defs: &Map<String, Value>, found: &mut Collector) {
+    let root = Value::Object(Map::from_iter([(
+        "$defs".to_owned(),
+        Value::Object(defs.clone()),
+    )]));
+    for (name, schema) in defs {
+        let at = JsonPath::root().join("schemas").join(name);
+        if !refs_resolve(schema, &root, &at, found) {
+            continue;
+        }
+        if let Err(e) = CompiledSchema::compile(with_defs(schema, defs)) {
+            found.push(
+                Problem::BadSchema,
+                at,
+                format!("shared schema `{name}` does not compile: {}", e.message),
+            );
+        }
+    }
+}
+
+/// Reports each `$ref` of `schema` that does not resolve; true when all do.
+fn refs_resolve(schema: &Value, root: &Value, at: &JsonPath, found: &mut Collector) -> bool {
+    let mut ok = true;
+    for (pointer, target) in refs_in(schema) {
+        let here = JsonPath::from_pointer(&format!("{}{}", at.pointer(), pointer));
+        match local_ref_resolves(&target, root) {
+            Some(true) => {}
+            Some(false) => {
+                ok = false;
+                let known: Vec<&String> = root
+                    .get("$defs")
+                    .and_then(Value::as_object)
+                    .map(|m| m.keys().collect())
+                    .unwrap_or_default();
+                found.push(
+                    Problem::UnresolvedRef,
+                    here,
+                    format!(
+                        "`$ref` `{target}` does not resolve; shared schemas are referenced as `#/$defs/NAME` (defined: {})",
+                        if known.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            known.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
+                        }
+                    ),
+                );
+            }
+            None => {
+                ok = false;
+                found.push(
+                    Problem::UnresolvedRef,
+                    here,
+                    format!("`$ref` `{target}` is not local; external schemas are not fetched, copy it into `schemas`"),
+                );
+            }
+        }
+    }
+    ok
+}
+
+fn build_transitions(
+    fsm: &mut Fsm,
+    raw: Vec<RawTransition>,
+    key: &str,
+    catalog: &dyn ActionCatalog,
+    found: &mut Collector,
+) {
+    let defs_root = Value::Object(Map::from_iter([(
+        "$defs".to_owned(),
+        Value::Object(fsm.schemas.clone()),
+    )]));
+    let mut seen: HashMap<(String, String), usize> = HashMap::new();
+    for (i, t) in raw.into_iter().enumerate() {
+        let at = JsonPath::root().join(key).join(i);
+        let (from, to) = t.id.clone();
+        let mut endpoints_ok = true;
+        if from != START && fsm.state_idx(&from).is_none() {
+            endpoints_ok = false;
+            found.push(
+                Problem::UnknownState,
+                at.join("id").join(0),
+                format!("transition from unknown state `{from}`; {}", known_states(fsm)),
+            );
+        }
+        if to == START {
+            endpoints_ok = false;
+            found.push(
+                Problem::ReservedState,
+                at.join("id").join(1),
+                "no transition may enter `start`; it is only an entry pseudo-state",
+            );
+        } else if fsm.state_idx(&to).is_none() {
+            endpoints_ok = false;
+            found.push(
+                Problem::UnknownState,
+                at.join("id").join(1),
+                format!("transition to unknown state `{to}`; {}", known_states(fsm)),
+            );
+        }
+        if let Some(first) = seen.insert(t.id.clone(), i) {
+            found.push(
+                Problem::Duplicate,
+                at.join("id"),
+                format!("duplicate transition [{from}, {to}] (first declared at $.{key}[{first}])"),
+            );
+            continue;
+        }
+        let schema_at = at.join("schema");
+        let (schema, effective, compiled) = match t.schema {
+            None | Some(Value::Bool(true)) => {
+                let effective = effective_schema(&from, &to, None);
+                let compiled = compile_effective(&effective, &fsm.schemas, &schema_at, found);
+                (TransitionSchema::Any, Some(effective), compiled)
+            }
+            Some(Value::String(name)) => {
+                if !catalog.has_dynamic_schema(&name) {
+                    found.push(
+                        Problem::UnknownDynamicSchema,
+                        schema_at,
+                        format!("no provider serves the dynamic schema `{name}`"),
+                    );
+                }
+                (TransitionSchema::Dynamic(name), None, None)
+            }
+            Some(schema) => {
+                let effective = effective_schema(&from, &to, Some(&schema));
+                let compiled = if refs_resolve(&schema, &defs_root, &schema_at, found) {
+                    compile_effective(&effective, &fsm.schemas, &schema_at, found)
+                } else {
+                    None
+                };
+                (TransitionSchema::Static(schema), Some(effective), compiled)
+            }
+        };
+        let idx = fsm.transitions.len();
+        fsm.transitions.push(Transition {
+            id_value: transition_id(&from, &to),
+            from: Arc::from(from.as_str()),
+            to: Arc::from(to.as_str()),
+            schema,
+            effective,
+            compiled,
+            description: t.description,
+            prompts: t.prompts.into_vec(),
+            label: t.label,
+            omit: t.omit,
+        });
+        if !endpoints_ok {
+            continue;
+        }
+        if from == START {
+            fsm.entries.push(idx);
+        } else if let Some(s) = fsm.state_idx(&from) {
+            fsm.states[s].outgoing.push(idx);
+        }
+        if let Some(s) = fsm.state_idx(&to) {
+            fsm.states[s].incoming.push(idx);
+        }
+    }
+}
+
+fn compile_effective(
+    effective: &Value,
+    defs: &Map<String, Value>,
+    at: &JsonPath,
+    found: &mut Collector,
+) -> Option<Arc<CompiledSchema>> {
+    match CompiledSchema::compile(with_defs(effective, defs)) {
+        Ok(c) => Some(Arc::new(c)),
+        Err(e) => {
+            found.push(
+                Problem::BadSchema,
+                at.clone(),
+                format!("the schema does not compile: {}", e.message),
+            );
+            None
+        }
+    }
+}
+
+fn known_states(fsm: &Fsm) -> String {
+    let ids: Vec<&str> = fsm.states.iter().map(|s| &*s.id).collect();
+    format!("states are: {}", ids.join(", "))
+}
+
+/// Entries, terminals, `on_failure` routes, reachability both ways.
+fn check_graph(fsm: &Fsm, key: &str, found: &mut Collector) {
+    if fsm.entries.is_empty() {
+        found.push(
+            Problem::NoEntry,
+            JsonPath::root().join(key),
+            "no transition leaves `start`: add one such as `id: [start, FIRST_STATE]`",
+        );
+    }
+    if !fsm.states.iter().any(State::is_terminal) {
+        found.push(
+            Problem::NoTerminal,
+            JsonPath::root().join("states"),
+            format!("no terminal state: add a state with `action: {END_ACTION}`"),
+        );
+    }
+    for (i, state) in fsm.states.iter().enumerate() {
+        let at = JsonPath::root().join("states").join(i);
+        if state.is_terminal() && !state.outgoing.is_empty() {
+            found.push(
+                Problem::BadRoute,
+                at.join("id"),
+                format!(
+                    "terminal state `{}` has outgoing transitions, which can never be taken",
+                    state.id
+                ),
+            );
+        }
+        if let Some(target) = &state.settings.on_failure
+            && !state.outgoing.iter().any(|&t| fsm.transitions[t].to == *target)
+        {
+            found.push(
+                Problem::BadRoute,
+                at.join("config").join("on_failure"),
+                format!(
+                    "`on_failure: {target}` needs a transition [{}, {target}]",
+                    state.id
+                ),
+            );
+        }
+    }
+    if fsm.entries.is_empty() {
+        return;
+    }
+    let forward = reach(fsm, fsm.entries.iter().map(|&t| &*fsm.transitions[t].to), true);
+    let backward = reach(
+        fsm,
+        fsm.states.iter().filter(|s| s.is_terminal()).map(|s| &*s.id),
+        false,
+    );
+    for (i, state) in fsm.states.iter().enumerate() {
+        let at = JsonPath::root().join("states").join(i).join("id");
+        if !forward.contains(&*state.id) {
+            found.push(
+                Problem::Unreachable,
+                at,
+                format!("state `{}` cannot be reached from `start`", state.id),
+            );
+        } else if !backward.contains(&*state.id) {
+            found.push(
+                Problem::Dead,
+                at,
+                format!(
+                    "no terminal state can be reached from `{}`: a run entering it could never end",
+                    state.id
+                ),
+            );
+        }
+    }
+}
+
+/// The states reachable from `seeds` following transitions forwards (or backwards).
+fn reach<'a>(fsm: &'a Fsm, seeds: impl Iterator<Item = &'a str>, forward: bool) -> HashSet<&'a str> {
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut queue: VecDeque<&str> = seeds.collect();
+    while let Some(id) = queue.pop_front() {
+        if !seen.insert(id) {
+            continue;
+        }
+        let Some(state) = fsm.state(id) else { continue };
+        let edges = if forward { &state.outgoing } else { &state.incoming };
+        for &t in edges {
+            let t = &fsm.transitions[t];
+            let next = if forward { &*t.to } else { &*t.from };
+            if next != START && !seen.contains(next) {
+                queue.push_back(next);
+            }
+        }
+    }
+    seen
+}

@@ -1,0 +1,226 @@
+//! The checked, compiled form of an FSM document: what the engine runs.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::schema::CompiledSchema;
+
+/// The implicit entry pseudo-state every run starts from.
+pub const START: &str = "start";
+
+/// The action whose states are terminal.
+pub const END_ACTION: &str = "end";
+
+/// Attempts per state when neither the state nor the FSM says otherwise.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+
+/// Index of a state in [`Fsm::states`].
+pub type StateIdx = usize;
+/// Index of a transition in [`Fsm::transitions`].
+pub type TransitionIdx = usize;
+
+/// A loaded, checked FSM with its schemas compiled. Cheap to share (`Arc<Fsm>`), never
+/// mutated once built.
+#[derive(Debug)]
+pub struct Fsm {
+    /// The FSM's id.
+    pub id: Arc<str>,
+    /// The FSM's version.
+    pub version: u32,
+    /// What it does, for people.
+    pub description: Option<String>,
+    /// Prompts for every `llm` state.
+    pub prompts: Vec<String>,
+    /// Shared schema definitions (exposed to transition schemas as `$defs`).
+    pub schemas: Map<String, Value>,
+    /// FSM-wide defaults.
+    pub settings: FsmSettings,
+    /// The states, in document order.
+    pub states: Vec<State>,
+    /// The transitions, in document order.
+    pub transitions: Vec<Transition>,
+    /// Transitions leaving `start`, in document order.
+    pub entries: Vec<TransitionIdx>,
+    /// Where the document came from (file name or `<stdin>`).
+    pub source: String,
+    /// The document as loaded (JSON), for storage, hashing and display.
+    pub document: Value,
+    pub(crate) state_index: HashMap<Arc<str>, StateIdx>,
+}
+
+/// FSM-wide defaults (`config` at the top of the document).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FsmSettings {
+    /// Attempts per state unless a state says otherwise.
+    pub max_attempts: Option<u32>,
+    /// Timeout of one attempt unless a state says otherwise.
+    pub timeout: Option<Duration>,
+    /// Deadline of a whole run.
+    pub deadline: Option<Duration>,
+}
+
+/// One state.
+#[derive(Debug)]
+pub struct State {
+    /// The state's id.
+    pub id: Arc<str>,
+    /// The action it runs.
+    pub action: Arc<str>,
+    /// What it does, for people.
+    pub description: Option<String>,
+    /// Prompts loaded when an `llm` state is entered.
+    pub prompts: Vec<String>,
+    /// The action's configuration with the engine's own keys removed.
+    pub config: Value,
+    /// The engine's own keys from `config`.
+    pub settings: StateSettings,
+    /// Transitions leaving this state, in document order.
+    pub outgoing: Vec<TransitionIdx>,
+    /// Transitions entering this state, in document order.
+    pub incoming: Vec<TransitionIdx>,
+}
+
+impl State {
+    /// Whether runs end here.
+    pub fn is_terminal(&self) -> bool {
+        &*self.action == END_ACTION
+    }
+}
+
+/// The engine's keys of a state's `config`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StateSettings {
+    /// Attempts before giving up (state > FSM > 3).
+    pub max_attempts: Option<u32>,
+    /// Timeout of one attempt.
+    pub timeout: Option<Duration>,
+    /// Where to go when attempts run out.
+    pub on_failure: Option<Arc<str>>,
+}
+
+/// What an event taking a transition must look like.
+#[derive(Debug, Clone)]
+pub enum TransitionSchema {
+    /// Anything (absent or `true`); only `id` is checked.
+    Any,
+    /// A JSON Schema written in the document.
+    Static(Value),
+    /// A schema computed at transition time by a registered provider.
+    Dynamic(String),
+}
+
+/// One transition.
+#[derive(Debug)]
+pub struct Transition {
+    /// The source state (`start` for entries).
+    pub from: Arc<str>,
+    /// The target state.
+    pub to: Arc<str>,
+    /// The `id` value events carry to take it: `[from, to]`.
+    pub id_value: Value,
+    /// The schema as written.
+    pub schema: TransitionSchema,
+    /// The effective schema (with `id == [from, to]` added), for prompts and display;
+    /// refers to shared schemas by `$ref` and carries no `$defs`. `None` for dynamic
+    /// schemas, which are only known at transition time.
+    pub effective: Option<Value>,
+    /// The compiled effective schema (static schemas only).
+    pub compiled: Option<Arc<CompiledSchema>>,
+    /// What it means, for people and models.
+    pub description: Option<String>,
+    /// Prompts shown when a state is entered through this transition.
+    pub prompts: Vec<String>,
+    /// Short label for graphs.
+    pub label: Option<String>,
+    /// true: never shown in prompts.
+    pub omit: bool,
+}
+
+impl Transition {
+    /// Whether this transition leaves `start`.
+    pub fn is_entry(&self) -> bool {
+        &*self.from == START
+    }
+}
+
+impl Fsm {
+    /// A state by id.
+    pub fn state(&self, id: &str) -> Option<&State> {
+        self.state_index.get(id).map(|&i| &self.states[i])
+    }
+
+    /// The index of a state by id.
+    pub fn state_idx(&self, id: &str) -> Option<StateIdx> {
+        self.state_index.get(id).copied()
+    }
+
+    /// The transition `[from, to]`, if it exists.
+    pub fn transition(&self, from: &str, to: &str) -> Option<&Transition> {
+        self.transition_idx(from, to).map(|i| &self.transitions[i])
+    }
+
+    /// The index of transition `[from, to]`, if it exists.
+    pub fn transition_idx(&self, from: &str, to: &str) -> Option<TransitionIdx> {
+        let candidates: &[TransitionIdx] = if from == START {
+            &self.entries
+        } else {
+            &self.state(from)?.outgoing
+        };
+        candidates
+            .iter()
+            .copied()
+            .find(|&i| &*self.transitions[i].to == to)
+    }
+
+    /// The transitions an event may take from `from` (`start` for entries).
+    pub fn outgoing(&self, from: &str) -> impl Iterator<Item = &Transition> {
+        let list: &[TransitionIdx] = if from == START {
+            &self.entries
+        } else {
+            self.state(from).map(|s| s.outgoing.as_slice()).unwrap_or(&[])
+        };
+        list.iter().map(|&i| &self.transitions[i])
+    }
+
+    /// Attempts allowed in a state: the state's, else the FSM's, else 3.
+    pub fn max_attempts(&self, state: &State) -> u32 {
+        state
+            .settings
+            .max_attempts
+            .or(self.settings.max_attempts)
+            .unwrap_or(DEFAULT_MAX_ATTEMPTS)
+    }
+
+    /// Timeout of one attempt in a state: the state's, else the FSM's, else none.
+    pub fn timeout(&self, state: &State) -> Option<Duration> {
+        state.settings.timeout.or(self.settings.timeout)
+    }
+
+    /// `schemas` as a `$defs` object, to put beside schemas that refer into it.
+    pub fn defs(&self) -> &Map<String, Value> {
+        &self.schemas
+    }
+
+    /// The schema an answer from `state` must satisfy: the union (`oneOf`) of its
+    /// outgoing transitions' effective schemas (dynamic ones appear by name).
+    pub fn output_schema(&self, state: &str) -> Value {
+        let branches: Vec<Value> = self
+            .outgoing(state)
+            .map(|t| {
+                t.effective.clone().unwrap_or_else(|| match &t.schema {
+                    TransitionSchema::Dynamic(name) => {
+                        serde_json::json!({"x-dynamic-schema": name, "properties": {"id": {"const": t.id_value}}})
+                    }
+                    _ => Value::Bool(true),
+                })
+            })
+            .collect();
+        match branches.len() {
+            1 => branches.into_iter().next().unwrap_or(Value::Bool(true)),
+            _ => serde_json::json!({ "oneOf": branches }),
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! The trail: a run's append-only audit log, one entry per attempt. The current state,
+//! the last event and the run's cost are derived from it; prompts are projected from it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::schema::ValidationIssue;
+
+/// One entry: a transition taken (it has `to`) or a failed attempt (it has `failure`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrailEntry {
+    /// Position in the trail, from 0.
+    pub seq: u64,
+    /// The FSM's id.
+    pub fsm: Arc<str>,
+    /// The FSM's version.
+    pub version: u32,
+    /// The state that produced the event (`start` for the input).
+    pub from: Arc<str>,
+    /// The state the event went to; absent on failures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<Arc<str>>,
+    /// The event (for failures: what was produced, if anything).
+    #[serde(default)]
+    pub event: Value,
+    /// When the entry was appended (RFC 3339, UTC).
+    #[serde(with = "rfc3339")]
+    pub at: SystemTime,
+    /// Which attempt of the state this was, from 1.
+    pub attempt: u32,
+    /// The model that produced the event, when a model did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Tokens and cost, when a model was called.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// How long the attempt took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// Why the attempt failed; absent on success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
+}
+
+impl TrailEntry {
+    /// Whether this entry records a transition taken.
+    pub fn is_transition(&self) -> bool {
+        self.to.is_some()
+    }
+}
+
+/// Tokens and cost of one model call.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+    /// Prompt tokens served from a provider's cache, where reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+    /// Cost in US dollars, where a price is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+/// The kinds of failure an attempt can end in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureKind {
+    /// The event did not satisfy its transition's schema.
+    Validation,
+    /// The event named a transition that does not leave this state.
+    UnknownTransition,
+    /// The output could not be parsed as a JSON event.
+    Parse,
+    /// The action itself failed (a program exited non-zero, a call errored).
+    Action,
+    /// The attempt (or the run) ran out of time.
+    Timeout,
+    /// The run was interrupted.
+    Interrupted,
+    /// A budget (tokens, cost) ran out.
+    Budget,
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FailureKind::Validation => "validation",
+            FailureKind::UnknownTransition => "unknown-transition",
+            FailureKind::Parse => "parse",
+            FailureKind::Action => "action",
+            FailureKind::Timeout => "timeout",
+            FailureKind::Interrupted => "interrupted",
+            FailureKind::Budget => "budget",
+        })
+    }
+}
+
+/// Why an attempt failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    /// What kind of failure.
+    pub kind: FailureKind,
+    /// The reason, in words.
+    pub message: String,
+    /// Every validation error, for `validation` failures.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<ValidationIssue>,
+    /// Which attempt failed, from 1.
+    pub attempt: u32,
+}
+
+mod rfc3339 {
+    use std::time::SystemTime;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(at: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&humantime::format_rfc3339_micros(*at))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_rfc3339_weak(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The event of the last transition taken, if any.
+pub fn last_event(trail: &[TrailEntry]) -> Option<&Value> {
+    trail.iter().rev().find(|e| e.is_transition()).map(|e| &e.event)
+}
+
+/// The state the run is in: the target of the last transition taken (`start` before any).
+pub fn current_state(trail: &[TrailEntry]) -> &str {
+    trail
+        .iter()
+        .rev()
+        .find_map(|e| e.to.as_deref())
+        .unwrap_or(crate::START)
+}
+
+/// The run's total usage: the sum over every entry that reports one.
+pub fn total_usage(trail: &[TrailEntry]) -> Usage {
+    trail
+        .iter()
+        .filter_map(|e| e.usage.as_ref())
+        .fold(Usage::default(), |mut sum, u| {
+            sum.input_tokens += u.input_tokens;
+            sum.output_tokens += u.output_tokens;
+            if let Some(c) = u.cached_tokens {
+                *sum.cached_tokens.get_or_insert(0) += c;
+            }
+            if let Some(c) = u.cost_usd {
+                *sum.cost_usd.get_or_insert(0.0) += c;
+            }
+            sum
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn entries_round_trip_in_the_documented_shape() {
+        let e = TrailEntry {
+            seq: 8,
+            fsm: "code-review".into(),
+            version: 3,
+            from: "reviewer".into(),
+            to: None,
+            event: json!({"id": ["reviewer", "chairman"]}),
+            at: SystemTime::UNIX_EPOCH,
+            attempt: 1,
+            model: None,
+            usage: None,
+            duration_ms: Some(3),
+            failure: Some(Failure {
+                kind: FailureKind::UnknownTransition,
+                message: "no".into(),
+                errors: vec![],
+                attempt: 1,
+            }),
+        };
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["failure"]["kind"], "unknown-transition");
+        assert_eq!(v["at"], "1970-01-01T00:00:00.000000Z");
+        assert!(v.get("to").is_none());
+        let back: TrailEntry = serde_json::from_value(v).unwrap();
+        assert_eq!(back, e);
+    }
+}
