@@ -1,1 +1,1015 @@
-//! Trail to prompts.
+//! Trail to prompts: the pure projection of a run's trail into the messages a model is
+//! sent (DESIGN.md §2, "From trail to prompts"). Nothing here is stored: the prompt is
+//! recomputed from the FSM and the trail each time a model is asked.
+//!
+//! The conversation is:
+//!
+//! 1. one **system** message ([`system_message`]): the FSM's prompts, the state's
+//!    prompts, the prompts of the transition that led into the state, the FSM's shared
+//!    `schemas` once as a `$defs` object, and the routing rules (which `id` values the
+//!    answer may carry, and the `OUTPUT-SCHEMA` it must satisfy);
+//! 2. one message per trail entry, in trail order ([`trail_to_prompts`]):
+//!    - a transition whose `[from, to]` is marked `omit` is skipped;
+//!    - a transition produced by an `llm` state is an **assistant** message: the event as
+//!      compact JSON;
+//!    - any other transition (the input from `start`, a tool's or a person's answer) is a
+//!      **user** message with `INPUT-SCHEMA:` (the transition's effective schema),
+//!      `DOCUMENT:` (the event) and `OUTPUT-SCHEMA:` (what an answer from the target state
+//!      must satisfy; left out when the target is terminal);
+//!    - a failure is a **user** message with `FAILURE:`, its `ERRORS:`, the
+//!      `REJECTED-OUTPUT:` (when there was one) and the `OUTPUT-SCHEMA:` an answer from the
+//!      failed state must satisfy, ending with a request to answer again. Failures are
+//!      never skipped.
+//!
+//! Schemas are written as compact JSON and refer to the shared schemas by
+//! `{"$ref": "#/$defs/NAME"}`, so those are sent once however long the run gets.
+//!
+//! `omit` means "never shown in prompts": besides skipping omitted transitions in the
+//! history, the routing rules and every `OUTPUT-SCHEMA` leave out omitted transitions
+//! (an `on_failure` route the engine takes by itself, say), unless every transition
+//! leaving the state is omitted, in which case all of them are shown so that a valid
+//! answer remains possible.
+//!
+//! Adjacent messages may share a role (a failure followed by the next input, say);
+//! provider clients that require alternating roles merge them.
+//!
+//! # Extension points
+//!
+//! Each entry is rendered by one private function per kind of entry (`transition_message`,
+//! `failure_message`), chosen by `entry_message`. Later work adds, there and only there:
+//! - **composition**: the results of sub-FSMs and parallel branches shown as "I asked, I
+//!   got" summaries, so the model need not know it is inside an FSM;
+//! - **MCP**: once a state is left, the traffic inside it (its tool loop) collapsed to
+//!   what it produced.
+//!
+//! Neither is done here yet: every entry is currently rendered as itself.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt::{self, Write as _};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::model::{Fsm, Transition, TransitionIdx, TransitionSchema};
+use crate::schema::{DynamicSchemas, effective_schema};
+use crate::trail::{Failure, TrailEntry};
+
+/// The action whose states are answered by a model: their events are the assistant's.
+const LLM_ACTION: &str = "llm";
+
+/// Who a message is from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions: prompts, shared schemas, routing rules.
+    System,
+    /// Everything the model did not produce: inputs, other actions' results, failures.
+    User,
+    /// What an `llm` state produced.
+    Assistant,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        })
+    }
+}
+
+/// One message of the conversation sent to a model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who it is from.
+    pub role: Role,
+    /// The text.
+    pub content: String,
+}
+
+impl Message {
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self {
+            role: Role::System,
+            content: content.into(),
+        }
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self {
+            role: Role::User,
+            content: content.into(),
+        }
+    }
+
+    /// An assistant message.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self {
+            role: Role::Assistant,
+            content: content.into(),
+        }
+    }
+}
+
+/// How to project a trail into prompts.
+#[derive(Clone, Copy, Default)]
+pub struct PromptOptions<'a> {
+    /// Resolves dynamic (string-named) transition schemas. Without it, or when it fails,
+    /// a dynamic schema is shown as `{"x-dynamic-schema": NAME}` with the `id` const.
+    pub dynamic: Option<&'a dyn DynamicSchemas>,
+}
+
+impl fmt::Debug for PromptOptions<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PromptOptions")
+            .field("dynamic", &self.dynamic.map(|_| "<provider>"))
+            .finish()
+    }
+}
+
+/// The system message for a model answering in `state`, entered through `input` (the
+/// transition that led into `state`, if known).
+///
+/// In this order: the FSM's prompts, the state's prompts, `input`'s prompts, the shared
+/// `schemas` once as a `$defs` object (when there are any), how the other messages are
+/// laid out, and the routing rules: the `id` values an answer may carry, each with its
+/// transition's description, and the `OUTPUT-SCHEMA` the answer must satisfy. The schema
+/// is here as well as in the trail's user messages because the trail does not always
+/// end with one aimed at `state` (another model's request, in a panel of `llm` states, is
+/// an assistant message).
+pub fn system_message(
+    fsm: &Fsm,
+    state: &str,
+    input: Option<&Transition>,
+    opts: &PromptOptions,
+) -> String {
+    let output = render_output_schema(fsm, state, opts);
+    write_system_message(fsm, state, input, output.as_deref())
+}
+
+/// [`system_message`] with the state's output schema already rendered.
+fn write_system_message(
+    fsm: &Fsm,
+    state: &str,
+    input: Option<&Transition>,
+    output_schema: Option<&str>,
+) -> String {
+    let mut out = String::new();
+    let state_def = fsm.state(state);
+    let prompts = fsm
+        .prompts
+        .iter()
+        .chain(state_def.into_iter().flat_map(|s| s.prompts.iter()))
+        .chain(input.into_iter().flat_map(|t| t.prompts.iter()));
+    for prompt in prompts {
+        let prompt = prompt.trim();
+        if !prompt.is_empty() {
+            paragraph(&mut out);
+            out.push_str(prompt);
+        }
+    }
+
+    if !fsm.schemas.is_empty() {
+        paragraph(&mut out);
+        out.push_str(
+            "SHARED-SCHEMAS: the schemas in this conversation refer to these definitions by \
+             {\"$ref\": \"#/$defs/NAME\"}.\n$defs: ",
+        );
+        push_json(&mut out, &fsm.schemas);
+    }
+
+    let routes = shown_outgoing(fsm, state);
+    paragraph(&mut out);
+    let Some(output_schema) = output_schema.filter(|_| !routes.is_empty()) else {
+        let _ = write!(
+            out,
+            "No transition leaves `{state}`: no answer is expected."
+        );
+        return out;
+    };
+    out.push_str(
+        "Each user message shows a DOCUMENT, the INPUT-SCHEMA it satisfies and the \
+         OUTPUT-SCHEMA an answer to it must satisfy, or a FAILURE saying why an answer was \
+         rejected.\n\
+         Answer with exactly one JSON object and nothing else (no prose, no code fences). \
+         Its `id` picks the transition and must be one of:",
+    );
+    for t in &routes {
+        out.push_str("\n- ");
+        push_json(&mut out, &t.id_value);
+        if let Some(d) = t
+            .description
+            .as_deref()
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+        {
+            out.push_str(": ");
+            out.push_str(d);
+        }
+    }
+    out.push_str(if routes.len() > 1 {
+        "\nYour answer must satisfy the option of this OUTPUT-SCHEMA whose `id` it carries:"
+    } else {
+        "\nYour answer must satisfy this OUTPUT-SCHEMA:"
+    });
+    out.push_str("\nOUTPUT-SCHEMA: ");
+    out.push_str(output_schema);
+    out
+}
+
+/// The messages for a model answering in `state`: the [`system_message`] (entered
+/// through the last transition of `trail`, when that transition leads into `state`),
+/// then one message per trail entry as the module documentation describes.
+///
+/// Cheap: entries are read in place, never cloned; each transition's and each state's
+/// schema is rendered once per call however often it recurs.
+pub fn trail_to_prompts(
+    fsm: &Fsm,
+    trail: &[TrailEntry],
+    state: &str,
+    opts: &PromptOptions,
+) -> Vec<Message> {
+    let input = trail
+        .iter()
+        .rev()
+        .find_map(|e| e.to.as_deref().map(|to| (&*e.from, to)))
+        .filter(|&(_, to)| to == state)
+        .and_then(|(from, to)| fsm.transition(from, to));
+    let mut projector = Projector {
+        fsm,
+        opts,
+        input_schemas: HashMap::new(),
+        output_schemas: HashMap::new(),
+    };
+    let mut messages = Vec::with_capacity(trail.len() + 1);
+    let system = write_system_message(fsm, state, input, projector.output_schema(state));
+    messages.push(Message::system(system));
+    messages.extend(trail.iter().filter_map(|e| projector.entry_message(e)));
+    messages
+}
+
+/// Renders entries, remembering the schemas it has rendered.
+struct Projector<'f, 'o> {
+    fsm: &'f Fsm,
+    opts: &'o PromptOptions<'o>,
+    /// Rendered effective schema per transition.
+    input_schemas: HashMap<TransitionIdx, String>,
+    /// Rendered output schema per state (`None`: terminal or unknown).
+    output_schemas: HashMap<String, Option<String>>,
+}
+
+impl Projector<'_, '_> {
+    /// The message for one entry, `None` when the entry is not shown. The place where
+    /// composition ("I asked, I got") and collapsing a left state's traffic will hook in.
+    fn entry_message(&mut self, entry: &TrailEntry) -> Option<Message> {
+        match (&entry.failure, entry.to.as_deref()) {
+            (Some(failure), _) => Some(self.failure_message(entry, failure)),
+            (None, Some(to)) => self.transition_message(entry, to),
+            // Neither a transition nor a failure: nothing to show.
+            (None, None) => None,
+        }
+    }
+
+    /// A transition taken: skipped when omitted; the assistant's event when an `llm`
+    /// state produced it; otherwise a user message with schemas and document.
+    fn transition_message(&mut self, entry: &TrailEntry, to: &str) -> Option<Message> {
+        let fsm = self.fsm;
+        let idx = fsm.transition_idx(&entry.from, to);
+        let transition = idx.map(|i| &fsm.transitions[i]);
+        if transition.is_some_and(|t| t.omit) {
+            return None;
+        }
+        let from_llm = fsm
+            .state(&entry.from)
+            .is_some_and(|s| &*s.action == LLM_ACTION);
+        if from_llm {
+            return Some(Message::assistant(entry.event.to_string()));
+        }
+        let mut out = String::new();
+        if let (Some(i), Some(t)) = (idx, transition) {
+            out.push_str("INPUT-SCHEMA: ");
+            let opts = self.opts;
+            out.push_str(
+                self.input_schemas
+                    .entry(i)
+                    .or_insert_with(|| transition_schema(t, opts).to_string()),
+            );
+            out.push('\n');
+        }
+        out.push_str("DOCUMENT: ");
+        push_json(&mut out, &entry.event);
+        if let Some(schema) = self.output_schema(to) {
+            out.push_str("\nOUTPUT-SCHEMA: ");
+            out.push_str(schema);
+        }
+        Some(Message::user(out))
+    }
+
+    /// A failed attempt: what went wrong, every error, the rejected output and the
+    /// schema an answer must satisfy, then a request to answer again.
+    fn failure_message(&mut self, entry: &TrailEntry, failure: &Failure) -> Message {
+        let mut out = String::new();
+        let _ = write!(
+            out,
+            "FAILURE ({}, attempt {})",
+            failure.kind, failure.attempt
+        );
+        let reason = failure.message.trim();
+        if !reason.is_empty() {
+            out.push_str(": ");
+            out.push_str(reason);
+        }
+        if !failure.errors.is_empty() {
+            out.push_str("\nERRORS:");
+            for issue in &failure.errors {
+                let at = if issue.instance_path.is_empty() {
+                    "/"
+                } else {
+                    &issue.instance_path
+                };
+                let _ = write!(out, "\n- at {at}: {}", issue.message);
+            }
+        }
+        if !entry.event.is_null() {
+            out.push_str("\nREJECTED-OUTPUT: ");
+            push_json(&mut out, &entry.event);
+        }
+        if let Some(schema) = self.output_schema(&entry.from) {
+            out.push_str("\nOUTPUT-SCHEMA: ");
+            out.push_str(schema);
+            out.push_str(
+                "\nAnswer again with exactly one JSON object that satisfies OUTPUT-SCHEMA.",
+            );
+        } else {
+            out.push_str("\nAnswer again with exactly one JSON object.");
+        }
+        Message::user(out)
+    }
+
+    /// The rendered schema an answer from `state` must satisfy: its one shown outgoing
+    /// transition's schema, or a `oneOf` of them. `None` for terminal or unknown states.
+    fn output_schema(&mut self, state: &str) -> Option<&str> {
+        if !self.output_schemas.contains_key(state) {
+            let rendered = render_output_schema(self.fsm, state, self.opts);
+            self.output_schemas.insert(state.to_owned(), rendered);
+        }
+        self.output_schemas.get(state).and_then(Option::as_deref)
+    }
+}
+
+/// See [`Projector::output_schema`].
+fn render_output_schema(fsm: &Fsm, state: &str, opts: &PromptOptions) -> Option<String> {
+    let routes = shown_outgoing(fsm, state);
+    match routes.as_slice() {
+        [] => None,
+        [only] => Some(transition_schema(only, opts).to_string()),
+        many => {
+            let mut out = String::from("{\"oneOf\":[");
+            for (i, t) in many.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                push_json(&mut out, &*transition_schema(t, opts));
+            }
+            out.push_str("]}");
+            Some(out)
+        }
+    }
+}
+
+/// The transitions leaving `state` that prompts show: those not marked `omit`, or all of
+/// them when every one is (so that a valid answer remains possible).
+fn shown_outgoing<'f>(fsm: &'f Fsm, state: &str) -> Vec<&'f Transition> {
+    let shown: Vec<&Transition> = fsm.outgoing(state).filter(|t| !t.omit).collect();
+    if shown.is_empty() {
+        fsm.outgoing(state).collect()
+    } else {
+        shown
+    }
+}
+
+/// A transition's schema as shown to a model: its effective schema, or for a dynamic
+/// schema the provider's current schema with `id` added, or a placeholder naming it.
+fn transition_schema<'t>(t: &'t Transition, opts: &PromptOptions) -> Cow<'t, Value> {
+    if let Some(effective) = &t.effective {
+        return Cow::Borrowed(effective);
+    }
+    match &t.schema {
+        TransitionSchema::Dynamic(name) => {
+            match opts.dynamic.map(|provider| provider.resolve(name)) {
+                Some(Ok(schema)) => Cow::Owned(effective_schema(&t.from, &t.to, Some(&schema))),
+                _ => Cow::Owned(json!({
+                    "x-dynamic-schema": name,
+                    "properties": {"id": {"const": t.id_value}},
+                })),
+            }
+        }
+        TransitionSchema::Static(schema) => {
+            Cow::Owned(effective_schema(&t.from, &t.to, Some(schema)))
+        }
+        TransitionSchema::Any => Cow::Owned(effective_schema(&t.from, &t.to, None)),
+    }
+}
+
+/// Starts a new paragraph unless `out` is empty.
+fn paragraph(out: &mut String) {
+    if !out.is_empty() {
+        out.push_str("\n\n");
+    }
+}
+
+/// Appends `value` as compact JSON.
+fn push_json(out: &mut String, value: &impl Serialize) {
+    // Serialising JSON values (string keys only) cannot fail.
+    if let Ok(text) = serde_json::to_string(value) {
+        out.push_str(&text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::SystemTime;
+
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::catalog::{ActionCatalog, BuiltinNames, ConfigIssue};
+    use crate::schema::{SchemaError, ValidationIssue};
+    use crate::trail::FailureKind;
+
+    const DOC: &str = r##"
+id: t
+prompts: ["FSM-PROMPT"]
+schemas:
+  thing:
+    type: object
+    description: ZEBRA-DEF-42
+    required: [n]
+    properties: {n: {type: integer}}
+states:
+  - {id: asker, action: llm, prompts: ["STATE-PROMPT"]}
+  - {id: tool, action: command, config: {program: "x"}}
+  - {id: hidden, action: transform}
+  - {id: done, action: end}
+  - {id: gave-up, action: end}
+xitions:
+  - id: [start, asker]
+    description: The input.
+    prompts: ["ENTRY-PROMPT"]
+    schema: {$ref: "#/$defs/thing"}
+  - id: [asker, tool]
+    description: Run the tool.
+    prompts: ["TOOL-PROMPT"]
+    schema: {type: object, required: [arg], properties: {arg: {type: string}}}
+  - id: [tool, asker]
+    description: The tool's output.
+    prompts: ["BACK-PROMPT"]
+    schema: {type: object, required: [thing], properties: {thing: {$ref: "#/$defs/thing"}}}
+  - id: [asker, hidden]
+    omit: true
+  - id: [hidden, asker]
+    omit: true
+  - id: [asker, done]
+    description: Finished.
+    schema: {type: object, required: [answer], properties: {answer: {type: string}}}
+  - id: [asker, gave-up]
+    description: The engine gives up.
+    omit: true
+"##;
+
+    fn fsm() -> Fsm {
+        crate::load_str("t.yaml", DOC, &BuiltinNames).unwrap()
+    }
+
+    fn step(seq: u64, from: &str, to: &str, event: Value) -> TrailEntry {
+        TrailEntry {
+            seq,
+            fsm: "t".into(),
+            version: 1,
+            from: from.into(),
+            to: Some(to.into()),
+            event,
+            at: SystemTime::UNIX_EPOCH,
+            attempt: 1,
+            model: None,
+            usage: None,
+            duration_ms: None,
+            failure: None,
+        }
+    }
+
+    fn failed(seq: u64, from: &str, event: Value, kind: FailureKind) -> TrailEntry {
+        TrailEntry {
+            to: None,
+            failure: Some(Failure {
+                kind,
+                message: "the answer was rejected".into(),
+                errors: vec![
+                    ValidationIssue {
+                        instance_path: "/arg".into(),
+                        schema_path: "/properties/arg/type".into(),
+                        message: "5 is not of type \"string\"".into(),
+                    },
+                    ValidationIssue {
+                        instance_path: String::new(),
+                        schema_path: "/required".into(),
+                        message: "\"extra\" is required".into(),
+                    },
+                ],
+                attempt: 2,
+            }),
+            ..step(seq, from, "", event)
+        }
+    }
+
+    fn roles(messages: &[Message]) -> Vec<Role> {
+        messages.iter().map(|m| m.role).collect()
+    }
+
+    #[test]
+    fn roles_follow_the_producing_state() {
+        let fsm = fsm();
+        let trail = [
+            step(
+                0,
+                "start",
+                "asker",
+                json!({"id": ["start", "asker"], "n": 1}),
+            ),
+            step(
+                1,
+                "asker",
+                "tool",
+                json!({"id": ["asker", "tool"], "arg": "a"}),
+            ),
+            step(
+                2,
+                "tool",
+                "asker",
+                json!({"id": ["tool", "asker"], "thing": {"n": 2}}),
+            ),
+        ];
+        let m = trail_to_prompts(&fsm, &trail, "asker", &PromptOptions::default());
+        assert_eq!(
+            roles(&m),
+            [Role::System, Role::User, Role::Assistant, Role::User]
+        );
+        // The assistant's message is the event itself, as compact JSON.
+        assert_eq!(m[2].content, r#"{"id":["asker","tool"],"arg":"a"}"#);
+        // User messages carry the three labelled parts.
+        assert!(
+            m[1].content.starts_with("INPUT-SCHEMA: {"),
+            "{}",
+            m[1].content
+        );
+        assert!(
+            m[1].content
+                .contains("\nDOCUMENT: {\"id\":[\"start\",\"asker\"],\"n\":1}")
+        );
+        assert!(m[3].content.contains("\nOUTPUT-SCHEMA: {\"oneOf\":["));
+    }
+
+    #[test]
+    fn user_messages_show_input_document_and_output_schemas() {
+        let fsm = fsm();
+        let trail = [step(
+            0,
+            "start",
+            "asker",
+            json!({"id": ["start", "asker"], "n": 1}),
+        )];
+        let m = trail_to_prompts(&fsm, &trail, "asker", &PromptOptions::default());
+        let input = fsm.transition("start", "asker").unwrap();
+        let expected = format!(
+            "INPUT-SCHEMA: {}\nDOCUMENT: {}\nOUTPUT-SCHEMA: {{\"oneOf\":[{},{}]}}",
+            input.effective.as_ref().unwrap(),
+            trail[0].event,
+            fsm.transition("asker", "tool")
+                .unwrap()
+                .effective
+                .as_ref()
+                .unwrap(),
+            fsm.transition("asker", "done")
+                .unwrap()
+                .effective
+                .as_ref()
+                .unwrap(),
+        );
+        assert_eq!(m[1].content, expected);
+        // The input schema refers to the shared schema rather than carrying it.
+        assert!(m[1].content.contains(r##"{"$ref":"#/$defs/thing"}"##));
+        assert!(!m[1].content.contains("$defs\":"));
+    }
+
+    #[test]
+    fn output_schema_is_left_out_for_terminal_targets() {
+        let fsm = fsm();
+        let trail = [
+            step(
+                0,
+                "start",
+                "asker",
+                json!({"id": ["start", "asker"], "n": 1}),
+            ),
+            step(
+                1,
+                "asker",
+                "tool",
+                json!({"id": ["asker", "tool"], "arg": "a"}),
+            ),
+            step(
+                2,
+                "tool",
+                "asker",
+                json!({"id": ["tool", "asker"], "thing": {"n": 2}}),
+            ),
+            step(
+                3,
+                "asker",
+                "done",
+                json!({"id": ["asker", "done"], "answer": "x"}),
+            ),
+        ];
+        // A non-llm producer going to a terminal state: no OUTPUT-SCHEMA part.
+        let fsm2 = crate::load_str(
+            "u.yaml",
+            "id: u\nstates: [{id: a, action: command}, {id: z, action: end}]\n\
+             xitions: [{id: [start, a]}, {id: [a, z]}]\n",
+            &BuiltinNames,
+        )
+        .unwrap();
+        let m2 = trail_to_prompts(
+            &fsm2,
+            &[step(0, "a", "z", json!({"id": ["a", "z"]}))],
+            "z",
+            &PromptOptions::default(),
+        );
+        assert_eq!(m2.len(), 2);
+        assert!(
+            !m2[1].content.contains("OUTPUT-SCHEMA"),
+            "{}",
+            m2[1].content
+        );
+        assert!(
+            m2[0]
+                .content
+                .ends_with("No transition leaves `z`: no answer is expected.")
+        );
+        // The llm's final answer is an assistant message as usual.
+        let m = trail_to_prompts(&fsm, &trail, "done", &PromptOptions::default());
+        assert_eq!(m.last().unwrap().role, Role::Assistant);
+    }
+
+    #[test]
+    fn omitted_transitions_are_skipped_but_failures_never() {
+        let fsm = fsm();
+        let trail = [
+            step(
+                0,
+                "start",
+                "asker",
+                json!({"id": ["start", "asker"], "n": 1}),
+            ),
+            step(
+                1,
+                "asker",
+                "hidden",
+                json!({"id": ["asker", "hidden"], "secret": 1}),
+            ),
+            failed(
+                2,
+                "hidden",
+                json!({"id": ["hidden", "nowhere"]}),
+                FailureKind::UnknownTransition,
+            ),
+            step(
+                3,
+                "hidden",
+                "asker",
+                json!({"id": ["hidden", "asker"], "secret": 2}),
+            ),
+            step(
+                4,
+                "asker",
+                "tool",
+                json!({"id": ["asker", "tool"], "arg": "a"}),
+            ),
+        ];
+        let m = trail_to_prompts(&fsm, &trail, "tool", &PromptOptions::default());
+        assert_eq!(
+            roles(&m),
+            [Role::System, Role::User, Role::User, Role::Assistant]
+        );
+        assert!(
+            m[2].content
+                .starts_with("FAILURE (unknown-transition, attempt 2)")
+        );
+        assert!(m.iter().all(|m| !m.content.contains("secret")));
+    }
+
+    #[test]
+    fn failures_show_errors_rejected_output_and_expected_schema() {
+        let fsm = fsm();
+        let trail = [
+            step(
+                0,
+                "start",
+                "asker",
+                json!({"id": ["start", "asker"], "n": 1}),
+            ),
+            failed(
+                1,
+                "asker",
+                json!({"id": ["asker", "tool"], "arg": 5}),
+                FailureKind::Validation,
+            ),
+            failed(2, "asker", Value::Null, FailureKind::Parse),
+        ];
+        let m = trail_to_prompts(&fsm, &trail, "asker", &PromptOptions::default());
+        assert_eq!(
+            roles(&m),
+            [Role::System, Role::User, Role::User, Role::User]
+        );
+        let expected_schema = format!(
+            "{{\"oneOf\":[{},{}]}}",
+            fsm.transition("asker", "tool")
+                .unwrap()
+                .effective
+                .as_ref()
+                .unwrap(),
+            fsm.transition("asker", "done")
+                .unwrap()
+                .effective
+                .as_ref()
+                .unwrap(),
+        );
+        let f = &m[2].content;
+        assert_eq!(
+            *f,
+            format!(
+                "FAILURE (validation, attempt 2): the answer was rejected\n\
+                 ERRORS:\n\
+                 - at /arg: 5 is not of type \"string\"\n\
+                 - at /: \"extra\" is required\n\
+                 REJECTED-OUTPUT: {{\"id\":[\"asker\",\"tool\"],\"arg\":5}}\n\
+                 OUTPUT-SCHEMA: {expected_schema}\n\
+                 Answer again with exactly one JSON object that satisfies OUTPUT-SCHEMA."
+            )
+        );
+        // No output, no REJECTED-OUTPUT line.
+        assert!(m[3].content.starts_with("FAILURE (parse, attempt 2)"));
+        assert!(!m[3].content.contains("REJECTED-OUTPUT"));
+        assert!(m[3].content.ends_with("satisfies OUTPUT-SCHEMA."));
+    }
+
+    #[test]
+    fn shared_schemas_appear_exactly_once() {
+        let fsm = fsm();
+        let trail = [
+            step(
+                0,
+                "start",
+                "asker",
+                json!({"id": ["start", "asker"], "n": 1}),
+            ),
+            step(
+                1,
+                "asker",
+                "tool",
+                json!({"id": ["asker", "tool"], "arg": "a"}),
+            ),
+            step(
+                2,
+                "tool",
+                "asker",
+                json!({"id": ["tool", "asker"], "thing": {"n": 2}}),
+            ),
+            failed(
+                3,
+                "asker",
+                json!({"id": ["asker", "tool"]}),
+                FailureKind::Validation,
+            ),
+        ];
+        let m = trail_to_prompts(&fsm, &trail, "asker", &PromptOptions::default());
+        let count: usize = m
+            .iter()
+            .map(|m| m.content.matches("ZEBRA-DEF-42").count())
+            .sum();
+        assert_eq!(count, 1);
+        assert!(m[0].content.contains(&format!(
+            "$defs: {}",
+            serde_json::to_string(&fsm.schemas).unwrap()
+        )));
+        // Schemas refer to them by $ref.
+        assert!(m[3].content.contains(r##""$ref":"#/$defs/thing""##));
+    }
+
+    #[test]
+    fn no_defs_section_without_shared_schemas() {
+        let fsm = crate::load_str(
+            "u.yaml",
+            "id: u\nstates: [{id: a, action: llm}, {id: z, action: end}]\n\
+             xitions: [{id: [start, a]}, {id: [a, z]}]\n",
+            &BuiltinNames,
+        )
+        .unwrap();
+        let s = system_message(&fsm, "a", None, &PromptOptions::default());
+        assert!(!s.contains("$defs"), "{s}");
+        assert!(s.starts_with("Each user message shows"), "{s}");
+    }
+
+    #[test]
+    fn routing_rules_list_exactly_the_shown_outgoing_ids() {
+        let fsm = fsm();
+        let s = system_message(&fsm, "asker", None, &PromptOptions::default());
+        let rules: Vec<&str> = s.lines().filter(|l| l.starts_with("- ")).collect();
+        // [asker, hidden] and [asker, gave-up] are omitted: never shown.
+        assert_eq!(
+            rules,
+            [
+                r#"- ["asker","tool"]: Run the tool."#,
+                r#"- ["asker","done"]: Finished."#
+            ]
+        );
+        assert!(s.contains("Its `id` picks the transition and must be one of:"));
+        assert!(!s.contains("hidden") && !s.contains("gave-up"), "{s}");
+        // A state whose every way out is omitted still gets its routes.
+        let h = system_message(&fsm, "hidden", None, &PromptOptions::default());
+        let rules: Vec<&str> = h.lines().filter(|l| l.starts_with("- ")).collect();
+        assert_eq!(rules, [r#"- ["hidden","asker"]"#]);
+    }
+
+    #[test]
+    fn system_message_ends_with_the_states_output_schema() {
+        let fsm = fsm();
+        let s = system_message(&fsm, "asker", None, &PromptOptions::default());
+        let expected = format!(
+            "\nYour answer must satisfy the option of this OUTPUT-SCHEMA whose `id` it carries:\n\
+             OUTPUT-SCHEMA: {{\"oneOf\":[{},{}]}}",
+            fsm.transition("asker", "tool")
+                .unwrap()
+                .effective
+                .as_ref()
+                .unwrap(),
+            fsm.transition("asker", "done")
+                .unwrap()
+                .effective
+                .as_ref()
+                .unwrap(),
+        );
+        assert!(s.ends_with(&expected), "{s}");
+        let t = system_message(&fsm, "tool", None, &PromptOptions::default());
+        let expected = format!(
+            "\nYour answer must satisfy this OUTPUT-SCHEMA:\nOUTPUT-SCHEMA: {}",
+            fsm.transition("tool", "asker")
+                .unwrap()
+                .effective
+                .as_ref()
+                .unwrap(),
+        );
+        assert!(t.ends_with(&expected), "{t}");
+        // trail_to_prompts renders the same system message.
+        let trail = [step(
+            0,
+            "start",
+            "asker",
+            json!({"id": ["start", "asker"], "n": 1}),
+        )];
+        let m = trail_to_prompts(&fsm, &trail, "asker", &PromptOptions::default());
+        let input = fsm.transition("start", "asker");
+        assert_eq!(
+            m[0].content,
+            system_message(&fsm, "asker", input, &PromptOptions::default())
+        );
+    }
+
+    #[test]
+    fn system_message_carries_prompts_in_order_then_defs_then_rules() {
+        let fsm = fsm();
+        let input = fsm.transition("tool", "asker");
+        let s = system_message(&fsm, "asker", input, &PromptOptions::default());
+        let at = |needle: &str| s.find(needle).unwrap_or_else(|| panic!("{needle} in {s}"));
+        assert!(at("FSM-PROMPT") < at("STATE-PROMPT"));
+        assert!(at("STATE-PROMPT") < at("BACK-PROMPT"));
+        assert!(at("BACK-PROMPT") < at("$defs: "));
+        assert!(at("$defs: ") < at("must be one of"));
+        assert!(!s.contains("ENTRY-PROMPT") && !s.contains("TOOL-PROMPT"));
+    }
+
+    #[test]
+    fn the_input_transition_is_the_last_one_into_the_state() {
+        let fsm = fsm();
+        let trail = [
+            step(
+                0,
+                "start",
+                "asker",
+                json!({"id": ["start", "asker"], "n": 1}),
+            ),
+            step(
+                1,
+                "asker",
+                "tool",
+                json!({"id": ["asker", "tool"], "arg": "a"}),
+            ),
+            failed(2, "tool", json!({}), FailureKind::Action),
+        ];
+        let m = trail_to_prompts(&fsm, &trail, "tool", &PromptOptions::default());
+        assert!(m[0].content.contains("TOOL-PROMPT"));
+        assert!(!m[0].content.contains("ENTRY-PROMPT"));
+        // Asked for another state than the last transition leads to: no input prompts.
+        let m = trail_to_prompts(&fsm, &trail[..2], "asker", &PromptOptions::default());
+        assert!(!m[0].content.contains("TOOL-PROMPT") && !m[0].content.contains("ENTRY-PROMPT"));
+        // Empty trail: just the system message.
+        let m = trail_to_prompts(&fsm, &[], "asker", &PromptOptions::default());
+        assert_eq!(m.len(), 1);
+    }
+
+    struct Catalog;
+
+    impl ActionCatalog for Catalog {
+        fn has_action(&self, action: &str) -> bool {
+            BuiltinNames.has_action(action)
+        }
+        fn action_names(&self) -> Vec<String> {
+            BuiltinNames.action_names()
+        }
+        fn check_config(&self, _: &str, _: &Value) -> Vec<ConfigIssue> {
+            Vec::new()
+        }
+        fn has_dynamic_schema(&self, name: &str) -> bool {
+            name == "mcp:request"
+        }
+    }
+
+    struct Provider;
+
+    impl DynamicSchemas for Provider {
+        fn serves(&self, name: &str) -> bool {
+            name == "mcp:request"
+        }
+        fn resolve(&self, name: &str) -> Result<Arc<Value>, SchemaError> {
+            if name == "mcp:request" {
+                Ok(Arc::new(
+                    json!({"type": "object", "required": ["tool"], "properties": {"tool": {"enum": ["hostname"]}}}),
+                ))
+            } else {
+                Err(SchemaError {
+                    message: "unknown".into(),
+                })
+            }
+        }
+    }
+
+    #[test]
+    fn dynamic_schemas_are_resolved_or_named() {
+        let fsm = crate::load_str(
+            "d.yaml",
+            "id: d\nstates: [{id: a, action: llm}, {id: m, action: mcp}, {id: z, action: end}]\n\
+             xitions: [{id: [start, a]}, {id: [a, m], schema: 'mcp:request'}, {id: [m, a]}, {id: [a, z]}]\n",
+            &Catalog,
+        )
+        .unwrap();
+        let trail = [step(0, "start", "a", json!({"id": ["start", "a"]}))];
+        let plain = trail_to_prompts(&fsm, &trail, "a", &PromptOptions::default());
+        assert!(
+            plain[1].content.contains(
+                r#"{"x-dynamic-schema":"mcp:request","properties":{"id":{"const":["a","m"]}}}"#
+            ),
+            "{}",
+            plain[1].content
+        );
+        let provider = Provider;
+        let opts = PromptOptions {
+            dynamic: Some(&provider),
+        };
+        let resolved = trail_to_prompts(&fsm, &trail, "a", &opts);
+        assert!(
+            resolved[1].content.contains(
+                r#"{"type":"object","properties":{"id":{"const":["a","m"]},"tool":{"enum":["hostname"]}},"required":["id","tool"]}"#
+            ),
+            "{}",
+            resolved[1].content
+        );
+        assert!(!resolved[1].content.contains("x-dynamic-schema"));
+    }
+
+    #[test]
+    fn messages_serialise_with_lowercase_roles() {
+        let m = Message::assistant("{}");
+        assert_eq!(
+            serde_json::to_value(&m).unwrap(),
+            json!({"role": "assistant", "content": "{}"})
+        );
+        let back: Message =
+            serde_json::from_value(json!({"role": "system", "content": "x"})).unwrap();
+        assert_eq!(back, Message::system("x"));
+        assert_eq!(Role::User.to_string(), "user");
+    }
+}

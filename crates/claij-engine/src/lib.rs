@@ -1,1 +1,18 @@
-//! engine
+//! # claij-engine
+//!
+//! Runs claij FSMs: the [`Action`] trait and its [`ActionRegistry`], the run loop
+//! ([`Engine::run`]) with routing, validation, retries, `on_failure` routes, timeouts, a
+//! run deadline and interruption, the run's context, and the built-in actions that need
+//! no model (`end`, `transform`, `command`, `human`).
+
+pub mod action;
+pub mod actions;
+pub mod observer;
+pub mod registry;
+pub mod run;
+
+pub use action::{Action, ActionError, ActionInput, ActionOutput, BoxFuture};
+pub use observer::Observer;
+pub use registry::ActionRegistry;
+pub use run::{Engine, InputError, RunOptions, RunOutcome, RunStatus, new_run_id};
+pub use tokio_util::sync::CancellationToken;

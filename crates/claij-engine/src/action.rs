@@ -1,0 +1,151 @@
+//! The `Action` trait: what runs inside a state.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use claij_core::{ConfigIssue, FailureKind, Fsm, State, TrailEntry, Transition, Usage};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+/// A boxed, sendable future borrowing from `'a`.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What an action sees: the run, the FSM, the state, the transition that led here, the
+/// input event, the trail so far and the context.
+#[derive(Clone, Copy)]
+pub struct ActionInput<'a> {
+    /// The run's id.
+    pub run_id: &'a str,
+    /// The FSM being run.
+    pub fsm: &'a Fsm,
+    /// The state whose action this is.
+    pub state: &'a State,
+    /// The transition that led into the state.
+    pub input_transition: &'a Transition,
+    /// The event that came with it.
+    pub event: &'a Value,
+    /// Everything appended so far (failures of earlier attempts included).
+    pub trail: &'a [TrailEntry],
+    /// The run's context.
+    pub context: &'a Value,
+    /// Which attempt this is, from 1.
+    pub attempt: u32,
+    /// The sequence number the entry of this attempt will get.
+    pub seq: u64,
+    /// Cancelled when the run is interrupted; long-running actions should watch it.
+    pub cancel: &'a CancellationToken,
+}
+
+impl ActionInput<'_> {
+    /// A key that is the same every time this attempt is made again (after a crash, say):
+    /// `RUN_ID:SEQ`. Actions with side effects use it to avoid doing them twice.
+    pub fn idempotency_key(&self) -> String {
+        format!("{}:{}", self.run_id, self.seq)
+    }
+
+    /// The failure entries of this state since it was entered, oldest first.
+    pub fn failures_here(&self) -> impl Iterator<Item = &TrailEntry> {
+        let entered = self
+            .trail
+            .iter()
+            .rposition(TrailEntry::is_transition)
+            .map_or(0, |i| i + 1);
+        self.trail[entered..].iter().filter(|e| e.failure.is_some())
+    }
+}
+
+/// What an action produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionOutput {
+    /// The output event; its `id` names the transition it wants.
+    pub event: Value,
+    /// A replacement context, when the action changed it.
+    pub context: Option<Value>,
+    /// The model that produced the event, when one did.
+    pub model: Option<String>,
+    /// Tokens and cost, when a model was called.
+    pub usage: Option<Usage>,
+}
+
+impl ActionOutput {
+    /// An output that is just an event.
+    pub fn event(event: Value) -> Self {
+        Self {
+            event,
+            context: None,
+            model: None,
+            usage: None,
+        }
+    }
+}
+
+/// An attempt that did not produce an event.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{kind}: {message}")]
+pub struct ActionError {
+    /// The failure kind recorded in the trail (`action`, `parse`, `timeout`, …).
+    pub kind: FailureKind,
+    /// The reason, in words (for a program: with the tail of its stderr).
+    pub message: String,
+    /// What was produced, if anything (kept in the trail for inspection and feedback).
+    pub output: Value,
+    /// false: trying again cannot help (no terminal to ask, say); the state gives up at once.
+    pub retryable: bool,
+}
+
+impl ActionError {
+    /// The action failed; trying again may help.
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self {
+            kind: FailureKind::Action,
+            message: message.into(),
+            output: Value::Null,
+            retryable: true,
+        }
+    }
+
+    /// The output could not be parsed into an event.
+    pub fn parse(message: impl Into<String>, output: impl Into<Value>) -> Self {
+        Self {
+            kind: FailureKind::Parse,
+            message: message.into(),
+            output: output.into(),
+            retryable: true,
+        }
+    }
+
+    /// The action cannot work in this setting; trying again cannot help.
+    pub fn fatal(message: impl Into<String>) -> Self {
+        Self {
+            kind: FailureKind::Action,
+            message: message.into(),
+            output: Value::Null,
+            retryable: false,
+        }
+    }
+}
+
+/// What runs inside a state. Implement it to add an action of your own and register it in
+/// an [`ActionRegistry`](crate::ActionRegistry).
+///
+/// Non-serialisable resources (HTTP clients, connections) belong in the action value
+/// itself or a registry it holds, never in the run's context. Cleanups run by `Drop`: when
+/// a run is interrupted or an attempt times out, the action's future is dropped.
+pub trait Action: Send + Sync + 'static {
+    /// The JSON Schema of this action's `config` (the engine's keys `max_attempts`,
+    /// `timeout` and `on_failure` removed). Checked when documents load.
+    fn config_schema(&self) -> Value {
+        serde_json::json!({"type": "object"})
+    }
+
+    /// Checks beyond the schema (a template that does not parse, say).
+    fn check_config(&self, _config: &Value) -> Vec<ConfigIssue> {
+        Vec::new()
+    }
+
+    /// Runs one attempt.
+    fn run<'a>(
+        &'a self,
+        input: ActionInput<'a>,
+    ) -> BoxFuture<'a, Result<ActionOutput, ActionError>>;
+}

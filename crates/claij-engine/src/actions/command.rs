@@ -1,0 +1,253 @@
+//! `command`: runs a program (no shell) with the input event as JSON on stdin.
+
+use std::process::Stdio;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde_json::{Map, Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+use crate::action::{Action, ActionError, ActionInput, ActionOutput, BoxFuture};
+
+/// How much of a program's stdout is kept (beyond it the attempt fails).
+const MAX_STDOUT: usize = 16 << 20;
+/// How much of the end of stderr is kept for messages and events.
+const STDERR_TAIL: usize = 4 << 10;
+
+/// Runs `config.argv` (program and arguments; no shell) with optional `env` and `cwd`.
+///
+/// The input event goes to stdin as JSON. With `output: json` (the default) stdout must
+/// hold one JSON object, the output event; a non-zero exit or bad JSON is a failure
+/// carrying the tail of stderr. With `output: capture` the event is built by the engine:
+/// `{id: [state, routes[exit code] or routes["*"]], exit_code, stdout, stderr}`.
+///
+/// The program gets `CLAIJ_RUN_ID`, `CLAIJ_FSM`, `CLAIJ_STATE`, `CLAIJ_ATTEMPT` and
+/// `CLAIJ_IDEMPOTENCY_KEY` (run id + sequence number) in its environment. It runs in a
+/// process group of its own, killed (SIGKILL) when the attempt times out or the run is
+/// interrupted, and swept when the program exits, so nothing it started lingers.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Command;
+
+impl Action for Command {
+    fn config_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "required": ["argv"],
+            "properties": {
+                "argv": {"type": "array", "minItems": 1, "items": {"type": "string"}, "prefixItems": [{"type": "string", "minLength": 1}], "description": "Program and arguments; no shell."},
+                "env": {"type": "object", "additionalProperties": {"type": "string"}},
+                "cwd": {"type": "string", "minLength": 1},
+                "output": {"enum": ["json", "capture"], "default": "json"},
+                "routes": {"type": "object", "propertyNames": {"pattern": "^(\\*|-?[0-9]+)$"}, "additionalProperties": {"type": "string"}, "description": "output: capture — exit code (or \"*\") to target state."}
+            },
+            "additionalProperties": false,
+            "if": {"properties": {"output": {"const": "capture"}}, "required": ["output"]},
+            "then": {"required": ["routes"]}
+        })
+    }
+
+    fn run<'a>(
+        &'a self,
+        input: ActionInput<'a>,
+    ) -> BoxFuture<'a, Result<ActionOutput, ActionError>> {
+        Box::pin(run_command(input))
+    }
+}
+
+/// Kills the program's process group when dropped (attempt done, timed out or
+/// interrupted), so no descendant outlives the attempt.
+struct GroupGuard(Option<Pid>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            // ESRCH (already gone) is the common, fine case.
+            let _ = killpg(pid, Signal::SIGKILL);
+        }
+    }
+}
+
+async fn run_command(input: ActionInput<'_>) -> Result<ActionOutput, ActionError> {
+    let config = &input.state.config;
+    let argv: Vec<&str> = config
+        .get("argv")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let Some((program, args)) = argv.split_first() else {
+        return Err(ActionError::fatal("`config.argv` is missing or empty"));
+    };
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0)
+        .env("CLAIJ_RUN_ID", input.run_id)
+        .env("CLAIJ_FSM", &*input.fsm.id)
+        .env("CLAIJ_STATE", &*input.state.id)
+        .env("CLAIJ_ATTEMPT", input.attempt.to_string())
+        .env("CLAIJ_IDEMPOTENCY_KEY", input.idempotency_key());
+    if let Some(env) = config.get("env").and_then(Value::as_object) {
+        for (k, v) in env {
+            if let Some(v) = v.as_str() {
+                cmd.env(k, v);
+            }
+        }
+    }
+    if let Some(cwd) = config.get("cwd").and_then(Value::as_str) {
+        cmd.current_dir(cwd);
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| ActionError::failed(format!("cannot start `{program}`: {e}")))?;
+    let _guard = GroupGuard(
+        child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(Pid::from_raw),
+    );
+
+    let stdin_bytes = serde_json::to_vec(input.event).unwrap_or_default();
+    let mut stdin = child.stdin.take();
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let feed = async move {
+        if let Some(mut s) = stdin.take() {
+            // A program that does not read its stdin is fine: ignore broken pipes.
+            let _ = s.write_all(&stdin_bytes).await;
+            let _ = s.shutdown().await;
+        }
+    };
+    let (_, out, err, status) = tokio::join!(
+        feed,
+        read_capped(stdout.as_mut(), MAX_STDOUT),
+        read_tail(stderr.as_mut(), STDERR_TAIL),
+        child.wait()
+    );
+    let status =
+        status.map_err(|e| ActionError::failed(format!("waiting for `{program}`: {e}")))?;
+    let (out, truncated) =
+        out.map_err(|e| ActionError::failed(format!("reading stdout of `{program}`: {e}")))?;
+    let err = err.unwrap_or_default();
+    let stderr_tail = String::from_utf8_lossy(&err).into_owned();
+    let code = status.code();
+    let with_stderr = |message: String| {
+        if stderr_tail.trim().is_empty() {
+            message
+        } else {
+            format!("{message}; stderr ends with:\n{}", stderr_tail.trim_end())
+        }
+    };
+
+    if config.get("output").and_then(Value::as_str) == Some("capture") {
+        let routes = config.get("routes").and_then(Value::as_object);
+        let target = routes.and_then(|r| route_for(r, code));
+        let Some(target) = target else {
+            return Err(ActionError::failed(with_stderr(format!(
+                "`{program}` {}, and `routes` has no entry for it (nor \"*\")",
+                describe_status(code)
+            ))));
+        };
+        let stdout_text = String::from_utf8_lossy(&out).into_owned();
+        return Ok(ActionOutput::event(json!({
+            "id": [&*input.state.id, target],
+            "exit_code": code,
+            "stdout": stdout_text,
+            "stderr": stderr_tail,
+        })));
+    }
+
+    if !status.success() {
+        return Err(ActionError::failed(with_stderr(format!(
+            "`{program}` {}",
+            describe_status(code)
+        ))));
+    }
+    if truncated {
+        return Err(ActionError::failed(format!(
+            "`{program}` wrote more than {} MiB to stdout; an event must be one JSON object",
+            MAX_STDOUT >> 20
+        )));
+    }
+    let text = String::from_utf8_lossy(&out);
+    match serde_json::from_str::<Value>(text.trim()) {
+        Ok(event @ Value::Object(_)) => Ok(ActionOutput::event(event)),
+        Ok(other) => Err(ActionError::parse(
+            with_stderr(format!("`{program}` printed JSON that is not an object")),
+            other,
+        )),
+        Err(e) => Err(ActionError::parse(
+            with_stderr(format!(
+                "`{program}` did not print one JSON object on stdout ({e})"
+            )),
+            Value::String(tail_chars(&text, 2000)),
+        )),
+    }
+}
+
+fn route_for(routes: &Map<String, Value>, code: Option<i32>) -> Option<&str> {
+    code.and_then(|c| routes.get(&c.to_string()))
+        .or_else(|| routes.get("*"))
+        .and_then(Value::as_str)
+}
+
+fn describe_status(code: Option<i32>) -> String {
+    match code {
+        Some(c) => format!("exited with status {c}"),
+        None => "was killed by a signal".into(),
+    }
+}
+
+fn tail_chars(text: &str, max: usize) -> String {
+    let count = text.chars().count();
+    text.chars().skip(count.saturating_sub(max)).collect()
+}
+
+/// Reads all of `r` up to `cap` bytes; reports whether more was there.
+async fn read_capped<R: AsyncRead + Unpin>(
+    r: Option<&mut R>,
+    cap: usize,
+) -> std::io::Result<(Vec<u8>, bool)> {
+    let Some(r) = r else {
+        return Ok((Vec::new(), false));
+    };
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let mut truncated = false;
+    loop {
+        let n = r.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok((buf, truncated));
+        }
+        if buf.len() + n > cap {
+            truncated = true;
+        } else {
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
+
+/// Reads all of `r`, keeping only the last `keep` bytes.
+async fn read_tail<R: AsyncRead + Unpin>(
+    r: Option<&mut R>,
+    keep: usize,
+) -> std::io::Result<Vec<u8>> {
+    let Some(r) = r else { return Ok(Vec::new()) };
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let n = r.read(&mut chunk).await?;
+        if n == 0 {
+            if buf.len() > keep {
+                buf.drain(..buf.len() - keep);
+            }
+            return Ok(buf);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if buf.len() > 2 * keep {
+            buf.drain(..buf.len() - keep);
+        }
+    }
+}

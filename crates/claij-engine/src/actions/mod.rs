@@ -1,0 +1,69 @@
+//! The built-in actions that need no model.
+
+mod command;
+mod human;
+mod transform;
+
+pub use command::Command;
+pub use human::{Human, HumanIo, TerminalIo};
+pub use transform::Transform;
+
+use serde_json::{Value, json};
+
+use crate::action::{Action, ActionError, ActionInput, ActionOutput, BoxFuture};
+
+/// `end`: terminal. The engine never runs it (runs stop on entering a terminal state);
+/// it exists so the name is known and its config (none) is checked.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct End;
+
+impl Action for End {
+    fn config_schema(&self) -> Value {
+        json!({"type": "object", "additionalProperties": false})
+    }
+
+    fn run<'a>(
+        &'a self,
+        input: ActionInput<'a>,
+    ) -> BoxFuture<'a, Result<ActionOutput, ActionError>> {
+        let state = input.state.id.clone();
+        Box::pin(async move {
+            Err(ActionError::fatal(format!(
+                "state `{state}` is terminal; the `end` action never runs"
+            )))
+        })
+    }
+}
+
+/// Action names reserved for later layers, and what brings each.
+pub const RESERVED: [(&str, &str); 5] = [
+    ("llm", "the model layer"),
+    ("mcp", "the MCP client"),
+    ("fsm", "composition (sub-FSMs)"),
+    ("fork", "composition (fork/join)"),
+    ("join", "composition (fork/join)"),
+];
+
+/// An action whose name is known (so documents using it validate) but which this build
+/// cannot run yet: running it fails at once with a message saying so.
+#[derive(Debug, Clone, Copy)]
+pub struct Reserved {
+    /// The action's name.
+    pub name: &'static str,
+    /// What brings it.
+    pub arrives_with: &'static str,
+}
+
+impl Action for Reserved {
+    fn run<'a>(
+        &'a self,
+        _input: ActionInput<'a>,
+    ) -> BoxFuture<'a, Result<ActionOutput, ActionError>> {
+        Box::pin(async move {
+            Err(ActionError::fatal(format!(
+                "the `{}` action is not available in this build yet (it arrives with {})",
+                self.name, self.arrives_with
+            )))
+        })
+    }
+}

@@ -1,0 +1,135 @@
+//! The registry of actions and dynamic schema providers a document may name.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use claij_core::schema::SchemaError;
+use claij_core::{ActionCatalog, CompiledSchema, ConfigIssue, DynamicSchemas};
+use serde_json::Value;
+
+use crate::action::Action;
+use crate::actions;
+
+struct Registered {
+    action: Arc<dyn Action>,
+    config_schema: CompiledSchema,
+}
+
+/// Actions by name, each with its compiled config schema, and the dynamic schema
+/// providers. Implements [`ActionCatalog`] so documents are checked against it on load.
+#[derive(Default)]
+pub struct ActionRegistry {
+    actions: BTreeMap<String, Registered>,
+    schemas: Vec<Arc<dyn DynamicSchemas>>,
+}
+
+impl std::fmt::Debug for ActionRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ActionRegistry")
+            .field("actions", &self.actions.keys().collect::<Vec<_>>())
+            .field("schema_providers", &self.schemas.len())
+            .finish()
+    }
+}
+
+impl ActionRegistry {
+    /// A registry with nothing in it.
+    pub fn empty() -> Self {
+        Self::default()
+    }
+
+    /// The built-in actions: `end`, `transform`, `command`, `human`, and the names
+    /// reserved for actions that arrive with later layers (`llm`, `mcp`, `fsm`, `fork`,
+    /// `join`), which load but fail clearly when run.
+    pub fn with_builtins() -> Self {
+        let mut registry = Self::empty();
+        let builtins: [(&str, Arc<dyn Action>); 4] = [
+            ("end", Arc::new(actions::End)),
+            ("transform", Arc::new(actions::Transform::default())),
+            ("command", Arc::new(actions::Command)),
+            ("human", Arc::new(actions::Human::terminal())),
+        ];
+        for (name, action) in builtins {
+            registry.insert(name, action);
+        }
+        for (name, arrives_with) in actions::RESERVED {
+            registry.insert(name, Arc::new(actions::Reserved { name, arrives_with }));
+        }
+        registry
+    }
+
+    fn insert(&mut self, name: &str, action: Arc<dyn Action>) {
+        // Built-in config schemas are constants checked by tests.
+        if let Err(e) = self.register(name, action) {
+            panic!("built-in action `{name}` has a bad config schema: {e}");
+        }
+    }
+
+    /// Registers (or replaces) an action under `name`; fails when its config schema does
+    /// not compile.
+    pub fn register(&mut self, name: &str, action: Arc<dyn Action>) -> Result<(), SchemaError> {
+        let config_schema = CompiledSchema::compile(action.config_schema())?;
+        self.actions.insert(
+            name.to_owned(),
+            Registered {
+                action,
+                config_schema,
+            },
+        );
+        Ok(())
+    }
+
+    /// Adds a provider of dynamic (string-named) schemas.
+    pub fn register_schemas(&mut self, provider: Arc<dyn DynamicSchemas>) {
+        self.schemas.push(provider);
+    }
+
+    /// The action registered under `name`.
+    pub fn action(&self, name: &str) -> Option<&Arc<dyn Action>> {
+        self.actions.get(name).map(|r| &r.action)
+    }
+
+    /// The config schema of the action registered under `name`.
+    pub fn config_schema(&self, name: &str) -> Option<&Value> {
+        self.actions.get(name).map(|r| &r.config_schema.source)
+    }
+
+    /// The provider serving the dynamic schema `name`.
+    pub fn schema_provider(&self, name: &str) -> Option<&Arc<dyn DynamicSchemas>> {
+        self.schemas.iter().find(|p| p.serves(name))
+    }
+}
+
+impl ActionCatalog for ActionRegistry {
+    fn has_action(&self, action: &str) -> bool {
+        self.actions.contains_key(action)
+    }
+
+    fn action_names(&self) -> Vec<String> {
+        self.actions.keys().cloned().collect()
+    }
+
+    fn check_config(&self, action: &str, config: &Value) -> Vec<ConfigIssue> {
+        let Some(registered) = self.actions.get(action) else {
+            return Vec::new();
+        };
+        let issues: Vec<ConfigIssue> = registered
+            .config_schema
+            .issues(config)
+            .into_iter()
+            .map(|i| ConfigIssue {
+                pointer: i.instance_path,
+                message: i.message,
+            })
+            .collect();
+        if issues.is_empty() {
+            registered.action.check_config(config)
+        } else {
+            issues
+        }
+    }
+
+    fn has_dynamic_schema(&self, name: &str) -> bool {
+        self.schema_provider(name).is_some()
+    }
+}
