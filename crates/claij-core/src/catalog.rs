@@ -13,6 +13,18 @@ pub struct ConfigIssue {
     pub message: String,
 }
 
+/// A state the action of a state may send a run to by itself, as its `config` says:
+/// `command`'s capture `routes` by exit code (and, later, the success, failure and
+/// timeout routes of `fsm` and `fork`). The loader checks that a transition
+/// [state, target] exists for each, as it does for the engine's own `on_failure`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigRoute {
+    /// Where inside `config` the target is written (JSON Pointer, `/routes/0`).
+    pub pointer: String,
+    /// The target state.
+    pub target: String,
+}
+
 /// The actions and dynamic schemas a document may name.
 pub trait ActionCatalog {
     /// Whether an action of this name is registered.
@@ -25,6 +37,12 @@ pub trait ActionCatalog {
     /// accepts: its declared config schema and any further checks (a template that does
     /// not parse, say). Empty when the config is fine.
     fn check_config(&self, action: &str, config: &Value) -> Vec<ConfigIssue>;
+
+    /// The routes a state's `config` (the engine's own keys removed) declares for its
+    /// action: see [`ConfigRoute`]. None by default.
+    fn config_routes(&self, _action: &str, _config: &Value) -> Vec<ConfigRoute> {
+        Vec::new()
+    }
 
     /// Whether a dynamic schema of this name (`"mcp:request"`) is served.
     fn has_dynamic_schema(&self, name: &str) -> bool;

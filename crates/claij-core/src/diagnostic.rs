@@ -20,8 +20,13 @@ impl JsonPath {
 
     /// This path extended by one object key or array index.
     pub fn join(&self, segment: impl fmt::Display) -> Self {
-        let segment = segment.to_string().replace('~', "~0").replace('/', "~1");
-        Self(format!("{}/{}", self.0, segment))
+        Self(format!("{}/{}", self.0, escape(&segment.to_string())))
+    }
+
+    /// This path extended by a JSON Pointer relative to it (`/properties/a`; empty: this
+    /// path itself).
+    pub fn join_pointer(&self, pointer: &str) -> Self {
+        Self(format!("{}{}", self.0, pointer))
     }
 
     /// The JSON Pointer form (`/states/0/id`; empty for the root).
@@ -37,7 +42,7 @@ impl fmt::Display for JsonPath {
             return Ok(());
         }
         for raw in self.0[1..].split('/') {
-            let segment = raw.replace("~1", "/").replace("~0", "~");
+            let segment = unescape(raw);
             if !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit()) {
                 write!(f, "[{segment}]")?;
             } else if !segment.is_empty()
@@ -52,6 +57,16 @@ impl fmt::Display for JsonPath {
         }
         Ok(())
     }
+}
+
+/// One key or index as a JSON Pointer segment (`~` and `/` escaped).
+pub(crate) fn escape(segment: &str) -> String {
+    segment.replace('~', "~0").replace('/', "~1")
+}
+
+/// A JSON Pointer segment back as the key or index it stands for.
+pub(crate) fn unescape(segment: &str) -> String {
+    segment.replace("~1", "/").replace("~0", "~")
 }
 
 /// What kind of problem a diagnostic reports; tests and tools match on it.
@@ -89,7 +104,8 @@ pub enum Problem {
     UnknownAction,
     /// A state's `config` is rejected by its action.
     BadConfig,
-    /// An `on_failure` route with no matching transition.
+    /// A route (`on_failure`, or one an action declares in its `config`) with no
+    /// matching transition, or a terminal state with outgoing transitions.
     BadRoute,
 }
 
@@ -184,6 +200,13 @@ impl Collector {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.found.is_empty()
+    }
+
+    /// Whether a problem of this kind is already reported at `path`.
+    pub(crate) fn has_at(&self, problem: Problem, path: &JsonPath) -> bool {
+        self.found
+            .iter()
+            .any(|d| d.problem == problem && d.path == *path)
     }
 
     pub(crate) fn finish(self) -> Result<(), Diagnostics> {

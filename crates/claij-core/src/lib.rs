@@ -18,11 +18,13 @@ pub mod trail;
 
 pub use catalog::{ActionCatalog, BuiltinNames, ConfigIssue};
 pub use diagnostic::{Diagnostic, Diagnostics, JsonPath, Problem};
+pub use graph::{to_dot, to_mermaid};
 pub use load::{load_file, load_str, load_value};
 pub use metaschema::{META_SCHEMA, meta_schema};
 pub use model::{
     DEFAULT_MAX_ATTEMPTS, END_ACTION, Fsm, FsmSettings, START, State, StateIdx, StateSettings,
     Transition, TransitionIdx, TransitionSchema,
 };
+pub use prompts::{Message, PromptOptions, Role, system_message, trail_to_prompts};
 pub use schema::{CompiledSchema, DynamicSchemas, SchemaError, ValidationIssue};
 pub use trail::{Failure, FailureKind, TrailEntry, Usage};

@@ -9,13 +9,14 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::catalog::ActionCatalog;
+use crate::catalog::{ActionCatalog, ConfigRoute};
 use crate::diagnostic::{Collector, Diagnostic, Diagnostics, JsonPath, Problem};
 use crate::model::{
     END_ACTION, Fsm, FsmSettings, START, State, StateSettings, Transition, TransitionSchema,
 };
 use crate::schema::{
-    CompiledSchema, effective_schema, local_ref_resolves, refs_in, transition_id, with_defs,
+    CompiledSchema, effective_schema, local_ref_resolves, meta_errors, refs_in, transition_id,
+    with_defs,
 };
 
 /// The keys of a state's `config` that belong to the engine, not to the action.
@@ -153,7 +154,11 @@ fn build(
             .get("max_attempts")
             .and_then(Value::as_u64)
             .map(clamp_u32),
-        timeout: duration_at(raw.config.get("timeout"), &root.join("config").join("timeout"), found),
+        timeout: duration_at(
+            raw.config.get("timeout"),
+            &root.join("config").join("timeout"),
+            found,
+        ),
         deadline: duration_at(
             raw.config.get("deadline"),
             &root.join("config").join("deadline"),
@@ -168,7 +173,7 @@ fn build(
         .map(|(i, s)| (s.id.clone(), i))
         .collect();
 
-    check_defs(&raw.schemas, found);
+    let shared = SharedSchemas::check(&raw.schemas, found);
     let xitions_key = if document.get("transitions").is_some() {
         "transitions"
     } else {
@@ -188,8 +193,10 @@ fn build(
         document,
         state_index,
     };
-    build_transitions(&mut fsm, raw.xitions, xitions_key, catalog, found);
+    build_transitions(&mut fsm, raw.xitions, xitions_key, &shared, catalog, found);
     check_graph(&fsm, xitions_key, found);
+    check_routes(&fsm, catalog, found);
+    check_reachability(&fsm, found);
     fsm
 }
 
@@ -197,28 +204,44 @@ fn clamp_u32(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-/// A duration field: a number of seconds or a humantime string (`500ms`, `1h 30m`).
+/// A duration field: a positive number of seconds or a humantime string (`500ms`,
+/// `1h 30m`). Values of another type, numbers not above zero and empty strings are left
+/// to the meta-schema to report.
 fn duration_at(value: Option<&Value>, at: &JsonPath, found: &mut Collector) -> Option<Duration> {
-    match value? {
-        Value::Number(n) => n
-            .as_f64()
-            .and_then(|secs| Duration::try_from_secs_f64(secs).ok()),
-        Value::String(s) => match humantime::parse_duration(s.trim()) {
-            Ok(d) => Some(d),
-            Err(e) => {
-                found.push(
-                    Problem::Format,
-                    at.clone(),
-                    format!("`{s}` is not a duration ({e}); write e.g. `500ms`, `30s`, `2m`, `1h 30m`"),
-                );
-                None
-            }
-        },
-        _ => None,
-    }
+    let (written, parsed) = match value? {
+        Value::Number(n) => {
+            let secs = n.as_f64().filter(|secs| *secs > 0.0)?;
+            let parsed = Duration::try_from_secs_f64(secs)
+                .map_err(|_| format!("`{n}` seconds is too large for a duration"));
+            (n.to_string(), parsed)
+        }
+        Value::String(s) if !s.is_empty() => {
+            let parsed = humantime::parse_duration(s.trim()).map_err(|e| {
+                format!("`{s}` is not a duration ({e}); write e.g. `500ms`, `30s`, `2m`, `1h 30m`")
+            });
+            (s.clone(), parsed)
+        }
+        _ => return None,
+    };
+    let checked = parsed.and_then(|d| {
+        if d.is_zero() {
+            Err(format!(
+                "`{written}` is not a positive duration; write e.g. `500ms`, `30s`, `2m`"
+            ))
+        } else {
+            Ok(d)
+        }
+    });
+    checked
+        .map_err(|message| found.push(Problem::Format, at.clone(), message))
+        .ok()
 }
 
-fn build_states(raw: &[RawState], catalog: &dyn ActionCatalog, found: &mut Collector) -> Vec<State> {
+fn build_states(
+    raw: &[RawState],
+    catalog: &dyn ActionCatalog,
+    found: &mut Collector,
+) -> Vec<State> {
     let mut seen: HashMap<&str, usize> = HashMap::new();
     let mut states = Vec::with_capacity(raw.len());
     for (i, s) in raw.iter().enumerate() {
@@ -234,7 +257,10 @@ fn build_states(raw: &[RawState], catalog: &dyn ActionCatalog, found: &mut Colle
             found.push(
                 Problem::Duplicate,
                 at.join("id"),
-                format!("duplicate state id `{}` (first declared at $.states[{first}])", s.id),
+                format!(
+                    "duplicate state id `{}` (first declared at $.states[{first}])",
+                    s.id
+                ),
             );
         }
         let config_at = at.join("config");
@@ -245,7 +271,11 @@ fn build_states(raw: &[RawState], catalog: &dyn ActionCatalog, found: &mut Colle
                 .as_ref()
                 .and_then(Value::as_u64)
                 .map(clamp_u32),
-            timeout: duration_at(config.remove("timeout").as_ref(), &config_at.join("timeout"), found),
+            timeout: duration_at(
+                config.remove("timeout").as_ref(),
+                &config_at.join("timeout"),
+                found,
+            ),
             on_failure: config
                 .remove("on_failure")
                 .as_ref()
@@ -267,8 +297,11 @@ fn build_states(raw: &[RawState], catalog: &dyn ActionCatalog, found: &mut Colle
             for issue in catalog.check_config(&s.action, &config) {
                 found.push(
                     Problem::BadConfig,
-                    JsonPath::from_pointer(&format!("{}{}", config_at.pointer(), issue.pointer)),
-                    format!("action `{}` rejects this config: {}", s.action, issue.message),
+                    config_at.join_pointer(&issue.pointer),
+                    format!(
+                        "action `{}` rejects this config: {}",
+                        s.action, issue.message
+                    ),
                 );
             }
         }
@@ -290,24 +323,83 @@ fn build_states(raw: &[RawState], catalog: &dyn ActionCatalog, found: &mut Colle
     states
 }
 
-/// Every shared schema compiles (with the others beside it) and every `$ref` in them
-/// resolves.
-fn check_defs(defs: &Map<String, Value>, found: &mut Collector) {
-    let root = Value::Object(Map::from_iter([(
-        "$defs".to_owned(),
-        Value::Object(defs.clone()),
-    )]));
-    for (name, schema) in defs {
-        let at = JsonPath::root().join("schemas").join(name);
-        if !refs_resolve(schema, &root, &at, found) {
-            continue;
+/// The document's shared `schemas`, checked, as transition schemas see them.
+struct SharedSchemas {
+    /// By name.
+    defs: Map<String, Value>,
+    /// `{"$defs": defs}`: where local `$ref`s resolve.
+    root: Value,
+    /// Whether every shared schema is sound; when one is not, no transition schema is
+    /// compiled (each would fail on it again).
+    sound: bool,
+}
+
+impl SharedSchemas {
+    /// Checks every shared schema: its `$ref`s resolve, it is a valid JSON Schema, and,
+    /// when all of them are, it compiles with the others beside it.
+    fn check(defs: &Map<String, Value>, found: &mut Collector) -> Self {
+        let root = Value::Object(Map::from_iter([(
+            "$defs".to_owned(),
+            Value::Object(defs.clone()),
+        )]));
+        let at = |name: &str| JsonPath::root().join("schemas").join(name);
+        let mut sound = true;
+        for (name, schema) in defs {
+            sound &= check_schema(schema, &root, &at(name), found);
         }
-        if let Err(e) = CompiledSchema::compile(with_defs(schema, defs)) {
-            found.push(
-                Problem::BadSchema,
-                at,
-                format!("shared schema `{name}` does not compile: {}", e.message),
-            );
+        if sound {
+            for (name, schema) in defs {
+                sound &= compile_authored(schema, defs, &at(name), found).is_some();
+            }
+        }
+        Self {
+            defs: defs.clone(),
+            root,
+            sound,
+        }
+    }
+}
+
+/// Checks a schema written at `at`: its `$ref`s resolve and it is a valid JSON Schema
+/// (each bad keyword reported where it is written). Returns whether both hold.
+fn check_schema(schema: &Value, root: &Value, at: &JsonPath, found: &mut Collector) -> bool {
+    let refs_ok = refs_resolve(schema, root, at, found);
+    let errors = meta_errors(schema);
+    for e in &errors {
+        found.push(
+            Problem::BadSchema,
+            at.join_pointer(&e.pointer),
+            format!("not a valid JSON Schema: {}", e.message),
+        );
+    }
+    refs_ok && errors.is_empty()
+}
+
+/// Compiles a schema written at `at`, the shared schemas beside it as `$defs`, reporting
+/// a failure at the keyword it names (once, however many schemas share the keyword).
+fn compile_authored(
+    schema: &Value,
+    defs: &Map<String, Value>,
+    at: &JsonPath,
+    found: &mut Collector,
+) -> Option<CompiledSchema> {
+    match CompiledSchema::compile(with_defs(schema, defs)) {
+        Ok(compiled) => Some(compiled),
+        Err(e) => {
+            let here = match e.pointer.strip_prefix("/$defs/") {
+                Some(inside) => JsonPath::root()
+                    .join("schemas")
+                    .join_pointer(&format!("/{inside}")),
+                None => at.join_pointer(&e.pointer),
+            };
+            if !found.has_at(Problem::BadSchema, &here) {
+                found.push(
+                    Problem::BadSchema,
+                    here,
+                    format!("the schema does not compile: {}", e.message),
+                );
+            }
+            None
         }
     }
 }
@@ -316,7 +408,7 @@ fn check_defs(defs: &Map<String, Value>, found: &mut Collector) {
 fn refs_resolve(schema: &Value, root: &Value, at: &JsonPath, found: &mut Collector) -> bool {
     let mut ok = true;
     for (pointer, target) in refs_in(schema) {
-        let here = JsonPath::from_pointer(&format!("{}{}", at.pointer(), pointer));
+        let here = at.join_pointer(&pointer);
         match local_ref_resolves(&target, root) {
             Some(true) => {}
             Some(false) => {
@@ -356,13 +448,10 @@ fn build_transitions(
     fsm: &mut Fsm,
     raw: Vec<RawTransition>,
     key: &str,
+    shared: &SharedSchemas,
     catalog: &dyn ActionCatalog,
     found: &mut Collector,
 ) {
-    let defs_root = Value::Object(Map::from_iter([(
-        "$defs".to_owned(),
-        Value::Object(fsm.schemas.clone()),
-    )]));
     let mut seen: HashMap<(String, String), usize> = HashMap::new();
     for (i, t) in raw.into_iter().enumerate() {
         let at = JsonPath::root().join(key).join(i);
@@ -373,7 +462,10 @@ fn build_transitions(
             found.push(
                 Problem::UnknownState,
                 at.join("id").join(0),
-                format!("transition from unknown state `{from}`; {}", known_states(fsm)),
+                format!(
+                    "transition from unknown state `{from}`; {}",
+                    known_states(fsm)
+                ),
             );
         }
         if to == START {
@@ -399,33 +491,14 @@ fn build_transitions(
             );
             continue;
         }
-        let schema_at = at.join("schema");
-        let (schema, effective, compiled) = match t.schema {
-            None | Some(Value::Bool(true)) => {
-                let effective = effective_schema(&from, &to, None);
-                let compiled = compile_effective(&effective, &fsm.schemas, &schema_at, found);
-                (TransitionSchema::Any, Some(effective), compiled)
-            }
-            Some(Value::String(name)) => {
-                if !catalog.has_dynamic_schema(&name) {
-                    found.push(
-                        Problem::UnknownDynamicSchema,
-                        schema_at,
-                        format!("no provider serves the dynamic schema `{name}`"),
-                    );
-                }
-                (TransitionSchema::Dynamic(name), None, None)
-            }
-            Some(schema) => {
-                let effective = effective_schema(&from, &to, Some(&schema));
-                let compiled = if refs_resolve(&schema, &defs_root, &schema_at, found) {
-                    compile_effective(&effective, &fsm.schemas, &schema_at, found)
-                } else {
-                    None
-                };
-                (TransitionSchema::Static(schema), Some(effective), compiled)
-            }
-        };
+        let (schema, effective, compiled) = transition_schema(
+            t.schema,
+            (&from, &to),
+            &at.join("schema"),
+            shared,
+            catalog,
+            found,
+        );
         let idx = fsm.transitions.len();
         fsm.transitions.push(Transition {
             id_value: transition_id(&from, &to),
@@ -453,19 +526,66 @@ fn build_transitions(
     }
 }
 
+/// A transition's schema as the FSM keeps it: the authored form, the effective schema
+/// (`id` added) and that compiled, each problem reported at `at`.
+fn transition_schema(
+    authored: Option<Value>,
+    (from, to): (&str, &str),
+    at: &JsonPath,
+    shared: &SharedSchemas,
+    catalog: &dyn ActionCatalog,
+    found: &mut Collector,
+) -> (TransitionSchema, Option<Value>, Option<Arc<CompiledSchema>>) {
+    match authored {
+        None | Some(Value::Bool(true)) => {
+            let effective = effective_schema(from, to, None);
+            let compiled = shared
+                .sound
+                .then(|| compile_effective(&effective, shared, at, found))
+                .flatten();
+            (TransitionSchema::Any, Some(effective), compiled)
+        }
+        Some(Value::String(name)) => {
+            // A name not of the form `provider:name` is reported by the meta-schema.
+            if !found.has_at(Problem::Format, at) && !catalog.has_dynamic_schema(&name) {
+                found.push(
+                    Problem::UnknownDynamicSchema,
+                    at.clone(),
+                    format!("no provider serves the dynamic schema `{name}`"),
+                );
+            }
+            (TransitionSchema::Dynamic(name), None, None)
+        }
+        Some(schema) => {
+            let effective = effective_schema(from, to, Some(&schema));
+            let compiled = (check_schema(&schema, &shared.root, at, found) && shared.sound)
+                .then(|| compile_authored(&schema, &shared.defs, at, found))
+                .flatten()
+                .and_then(|_| compile_effective(&effective, shared, at, found));
+            (TransitionSchema::Static(schema), Some(effective), compiled)
+        }
+    }
+}
+
+/// Compiles a transition's effective schema. The shared schemas (and the authored one,
+/// if any) compiled already, so a failure here is the engine's doing; it is reported all
+/// the same.
 fn compile_effective(
     effective: &Value,
-    defs: &Map<String, Value>,
+    shared: &SharedSchemas,
     at: &JsonPath,
     found: &mut Collector,
 ) -> Option<Arc<CompiledSchema>> {
-    match CompiledSchema::compile(with_defs(effective, defs)) {
+    match CompiledSchema::compile(with_defs(effective, &shared.defs)) {
         Ok(c) => Some(Arc::new(c)),
         Err(e) => {
             found.push(
                 Problem::BadSchema,
                 at.clone(),
-                format!("the schema does not compile: {}", e.message),
+                format!(
+                    "the schema does not compile once `id` is added: {}",
+                    e.message
+                ),
             );
             None
         }
@@ -477,7 +597,7 @@ fn known_states(fsm: &Fsm) -> String {
     format!("states are: {}", ids.join(", "))
 }
 
-/// Entries, terminals, `on_failure` routes, reachability both ways.
+/// Entries, terminals, and terminals with outgoing transitions.
 fn check_graph(fsm: &Fsm, key: &str, found: &mut Collector) {
     if fsm.entries.is_empty() {
         found.push(
@@ -494,48 +614,91 @@ fn check_graph(fsm: &Fsm, key: &str, found: &mut Collector) {
         );
     }
     for (i, state) in fsm.states.iter().enumerate() {
-        let at = JsonPath::root().join("states").join(i);
         if state.is_terminal() && !state.outgoing.is_empty() {
             found.push(
                 Problem::BadRoute,
-                at.join("id"),
+                JsonPath::root().join("states").join(i).join("id"),
                 format!(
                     "terminal state `{}` has outgoing transitions, which can never be taken",
                     state.id
                 ),
             );
         }
-        if let Some(target) = &state.settings.on_failure
-            && !state.outgoing.iter().any(|&t| fsm.transitions[t].to == *target)
-        {
+    }
+}
+
+/// Every route a state names, the engine's `on_failure` and those its action's config
+/// declares ([`ConfigRoute`]), has a transition [state, target].
+fn check_routes(fsm: &Fsm, catalog: &dyn ActionCatalog, found: &mut Collector) {
+    for (i, state) in fsm.states.iter().enumerate() {
+        let config_at = JsonPath::root().join("states").join(i).join("config");
+        let mut routes: Vec<ConfigRoute> = Vec::new();
+        if let Some(target) = &state.settings.on_failure {
+            routes.push(ConfigRoute {
+                pointer: "/on_failure".to_owned(),
+                target: target.to_string(),
+            });
+        }
+        if catalog.has_action(&state.action) {
+            routes.extend(catalog.config_routes(&state.action, &state.config));
+        }
+        for route in routes {
+            let at = config_at.join_pointer(&route.pointer);
+            let target = route.target.as_str();
+            let routed = state
+                .outgoing
+                .iter()
+                .any(|&t| &*fsm.transitions[t].to == target);
+            // A route the action already rejected in its config is not reported again.
+            if routed || found.has_at(Problem::BadConfig, &at) {
+                continue;
+            }
+            let name = JsonPath::from_pointer(&route.pointer).to_string();
+            let name = name.trim_start_matches('$').trim_start_matches('.');
             found.push(
                 Problem::BadRoute,
-                at.join("config").join("on_failure"),
+                at,
                 format!(
-                    "`on_failure: {target}` needs a transition [{}, {target}]",
+                    "`{name}: {target}` needs a transition [{}, {target}]",
                     state.id
                 ),
             );
         }
     }
-    if fsm.entries.is_empty() {
-        return;
-    }
-    let forward = reach(fsm, fsm.entries.iter().map(|&t| &*fsm.transitions[t].to), true);
-    let backward = reach(
-        fsm,
-        fsm.states.iter().filter(|s| s.is_terminal()).map(|s| &*s.id),
-        false,
-    );
+}
+
+/// Every state can be reached from `start` (unless nothing leaves `start`) and can reach
+/// a terminal state (unless there is none): those are reported once, on their own.
+fn check_reachability(fsm: &Fsm, found: &mut Collector) {
+    let forward = (!fsm.entries.is_empty()).then(|| {
+        reach(
+            fsm,
+            fsm.entries.iter().map(|&t| &*fsm.transitions[t].to),
+            true,
+        )
+    });
+    let backward = fsm.states.iter().any(State::is_terminal).then(|| {
+        reach(
+            fsm,
+            fsm.states
+                .iter()
+                .filter(|s| s.is_terminal())
+                .map(|s| &*s.id),
+            false,
+        )
+    });
     for (i, state) in fsm.states.iter().enumerate() {
+        if &*state.id == START {
+            continue; // reported as a reserved name
+        }
         let at = JsonPath::root().join("states").join(i).join("id");
-        if !forward.contains(&*state.id) {
+        if forward.as_ref().is_some_and(|f| !f.contains(&*state.id)) {
             found.push(
                 Problem::Unreachable,
                 at,
                 format!("state `{}` cannot be reached from `start`", state.id),
             );
-        } else if !backward.contains(&*state.id) {
+        } else if backward.as_ref().is_some_and(|b| !b.contains(&*state.id)) {
             found.push(
                 Problem::Dead,
                 at,
@@ -549,7 +712,11 @@ fn check_graph(fsm: &Fsm, key: &str, found: &mut Collector) {
 }
 
 /// The states reachable from `seeds` following transitions forwards (or backwards).
-fn reach<'a>(fsm: &'a Fsm, seeds: impl Iterator<Item = &'a str>, forward: bool) -> HashSet<&'a str> {
+fn reach<'a>(
+    fsm: &'a Fsm,
+    seeds: impl Iterator<Item = &'a str>,
+    forward: bool,
+) -> HashSet<&'a str> {
     let mut seen: HashSet<&str> = HashSet::new();
     let mut queue: VecDeque<&str> = seeds.collect();
     while let Some(id) = queue.pop_front() {
@@ -557,7 +724,11 @@ fn reach<'a>(fsm: &'a Fsm, seeds: impl Iterator<Item = &'a str>, forward: bool) 
             continue;
         }
         let Some(state) = fsm.state(id) else { continue };
-        let edges = if forward { &state.outgoing } else { &state.incoming };
+        let edges = if forward {
+            &state.outgoing
+        } else {
+            &state.incoming
+        };
         for &t in edges {
             let t = &fsm.transitions[t];
             let next = if forward { &*t.to } else { &*t.from };

@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 use serde_json::Value;
 
 use crate::diagnostic::{Collector, JsonPath, Problem};
-use crate::schema::CompiledSchema;
+use crate::schema::{CompiledSchema, ValidationIssue, unknown_field_message};
 
 /// The meta-schema's text, as printed by `claij schema`.
 pub const META_SCHEMA: &str = include_str!("metaschema.json");
@@ -28,6 +28,27 @@ fn compiled() -> &'static CompiledSchema {
     })
 }
 
+/// What follows an unknown field's name in messages: the way to add free fields.
+const UNKNOWN_FIELD_NOTE: &str = " (a typo? fields starting with `x-` are free)";
+
+/// Readable messages for the meta-schema's `anyOf`s, whose own message only says that
+/// none of the alternatives matched; keyed on the `anyOf`'s schema path.
+const ANY_OF_MESSAGES: [(&str, &str); 3] = [
+    (
+        "/$defs/duration/anyOf",
+        "a duration is a positive number of seconds or a string such as `500ms`, `30s`, `2m`",
+    ),
+    (
+        "/$defs/prompts/anyOf",
+        "prompts are a string or a list of strings",
+    ),
+    (
+        "/$defs/xition/properties/schema/anyOf",
+        "a transition schema is a JSON Schema object, `true`, or a dynamic schema name of \
+         the form `provider:name`",
+    ),
+];
+
 /// Checks `document` against the meta-schema, adding one diagnostic per problem.
 pub(crate) fn check(document: &Value, found: &mut Collector) {
     let validator = compiled();
@@ -36,53 +57,21 @@ pub(crate) fn check(document: &Value, found: &mut Collector) {
     }
     for issue in validator.issues(document) {
         let at = JsonPath::from_pointer(&issue.instance_path);
-        if let Some(fields) = unexpected_fields(&issue.message) {
-            for field in fields {
-                found.push(
-                    Problem::Format,
-                    at.join(&field),
-                    format!(
-                        "unknown field `{field}` (a typo? fields starting with `x-` are free){}",
-                        known_fields_hint(&issue.schema_path)
-                    ),
-                );
-            }
-        } else {
-            found.push(Problem::Format, at, issue.message);
-        }
+        found.push(Problem::Format, at, message(validator, issue));
     }
 }
 
-/// The names in jsonschema's "Additional properties are not allowed ('a', 'b' were
-/// unexpected)" message.
-fn unexpected_fields(message: &str) -> Option<Vec<String>> {
-    if !message.starts_with("Additional properties are not allowed") {
-        return None;
+/// The message for one meta-schema issue: unknown fields with the known ones listed,
+/// `anyOf`s explained, anything else as jsonschema says it.
+fn message(validator: &CompiledSchema, issue: ValidationIssue) -> String {
+    if let Some(field) = issue.unknown_field() {
+        let known = validator.known_fields(&issue.schema_path);
+        return unknown_field_message(&field, UNKNOWN_FIELD_NOTE, &known);
     }
-    let start = message.find('(')?;
-    let inner = &message[start + 1..];
-    let names: Vec<String> = inner
-        .split('\'')
-        .enumerate()
-        .filter(|(i, _)| i % 2 == 1)
-        .map(|(_, s)| s.to_owned())
-        .collect();
-    (!names.is_empty()).then_some(names)
-}
-
-fn known_fields_hint(schema_path: &str) -> String {
-    let which = if schema_path.contains("/$defs/state/") {
-        "id, action, description, prompts, config"
-    } else if schema_path.contains("/$defs/xition/") {
-        "id, schema, description, prompts, label, omit"
-    } else if schema_path.contains("/$defs/fsmConfig/") {
-        "max_attempts, timeout, deadline"
-    } else if schema_path.starts_with("/additionalProperties") {
-        "id, version, description, prompts, schemas, config, states, xitions (or transitions)"
-    } else {
-        return String::new();
-    };
-    format!("; known fields: {which}")
+    ANY_OF_MESSAGES
+        .iter()
+        .find(|(schema_path, _)| *schema_path == issue.schema_path)
+        .map_or(issue.message, |(_, message)| (*message).to_owned())
 }
 
 #[cfg(test)]
@@ -96,11 +85,41 @@ mod tests {
     }
 
     #[test]
-    fn unexpected_field_names_are_extracted() {
+    fn any_of_messages_name_any_ofs_of_the_meta_schema() {
+        for (schema_path, _) in ANY_OF_MESSAGES {
+            let any_of = meta_schema().pointer(schema_path);
+            assert!(any_of.is_some_and(Value::is_array), "{schema_path}");
+        }
+    }
+
+    #[test]
+    fn unknown_fields_are_located_and_listed_with_the_known_ones() {
+        let document = serde_json::json!({
+            "id": "x",
+            "states": [{"id": "a", "action": "end", "descripton": "?", "x-note": 1}],
+            "config": {"retries": 3}
+        });
+        let mut found = Collector::new("t");
+        check(&document, &mut found);
+        let found = found.finish().unwrap_err().0;
+        let shown: Vec<(String, &str)> = found
+            .iter()
+            .map(|d| (d.path.to_string(), d.message.as_str()))
+            .collect();
         assert_eq!(
-            unexpected_fields("Additional properties are not allowed ('foo', 'bar' were unexpected)"),
-            Some(vec!["foo".to_owned(), "bar".to_owned()])
+            shown,
+            vec![
+                (
+                    "$.states[0].descripton".to_owned(),
+                    "unknown field `descripton` (a typo? fields starting with `x-` are free); \
+                     known fields: id, action, description, prompts, config"
+                ),
+                (
+                    "$.config.retries".to_owned(),
+                    "unknown field `retries` (a typo? fields starting with `x-` are free); \
+                     known fields: max_attempts, timeout, deadline"
+                ),
+            ]
         );
-        assert_eq!(unexpected_fields("something else"), None);
     }
 }

@@ -180,7 +180,9 @@ impl Fsm {
         let list: &[TransitionIdx] = if from == START {
             &self.entries
         } else {
-            self.state(from).map(|s| s.outgoing.as_slice()).unwrap_or(&[])
+            self.state(from)
+                .map(|s| s.outgoing.as_slice())
+                .unwrap_or(&[])
         };
         list.iter().map(|&i| &self.transitions[i])
     }

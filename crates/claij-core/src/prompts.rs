@@ -960,9 +960,7 @@ xitions:
                     json!({"type": "object", "required": ["tool"], "properties": {"tool": {"enum": ["hostname"]}}}),
                 ))
             } else {
-                Err(SchemaError {
-                    message: "unknown".into(),
-                })
+                Err(SchemaError::new("unknown"))
             }
         }
     }

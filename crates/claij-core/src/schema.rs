@@ -5,8 +5,20 @@
 use std::fmt;
 use std::sync::Arc;
 
+use jsonschema::ValidationError;
+use jsonschema::error::ValidationErrorKind;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+
+use crate::diagnostic::{escape, unescape};
+
+/// The keywords whose failures are about fields an object schema does not allow.
+const UNKNOWN_FIELD_KEYWORDS: [&str; 2] = ["additionalProperties", "unevaluatedProperties"];
+
+/// The JSON Schema type names.
+const JSON_TYPES: [&str; 7] = [
+    "array", "boolean", "integer", "null", "number", "object", "string",
+];
 
 /// One reason an instance does not satisfy a schema.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -17,6 +29,30 @@ pub struct ValidationIssue {
     pub schema_path: String,
     /// The reason.
     pub message: String,
+}
+
+impl ValidationIssue {
+    /// The field an object schema does not allow (`additionalProperties: false`), when
+    /// that is what this issue is about; the issue is then located at that field.
+    pub fn unknown_field(&self) -> Option<String> {
+        let keyword = self.schema_path.rsplit('/').next()?;
+        if !UNKNOWN_FIELD_KEYWORDS.contains(&keyword) {
+            return None;
+        }
+        let (_, field) = self.instance_path.rsplit_once('/')?;
+        Some(unescape(field))
+    }
+}
+
+/// The one wording of an unknown field, for documents and action configs alike:
+/// "unknown field `name`{note}; known fields: a, b" (no list when `known` is empty).
+pub fn unknown_field_message(field: &str, note: &str, known: &[String]) -> String {
+    let mut message = format!("unknown field `{field}`{note}");
+    if !known.is_empty() {
+        message.push_str("; known fields: ");
+        message.push_str(&known.join(", "));
+    }
+    message
 }
 
 impl fmt::Display for ValidationIssue {
@@ -34,8 +70,63 @@ impl fmt::Display for ValidationIssue {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct SchemaError {
+    /// Where inside the schema: a JSON Pointer to the bad keyword (empty for the schema
+    /// itself, or when not known).
+    pub pointer: String,
     /// Why.
     pub message: String,
+}
+
+impl SchemaError {
+    /// An error about the schema as a whole.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            pointer: String::new(),
+            message: message.into(),
+        }
+    }
+
+    /// An error jsonschema found in a schema (checking it against the draft's
+    /// meta-schema, or compiling it): the error's instance is the schema, so its instance
+    /// path locates the bad keyword.
+    fn from_meta(e: &ValidationError<'_>) -> Self {
+        let message = if e.schema_path().as_str().ends_with("/properties/type/anyOf") {
+            bad_type_message(e.instance())
+        } else {
+            e.to_string()
+        };
+        Self {
+            pointer: e.instance_path().to_string(),
+            message,
+        }
+    }
+}
+
+/// Why the value of a `type` keyword is not one.
+fn bad_type_message(value: &Value) -> String {
+    let unknown = match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(items) => items
+            .iter()
+            .find(|v| !v.as_str().is_some_and(|t| JSON_TYPES.contains(&t)))
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)),
+        _ => None,
+    };
+    let types = JSON_TYPES.join(", ");
+    match unknown {
+        Some(name) => format!("`{name}` is not a JSON Schema type; types are {types}"),
+        None => format!("`type` is a type name or a list of distinct ones; types are {types}"),
+    }
+}
+
+/// Every way `schema` breaks the JSON Schema (draft 2020-12) meta-schema, each located
+/// at its keyword. Empty for a well-formed schema, which may still fail to compile (a
+/// `$ref` that does not resolve, say).
+pub fn meta_errors(schema: &Value) -> Vec<SchemaError> {
+    jsonschema::draft202012::meta::validator()
+        .iter_errors(schema)
+        .map(|e| SchemaError::from_meta(&e))
+        .collect()
 }
 
 /// A compiled JSON Schema (draft 2020-12) and the value it came from.
@@ -59,9 +150,7 @@ impl CompiledSchema {
         let validator = jsonschema::draft202012::options()
             .should_validate_formats(true)
             .build(&schema)
-            .map_err(|e| SchemaError {
-                message: e.to_string(),
-            })?;
+            .map_err(|e| SchemaError::from_meta(&e))?;
         Ok(Self {
             validator,
             source: schema,
@@ -74,16 +163,81 @@ impl CompiledSchema {
         self.validator.is_valid(instance)
     }
 
-    /// Every reason `instance` does not satisfy the schema (empty when it does).
+    /// Every reason `instance` does not satisfy the schema (empty when it does), each
+    /// located as precisely as possible: an unknown field (see
+    /// [`ValidationIssue::unknown_field`]) or a property name that does not fit
+    /// `propertyNames` at that field, one issue per field.
     pub fn issues(&self, instance: &Value) -> Vec<ValidationIssue> {
-        self.validator
-            .iter_errors(instance)
-            .map(|e| ValidationIssue {
-                instance_path: e.instance_path().to_string(),
-                schema_path: e.schema_path().to_string(),
-                message: e.to_string(),
-            })
-            .collect()
+        let mut issues = Vec::new();
+        for e in self.validator.iter_errors(instance) {
+            self.push_issues(&e, instance, &mut issues);
+        }
+        issues
+    }
+
+    fn push_issues(
+        &self,
+        e: &ValidationError<'_>,
+        instance: &Value,
+        out: &mut Vec<ValidationIssue>,
+    ) {
+        let at = e.instance_path().to_string();
+        let schema_path = e.schema_path().to_string();
+        let issue = |instance_path: String, message: String| ValidationIssue {
+            instance_path,
+            schema_path: schema_path.clone(),
+            message,
+        };
+        let field_at = |field: &str| format!("{at}/{}", escape(field));
+        match e.kind() {
+            ValidationErrorKind::AdditionalProperties { unexpected }
+            | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
+                for field in unexpected {
+                    out.push(issue(
+                        field_at(field),
+                        self.unknown_field(field, &schema_path),
+                    ));
+                }
+            }
+            // `additionalProperties: false` beside no `properties` is reported as a false
+            // schema at the object, naming only its first field: every field is unknown.
+            ValidationErrorKind::FalseSchema if schema_path.ends_with("/additionalProperties") => {
+                let fields = instance.pointer(&at).and_then(Value::as_object);
+                for field in fields.into_iter().flat_map(|map| map.keys()) {
+                    out.push(issue(
+                        field_at(field),
+                        self.unknown_field(field, &schema_path),
+                    ));
+                }
+            }
+            ValidationErrorKind::FalseSchema if parent_is_object(instance, &at) => {
+                let field = at.rsplit('/').next().map(unescape).unwrap_or_default();
+                out.push(issue(at, format!("`{field}` is not allowed here")));
+            }
+            ValidationErrorKind::PropertyNames { error } => {
+                let name = error.instance().as_str().map(field_at).unwrap_or(at);
+                out.push(issue(name, error.to_string()));
+            }
+            _ => out.push(issue(at, e.to_string())),
+        }
+    }
+
+    /// The message for `field`, rejected by the object schema whose `additionalProperties`
+    /// (or `unevaluatedProperties`) is at `schema_path`.
+    fn unknown_field(&self, field: &str, schema_path: &str) -> String {
+        unknown_field_message(field, "", &self.known_fields(schema_path))
+    }
+
+    /// The fields declared (`properties`) by the object schema owning the keyword at
+    /// `schema_path` (a path into [`source`](Self::source)), in order; empty when unknown.
+    pub fn known_fields(&self, schema_path: &str) -> Vec<String> {
+        let owner = schema_path.rsplit_once('/').map_or("", |(owner, _)| owner);
+        self.source
+            .pointer(owner)
+            .and_then(|schema| schema.get("properties"))
+            .and_then(Value::as_object)
+            .map(|properties| properties.keys().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// `Ok` when `instance` is valid, else every issue.
@@ -95,6 +249,13 @@ impl CompiledSchema {
             Err(self.issues(instance))
         }
     }
+}
+
+/// Whether the value at JSON Pointer `at` inside `instance` is a field of an object.
+fn parent_is_object(instance: &Value, at: &str) -> bool {
+    at.rsplit_once('/')
+        .and_then(|(parent, _)| instance.pointer(parent))
+        .is_some_and(Value::is_object)
 }
 
 /// The `id` value of transition `[from, to]`.
@@ -190,7 +351,7 @@ fn collect_refs(value: &Value, at: String, found: &mut Vec<(String, String)>) {
     match value {
         Value::Object(map) => {
             for (k, v) in map {
-                let here = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
+                let here = format!("{at}/{}", escape(k));
                 if k == "$ref" {
                     if let Value::String(target) = v {
                         found.push((here, target.clone()));
@@ -232,7 +393,8 @@ mod tests {
 
     #[test]
     fn effective_schema_merges_id_into_object_schemas() {
-        let s = json!({"type": "object", "required": ["x"], "properties": {"x": {"type": "integer"}}});
+        let s =
+            json!({"type": "object", "required": ["x"], "properties": {"x": {"type": "integer"}}});
         let e = effective_schema("a", "b", Some(&s));
         assert_eq!(e["properties"]["id"], json!({"const": ["a", "b"]}));
         assert_eq!(e["required"], json!(["id", "x"]));
@@ -252,6 +414,110 @@ mod tests {
         let issues = c.issues(&json!({"id": ["start", "a"]}));
         assert_eq!(issues.len(), 1, "{issues:?}");
         assert!(issues[0].message.contains("\"n\""));
+    }
+
+    fn located(schema: Value, instance: Value) -> Vec<(String, String)> {
+        let compiled = CompiledSchema::compile(schema).unwrap();
+        compiled
+            .issues(&instance)
+            .into_iter()
+            .map(|i| (i.instance_path, i.message))
+            .collect()
+    }
+
+    #[test]
+    fn unknown_fields_are_located_one_issue_each_with_the_known_ones() {
+        let declared = json!({"properties": {"a": {}, "b": {}}, "additionalProperties": false});
+        let expected = |field: &str| {
+            (
+                format!("/{field}"),
+                format!("unknown field `{field}`; known fields: a, b"),
+            )
+        };
+        assert_eq!(
+            located(declared, json!({"a": 1, "x": 2, "y/z": 3})),
+            vec![
+                expected("x"),
+                (
+                    "/y~1z".into(),
+                    "unknown field `y/z`; known fields: a, b".into()
+                )
+            ]
+        );
+        // Without `properties`, jsonschema reports a false schema naming the first field.
+        let nothing = json!({"type": "object", "additionalProperties": false});
+        assert_eq!(
+            located(nothing, json!({"x": 1, "y": 2})),
+            vec![
+                ("/x".into(), "unknown field `x`".into()),
+                ("/y".into(), "unknown field `y`".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_field_issues_name_their_field() {
+        let compiled =
+            CompiledSchema::compile(json!({"properties": {"o": {"additionalProperties": false}}}))
+                .unwrap();
+        let issues = compiled.issues(&json!({"o": {"a~b": 1}}));
+        assert_eq!(issues[0].unknown_field().as_deref(), Some("a~b"));
+        assert_eq!(
+            compiled.known_fields(&issues[0].schema_path),
+            Vec::<String>::new()
+        );
+        let typed =
+            CompiledSchema::compile(json!({"properties": {"n": {"type": "string"}}})).unwrap();
+        assert_eq!(typed.issues(&json!({"n": 1}))[0].unknown_field(), None);
+    }
+
+    #[test]
+    fn forbidden_fields_and_bad_property_names_are_located_at_the_field() {
+        let forbidden = json!({"properties": {"secret": false}});
+        assert_eq!(
+            located(forbidden, json!({"secret": 1})),
+            vec![("/secret".into(), "`secret` is not allowed here".into())]
+        );
+        let names = json!({"propertyNames": {"pattern": "^[a-z]+$"}});
+        assert_eq!(
+            located(names, json!({"ok": 1, "not ok": 2})),
+            vec![(
+                "/not ok".into(),
+                "\"not ok\" does not match \"^[a-z]+$\"".into()
+            )]
+        );
+    }
+
+    #[test]
+    fn schema_errors_locate_the_bad_keyword() {
+        let errors = meta_errors(&json!({
+            "properties": {"a": {"type": "strng"}, "b": {"minLength": -1}}
+        }));
+        let shown: Vec<(&str, &str)> = errors
+            .iter()
+            .map(|e| (e.pointer.as_str(), e.message.as_str()))
+            .collect();
+        assert_eq!(
+            shown,
+            vec![
+                (
+                    "/properties/a/type",
+                    "`strng` is not a JSON Schema type; types are array, boolean, integer, \
+                     null, number, object, string"
+                ),
+                (
+                    "/properties/b/minLength",
+                    "-1 is less than the minimum of 0"
+                ),
+            ]
+        );
+        assert!(meta_errors(&json!({"type": ["string", "null"]})).is_empty());
+        let err = CompiledSchema::compile(json!({"items": {"type": ["string", 5]}})).unwrap_err();
+        assert_eq!(err.pointer, "/items/type");
+        assert!(
+            err.message.starts_with("`5` is not a JSON Schema type"),
+            "{err}"
+        );
     }
 
     #[test]

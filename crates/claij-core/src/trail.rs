@@ -133,7 +133,11 @@ mod rfc3339 {
 
 /// The event of the last transition taken, if any.
 pub fn last_event(trail: &[TrailEntry]) -> Option<&Value> {
-    trail.iter().rev().find(|e| e.is_transition()).map(|e| &e.event)
+    trail
+        .iter()
+        .rev()
+        .find(|e| e.is_transition())
+        .map(|e| &e.event)
 }
 
 /// The state the run is in: the target of the last transition taken (`start` before any).

@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use claij_core::catalog::ConfigRoute;
 use claij_core::{ConfigIssue, FailureKind, Fsm, State, TrailEntry, Transition, Usage};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -140,6 +141,13 @@ pub trait Action: Send + Sync + 'static {
 
     /// Checks beyond the schema (a template that does not parse, say).
     fn check_config(&self, _config: &Value) -> Vec<ConfigIssue> {
+        Vec::new()
+    }
+
+    /// The states this action may send a run to by itself, as `config` names them (see
+    /// [`ConfigRoute`]); the loader checks that a transition [state, target] exists for
+    /// each. None by default.
+    fn routes(&self, _config: &Value) -> Vec<ConfigRoute> {
         Vec::new()
     }
 

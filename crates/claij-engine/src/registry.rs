@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use claij_core::catalog::ConfigRoute;
 use claij_core::schema::SchemaError;
 use claij_core::{ActionCatalog, CompiledSchema, ConfigIssue, DynamicSchemas};
 use serde_json::Value;
@@ -127,6 +128,13 @@ impl ActionCatalog for ActionRegistry {
         } else {
             issues
         }
+    }
+
+    fn config_routes(&self, action: &str, config: &Value) -> Vec<ConfigRoute> {
+        self.actions
+            .get(action)
+            .map(|registered| registered.action.routes(config))
+            .unwrap_or_default()
     }
 
     fn has_dynamic_schema(&self, name: &str) -> bool {

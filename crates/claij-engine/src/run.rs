@@ -104,10 +104,14 @@ fn render_issues(issues: &[ValidationIssue]) -> String {
         .join("\n")
 }
 
+/// Compiled dynamic schemas by (schema name, from, to), with the provider value each was
+/// compiled from (recompiled when the provider hands out a new value).
+type DynamicCache = HashMap<(String, String, String), (Arc<Value>, Arc<CompiledSchema>)>;
+
 /// Runs FSMs with a registry of actions. Share one engine across runs.
 pub struct Engine {
     registry: Arc<ActionRegistry>,
-    dynamic: Mutex<HashMap<(String, String, String), (Arc<Value>, Arc<CompiledSchema>)>>,
+    dynamic: Mutex<DynamicCache>,
 }
 
 impl Default for Engine {

@@ -2,6 +2,8 @@
 
 use std::process::Stdio;
 
+use claij_core::JsonPath;
+use claij_core::catalog::ConfigRoute;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::{Map, Value, json};
@@ -44,6 +46,28 @@ impl Action for Command {
             "if": {"properties": {"output": {"const": "capture"}}, "required": ["output"]},
             "then": {"required": ["routes"]}
         })
+    }
+
+    /// With `output: capture`, each target of `routes`.
+    fn routes(&self, config: &Value) -> Vec<ConfigRoute> {
+        if config.get("output").and_then(Value::as_str) != Some("capture") {
+            return Vec::new();
+        }
+        let routes = config.get("routes").and_then(Value::as_object);
+        routes
+            .into_iter()
+            .flatten()
+            .filter_map(|(key, target)| {
+                Some(ConfigRoute {
+                    pointer: JsonPath::root()
+                        .join("routes")
+                        .join(key)
+                        .pointer()
+                        .to_owned(),
+                    target: target.as_str()?.to_owned(),
+                })
+            })
+            .collect()
     }
 
     fn run<'a>(
@@ -249,5 +273,29 @@ async fn read_tail<R: AsyncRead + Unpin>(
         if buf.len() > 2 * keep {
             buf.drain(..buf.len() - keep);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_routes_are_declared_with_where_they_are_written() {
+        let config = json!({"argv": ["x"], "output": "capture", "routes": {"0": "done", "*": "fix", "1": 5}});
+        let routes: Vec<(String, String)> = Command
+            .routes(&config)
+            .into_iter()
+            .map(|r| (r.pointer, r.target))
+            .collect();
+        assert_eq!(
+            routes,
+            vec![
+                ("/routes/0".to_owned(), "done".to_owned()),
+                ("/routes/*".to_owned(), "fix".to_owned())
+            ]
+        );
+        let json_output = json!({"argv": ["x"], "routes": {"0": "done"}});
+        assert!(Command.routes(&json_output).is_empty());
     }
 }

@@ -8,7 +8,8 @@ use crate::action::{Action, ActionError, ActionInput, ActionOutput, BoxFuture};
 
 /// Renders `config.template` (minijinja) with `event`, `context`, `state` (the state's id)
 /// and `run_id`, and parses the result as the JSON output event (which names its own
-/// transition). Use the `tojson` filter to embed values.
+/// transition). Use the `tojson` filter to embed values. Its failures are not retried:
+/// the same input renders the same output.
 pub struct Transform {
     env: Environment<'static>,
 }
@@ -16,7 +17,7 @@ pub struct Transform {
 impl Default for Transform {
     fn default() -> Self {
         let mut env = Environment::new();
-        env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+        env.set_undefined_behavior(minijinja::UndefinedBehavior::SemiStrict);
         Self { env }
     }
 }
@@ -47,7 +48,7 @@ impl Action for Transform {
             Ok(_) => Vec::new(),
             Err(e) => vec![ConfigIssue {
                 pointer: "/template".into(),
-                message: format!("the template does not parse: {}", describe(&e)),
+                message: format!("the template does not parse: {e}"),
             }],
         }
     }
@@ -75,22 +76,21 @@ impl Action for Transform {
                     },
                 )
                 .map_err(|e| {
-                    ActionError::failed(format!("the template failed: {}", describe(&e)))
+                    deterministic(ActionError::failed(format!("the template failed: {e}")))
                 })?;
             let event: Value = serde_json::from_str(&rendered).map_err(|e| {
-                ActionError::parse(
+                deterministic(ActionError::parse(
                     format!("the template's output is not JSON ({e})"),
                     Value::String(rendered.clone()),
-                )
+                ))
             })?;
             Ok(ActionOutput::event(event))
         })
     }
 }
 
-fn describe(e: &minijinja::Error) -> String {
-    match e.line() {
-        Some(line) => format!("{e} (template line {line})"),
-        None => e.to_string(),
-    }
+/// A template renders the same output from the same input: trying again cannot help.
+fn deterministic(mut error: ActionError) -> ActionError {
+    error.retryable = false;
+    error
 }

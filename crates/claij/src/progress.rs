@@ -1,0 +1,123 @@
+//! Live progress on stderr (state, attempt, elapsed), and the trail written as JSON lines
+//! while it grows.
+
+use std::fs::File;
+use std::io::{BufWriter, IsTerminal, Write};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use claij_core::{State, TrailEntry};
+use claij_engine::{Observer, RunStatus};
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// Prints one line per trail entry; on a terminal, a spinner shows the state being run,
+/// its attempt and the time elapsed, ticking while a long action runs.
+pub struct Progress {
+    started: Instant,
+    spinner: Option<ProgressBar>,
+}
+
+impl Progress {
+    /// Progress for a run starting now.
+    pub fn new() -> Self {
+        let spinner = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar
+        });
+        Self {
+            started: Instant::now(),
+            spinner,
+        }
+    }
+
+    fn line(&self, text: String) {
+        let text = format!("[{:>7.2}s] {text}", self.started.elapsed().as_secs_f64());
+        match &self.spinner {
+            Some(bar) => bar.println(text),
+            None => eprintln!("{text}"),
+        }
+    }
+}
+
+impl Observer for Progress {
+    fn attempt_started(&self, _run_id: &str, state: &State, attempt: u32) {
+        let text = format!("{} ({}) attempt {attempt}", state.id, state.action);
+        match &self.spinner {
+            Some(bar) => bar.set_message(text),
+            None => self.line(format!("▶ {text}")),
+        }
+    }
+
+    fn entry_appended(&self, _run_id: &str, entry: &TrailEntry) {
+        let took = entry
+            .duration_ms
+            .map(|ms| format!(" ({ms} ms)"))
+            .unwrap_or_default();
+        match (&entry.to, &entry.failure) {
+            (Some(to), _) => self.line(format!("✓ {} → {to}{took}", entry.from)),
+            (None, Some(f)) => {
+                let first_line = f.message.lines().next().unwrap_or("");
+                self.line(format!(
+                    "✗ {} attempt {}: {}: {first_line}{took}",
+                    entry.from, f.attempt, f.kind
+                ));
+                for e in f.errors.iter().take(5) {
+                    self.line(format!("    {e}"));
+                }
+            }
+            (None, None) => {}
+        }
+    }
+
+    fn run_finished(&self, run_id: &str, status: RunStatus) {
+        if let Some(bar) = &self.spinner {
+            bar.finish_and_clear();
+        }
+        self.line(format!("run {run_id} {}", status_word(status)));
+    }
+}
+
+/// The status as a word.
+pub fn status_word(status: RunStatus) -> &'static str {
+    match status {
+        RunStatus::Running => "running",
+        RunStatus::Suspended => "suspended",
+        RunStatus::Completed => "completed",
+        RunStatus::Failed => "failed",
+        RunStatus::Interrupted => "interrupted",
+    }
+}
+
+/// Appends each entry to a file as one JSON line, flushed at once, so the trail survives
+/// whatever happens to the run.
+pub struct TrailFile {
+    out: Mutex<BufWriter<File>>,
+}
+
+impl TrailFile {
+    /// Creates (truncates) `path`.
+    pub fn create(path: &Path) -> std::io::Result<Self> {
+        Ok(Self {
+            out: Mutex::new(BufWriter::new(File::create(path)?)),
+        })
+    }
+}
+
+impl Observer for TrailFile {
+    fn entry_appended(&self, _run_id: &str, entry: &TrailEntry) {
+        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        let written = serde_json::to_writer(&mut *out, entry)
+            .map_err(std::io::Error::from)
+            .and_then(|()| out.write_all(b"\n"))
+            .and_then(|()| out.flush());
+        if let Err(e) = written {
+            eprintln!("claij: cannot write the trail file: {e}");
+        }
+    }
+}

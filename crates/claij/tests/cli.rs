@@ -1,0 +1,416 @@
+//! The `claij` binary, end to end: validate, run (progress, trail, exit codes,
+//! interruption), graph, schema.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn claij() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_claij"));
+    cmd.current_dir(repo()).stdin(Stdio::null());
+    cmd
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn run(args: &[&str]) -> Output {
+    claij().args(args).output().expect("claij starts")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn trail_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .expect("trail file written")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each trail line is JSON"))
+        .collect()
+}
+
+#[test]
+fn validate_accepts_every_example() {
+    let examples: Vec<String> = std::fs::read_dir(repo().join("examples"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            matches!(
+                p.extension().and_then(|e| e.to_str()),
+                Some("yaml" | "yml" | "json")
+            )
+        })
+        .map(|p| p.strip_prefix(repo()).unwrap_or(&p).display().to_string())
+        .collect();
+    assert!(examples.len() >= 4, "{examples:?}");
+    let mut args = vec!["validate"];
+    args.extend(examples.iter().map(String::as_str));
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with("ok "))
+            .count(),
+        examples.len()
+    );
+}
+
+#[test]
+fn validate_lists_every_problem_with_file_and_path_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "id: bad\nstates:\n  - {id: a, action: transform, config: {template: '{}'}}\n  - {id: z, action: end, colour: red}\nxitions:\n  - id: [start, a]\n  - id: [a, nowhere]\n",
+    )
+    .unwrap();
+    let out = run(&[
+        "validate",
+        "examples/code-review.yaml",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    let name = bad.display().to_string();
+    assert!(
+        stderr.contains(&format!(
+            "{name}: $.states[1].colour: unknown field `colour`"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "{name}: $.xitions[1].id[1]: transition to unknown state `nowhere`"
+        )),
+        "{stderr}"
+    );
+    assert!(text(&out.stdout).contains("ok  examples/code-review.yaml"));
+
+    let out = run(&["validate", "--json", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["valid"], false);
+    let paths: Vec<&str> = report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["path"].as_str())
+        .collect();
+    assert!(
+        paths.contains(&"$.states[1].colour") && paths.contains(&"$.xitions[1].id[1]"),
+        "{paths:?}"
+    );
+}
+
+#[test]
+fn validate_reports_syntax_errors_with_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("broken.json");
+    std::fs::write(&bad, "{\n  \"id\": \"x\",\n  \"states\": [,]\n}\n").unwrap();
+    let out = run(&["validate", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains(&format!("{}:3:", bad.display())),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn run_prints_the_final_event_and_writes_the_trail() {
+    let dir = tempfile::tempdir().unwrap();
+    let trail = dir.path().join("t.jsonl");
+    let out = run(&[
+        "run",
+        "examples/template-pipeline.yaml",
+        "--input",
+        "@examples/inputs/big-order.json",
+        "--trail",
+        trail.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let result: Value = serde_json::from_slice(&out.stdout).expect("stdout is the final event");
+    assert_eq!(result["id"], serde_json::json!(["invoice", "done"]));
+    assert_eq!(result["invoice"]["total"], 1045.0);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("price (transform) attempt 1") && stderr.contains("✓ review → invoice"),
+        "{stderr}"
+    );
+    let lines = trail_lines(&trail);
+    let hops: Vec<String> = lines
+        .iter()
+        .map(|e| {
+            format!(
+                "{}>{}",
+                e["from"].as_str().unwrap(),
+                e["to"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        hops,
+        [
+            "start>price",
+            "price>review",
+            "review>invoice",
+            "invoice>done"
+        ]
+    );
+    assert!(
+        lines
+            .iter()
+            .enumerate()
+            .all(|(i, e)| e["seq"] == i && e["fsm"] == "template-pipeline" && e["at"].is_string())
+    );
+}
+
+#[test]
+fn a_failed_run_exits_1_and_still_writes_its_trail() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = dir.path().join("fails.yaml");
+    std::fs::write(
+        &doc,
+        "id: fails\nstates:\n  - {id: a, action: command, config: {argv: [sh, -c, 'echo nope >&2; exit 4']}}\n  - {id: z, action: end}\nxitions:\n  - id: [start, a]\n  - id: [a, z]\n",
+    )
+    .unwrap();
+    let trail = dir.path().join("t.jsonl");
+    let out = run(&[
+        "run",
+        doc.to_str().unwrap(),
+        "--trail",
+        trail.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert!(
+        text(&out.stderr).contains("exited with status 4"),
+        "{}",
+        text(&out.stderr)
+    );
+    let lines = trail_lines(&trail);
+    assert_eq!(lines.len(), 4, "input + 3 failed attempts");
+    assert!(
+        lines[1..]
+            .iter()
+            .all(|e| e["failure"]["kind"] == "action" && e.get("to").is_none())
+    );
+}
+
+#[test]
+fn bad_invocations_exit_2() {
+    let out = run(&[
+        "run",
+        "examples/template-pipeline.yaml",
+        "--input",
+        "{not json",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("not valid JSON"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = run(&[
+        "run",
+        "examples/template-pipeline.yaml",
+        "--input",
+        r#"{"customer": "x", "items": []}"#,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("[start, price]") && stderr.contains("/items"),
+        "{stderr}"
+    );
+
+    let out = run(&["run", "tests/malformed/unknown-action.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("unknown action"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = run(&["run", "/no/such/file.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("cannot read the file"));
+
+    let out = run(&["frobnicate"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn human_without_a_terminal_fails_clearly() {
+    let out = run(&[
+        "run",
+        "examples/human-approval.yaml",
+        "--input",
+        r#"{"id": ["start", "summarise"], "service": "billing", "version": "2.4.1", "changes": 3}"#,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("no terminal"), "{stderr}");
+    assert_eq!(
+        stderr.matches("✗ approve").count(),
+        1,
+        "not retried: {stderr}"
+    );
+}
+
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn ctrl_c_interrupts_the_run_kills_its_programs_and_records_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pids");
+    let doc = dir.path().join("slow.yaml");
+    std::fs::write(
+        &doc,
+        format!(
+            "id: slow\nstates:\n  - {{id: a, action: command, config: {{argv: [sh, -c, 'sleep 300 & echo $$ $! > {}; wait']}}}}\n  - {{id: z, action: end}}\nxitions:\n  - id: [start, a]\n  - id: [a, z]\n",
+            pidfile.display()
+        ),
+    )
+    .unwrap();
+    let trail = dir.path().join("t.jsonl");
+    let child = claij()
+        .args([
+            "run",
+            doc.to_str().unwrap(),
+            "--trail",
+            trail.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let pids: Vec<i32> = loop {
+        let pids: Vec<i32> = std::fs::read_to_string(&pidfile)
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        if pids.len() == 2 {
+            break pids;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("interrupted"));
+    let lines = trail_lines(&trail);
+    assert_eq!(lines.last().unwrap()["failure"]["kind"], "interrupted");
+    let started = Instant::now();
+    while pids.iter().any(|&p| alive(p)) {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{pids:?} outlived the interrupt"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn graph_draws_dot_and_mermaid() {
+    let out = run(&["graph", "examples/code-review.yaml"]);
+    assert_eq!(out.status.code(), Some(0));
+    let dot = text(&out.stdout);
+    assert!(
+        dot.starts_with("digraph") && dot.contains("chairman") && dot.contains("(llm)"),
+        "{dot}"
+    );
+    let out = run(&["graph", "examples/code-review.yaml", "--format", "mermaid"]);
+    let mermaid = text(&out.stdout);
+    assert!(
+        mermaid.contains("stateDiagram-v2") && mermaid.contains("[*]"),
+        "{mermaid}"
+    );
+}
+
+#[test]
+fn graph_svg_uses_graphviz_or_says_how_to_get_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("g.svg");
+    let out = run(&[
+        "graph",
+        "examples/build-test-fix.yaml",
+        "--format",
+        "svg",
+        "-o",
+        svg.to_str().unwrap(),
+    ]);
+    let has_dot = Command::new("dot").arg("-V").output().is_ok();
+    if has_dot {
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    } else {
+        assert_eq!(out.status.code(), Some(1));
+        assert!(text(&out.stderr).contains("Graphviz"));
+    }
+    // Without `dot` on PATH the message says what to do.
+    let out = claij()
+        .env("PATH", "/nonexistent")
+        .args(["graph", "examples/build-test-fix.yaml", "--format", "svg"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("install Graphviz"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn schema_prints_the_meta_schema() {
+    let out = run(&["schema"]);
+    assert_eq!(out.status.code(), Some(0));
+    let schema: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(&schema, claij_core_meta());
+}
+
+fn claij_core_meta() -> &'static Value {
+    static META: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    META.get_or_init(|| {
+        serde_json::from_str(
+            &std::fs::read_to_string(repo().join("crates/claij-core/src/metaschema.json")).unwrap(),
+        )
+        .unwrap()
+    })
+}
+
+#[test]
+fn help_shows_examples() {
+    let out = run(&["--help"]);
+    assert!(text(&out.stdout).contains("Examples:"));
+    let out = run(&["run", "--help"]);
+    assert!(text(&out.stdout).contains("--trail"));
+}
