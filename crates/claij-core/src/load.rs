@@ -15,8 +15,8 @@ use crate::model::{
     END_ACTION, Fsm, FsmSettings, START, State, StateSettings, Transition, TransitionSchema,
 };
 use crate::schema::{
-    CompiledSchema, effective_schema, local_ref_resolves, meta_errors, refs_in, transition_id,
-    with_defs,
+    CompiledSchema, compilable_effective, effective_schema, local_ref_resolves, meta_errors,
+    refs_in, transition_id, with_defs,
 };
 
 /// The keys of a state's `config` that belong to the engine, not to the action.
@@ -282,6 +282,8 @@ fn build_states(
                 .and_then(Value::as_str)
                 .map(Arc::from),
         };
+        // `x-` keys are free for tools and people, in `config` as everywhere else.
+        config.retain(|key, _| !key.starts_with("x-"));
         let config = Value::Object(config);
         if !catalog.has_action(&s.action) {
             found.push(
@@ -504,6 +506,7 @@ fn build_transitions(
             id_value: transition_id(&from, &to),
             from: Arc::from(from.as_str()),
             to: Arc::from(to.as_str()),
+            to_idx: fsm.state_idx(&to),
             schema,
             effective,
             compiled,
@@ -545,6 +548,14 @@ fn transition_schema(
                 .flatten();
             (TransitionSchema::Any, Some(effective), compiled)
         }
+        Some(Value::Bool(false)) => {
+            found.push(
+                Problem::BadSchema,
+                at.clone(),
+                "`schema: false` accepts no event, so this transition could never be taken; remove the transition instead",
+            );
+            (TransitionSchema::Static(Value::Bool(false)), None, None)
+        }
         Some(Value::String(name)) => {
             // A name not of the form `provider:name` is reported by the meta-schema.
             if !found.has_at(Problem::Format, at) && !catalog.has_dynamic_schema(&name) {
@@ -576,7 +587,7 @@ fn compile_effective(
     at: &JsonPath,
     found: &mut Collector,
 ) -> Option<Arc<CompiledSchema>> {
-    match CompiledSchema::compile(with_defs(effective, &shared.defs)) {
+    match CompiledSchema::compile(compilable_effective(effective, &shared.defs)) {
         Ok(c) => Some(Arc::new(c)),
         Err(e) => {
             found.push(

@@ -119,6 +119,9 @@ pub struct Transition {
     pub from: Arc<str>,
     /// The target state.
     pub to: Arc<str>,
+    /// The target state's index in [`Fsm::states`] (`None` only in documents that failed
+    /// to load), so routing needs no lookup by name.
+    pub to_idx: Option<StateIdx>,
     /// The `id` value events carry to take it: `[from, to]`.
     pub id_value: Value,
     /// The schema as written.

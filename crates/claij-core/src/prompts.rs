@@ -506,7 +506,7 @@ xitions:
     fn failed(seq: u64, from: &str, event: Value, kind: FailureKind) -> TrailEntry {
         TrailEntry {
             to: None,
-            failure: Some(Failure {
+            failure: Some(Box::new(Failure {
                 kind,
                 message: "the answer was rejected".into(),
                 errors: vec![
@@ -522,7 +522,7 @@ xitions:
                     },
                 ],
                 attempt: 2,
-            }),
+            })),
             ..step(seq, from, "", event)
         }
     }

@@ -340,6 +340,65 @@ pub fn with_defs(schema: &Value, defs: &Map<String, Value>) -> Value {
     }
 }
 
+/// An effective schema made ready to compile: shared `schemas` attached as `$defs`, and
+/// every closed object schema that applies to the event itself (reached from the root
+/// through `$ref`, `allOf`, `anyOf`, `oneOf`, `if`/`then`/`else`) opened for the
+/// engine's `id` property. Without this, `{"$ref": "#/$defs/answer"}` to a schema with
+/// `additionalProperties: false` would refuse every event, since events carry `id`.
+/// (A shared schema patched this way also tolerates an `id` where it is used nested.)
+pub fn compilable_effective(effective: &Value, defs: &Map<String, Value>) -> Value {
+    let mut root = with_defs(effective, defs);
+    let mut visited_defs = Vec::new();
+    open_for_id(&mut root, "", &mut visited_defs, 0);
+    root
+}
+
+/// The keywords whose subschemas apply to the same instance as their parent.
+const SAME_INSTANCE: [&str; 6] = ["allOf", "anyOf", "oneOf", "if", "then", "else"];
+
+/// Adds `id` to the properties of each closed object schema reached from `pointer`
+/// (`""` for the root) that applies to the event itself.
+fn open_for_id(root: &mut Value, pointer: &str, visited_defs: &mut Vec<String>, depth: usize) {
+    if depth > 32 {
+        return;
+    }
+    let Some(schema) = root.pointer_mut(pointer) else {
+        return;
+    };
+    let Value::Object(map) = schema else { return };
+    let closed = map.get("additionalProperties") == Some(&Value::Bool(false))
+        || map.get("unevaluatedProperties") == Some(&Value::Bool(false));
+    if closed {
+        let properties = map
+            .entry("properties")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(properties) = properties {
+            properties.entry("id").or_insert(Value::Bool(true));
+        }
+    }
+    let mut next: Vec<String> = Vec::new();
+    if let Some(Value::String(target)) = map.get("$ref")
+        && let Some(name) = target.strip_prefix("#/$defs/")
+        && !name.contains('/')
+        && !visited_defs.iter().any(|v| v == name)
+    {
+        visited_defs.push(name.to_owned());
+        next.push(format!("/$defs/{}", crate::diagnostic::escape(name)));
+    }
+    for keyword in SAME_INSTANCE {
+        match map.get(keyword) {
+            Some(Value::Array(items)) => {
+                next.extend((0..items.len()).map(|i| format!("{pointer}/{keyword}/{i}")));
+            }
+            Some(Value::Object(_)) => next.push(format!("{pointer}/{keyword}")),
+            _ => {}
+        }
+    }
+    for p in next {
+        open_for_id(root, &p, visited_defs, depth + 1);
+    }
+}
+
 /// Every `$ref` in `schema` with its JSON Pointer (relative to `schema`).
 pub fn refs_in(schema: &Value) -> Vec<(String, String)> {
     let mut found = Vec::new();
@@ -531,5 +590,52 @@ mod tests {
                 ("/properties/b/items/0/$ref".into(), "#/$defs/y".into())
             ]
         );
+    }
+}
+
+#[cfg(test)]
+mod closed_schema_tests {
+    use super::*;
+
+    fn compile_for(from: &str, to: &str, schema: Value, defs: Value) -> CompiledSchema {
+        let defs: Map<String, Value> = serde_json::from_value(defs).unwrap();
+        let effective = effective_schema(from, to, Some(&schema));
+        CompiledSchema::compile(compilable_effective(&effective, &defs)).unwrap()
+    }
+
+    #[test]
+    fn closed_shared_schemas_accept_the_engine_id() {
+        let defs = json!({"answer": {"type": "object", "additionalProperties": false, "required": ["a"], "properties": {"a": {"type": "integer"}}}});
+        let c = compile_for("x", "y", json!({"$ref": "#/$defs/answer"}), defs.clone());
+        assert!(c.is_valid(&json!({"id": ["x", "y"], "a": 1})));
+        assert!(
+            !c.is_valid(&json!({"id": ["x", "y"], "a": 1, "b": 2})),
+            "still closed to other fields"
+        );
+        assert!(
+            !c.is_valid(&json!({"id": ["x", "z"], "a": 1})),
+            "id is still checked"
+        );
+
+        let c = compile_for(
+            "x",
+            "y",
+            json!({"allOf": [{"$ref": "#/$defs/answer"}, {"required": ["a"]}]}),
+            defs,
+        );
+        assert!(c.is_valid(&json!({"id": ["x", "y"], "a": 1})));
+    }
+
+    #[test]
+    fn nested_closed_schemas_are_left_alone() {
+        let defs = json!({"point": {"type": "object", "additionalProperties": false, "properties": {"x": {}}}});
+        let c = compile_for(
+            "x",
+            "y",
+            json!({"type": "object", "properties": {"p": {"$ref": "#/$defs/point"}}}),
+            defs,
+        );
+        assert!(c.is_valid(&json!({"id": ["x", "y"], "p": {"x": 1}})));
+        assert!(!c.is_valid(&json!({"id": ["x", "y"], "p": {"x": 1, "id": 2}})));
     }
 }

@@ -37,13 +37,13 @@ pub struct TrailEntry {
     pub model: Option<String>,
     /// Tokens and cost, when a model was called.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
+    pub usage: Option<Box<Usage>>,
     /// How long the attempt took.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
     /// Why the attempt failed; absent on success.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure: Option<Failure>,
+    pub failure: Option<Box<Failure>>,
 }
 
 impl TrailEntry {
@@ -186,12 +186,12 @@ mod tests {
             model: None,
             usage: None,
             duration_ms: Some(3),
-            failure: Some(Failure {
+            failure: Some(Box::new(Failure {
                 kind: FailureKind::UnknownTransition,
                 message: "no".into(),
                 errors: vec![],
                 attempt: 1,
-            }),
+            })),
         };
         let v = serde_json::to_value(&e).unwrap();
         assert_eq!(v["failure"]["kind"], "unknown-transition");

@@ -65,13 +65,13 @@ fn trail(fsm: &Fsm) -> Vec<TrailEntry> {
             1,
         ),
         TrailEntry {
-            failure: Some(Failure {
+            failure: Some(Box::new(Failure {
                 kind: FailureKind::Validation,
                 message: "the event does not satisfy the schema of [\"reviewer\", \"chairman\"]"
                     .into(),
                 errors,
                 attempt: 1,
-            }),
+            })),
             ..entry(2, "reviewer", None, bad, 1)
         },
         entry(

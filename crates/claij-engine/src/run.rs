@@ -162,6 +162,8 @@ impl Engine {
                 .map(|d| (Instant::now() + d, d)),
             cancel: options.cancel,
             observers: options.observers,
+            clock: Clock::start(),
+            deadline_routed: false,
         };
         run.append_full(entry, input, 1, None, None, None, None);
         Ok(run.drive(entry).await)
@@ -244,8 +246,11 @@ impl Engine {
         }
         let effective = claij_core::schema::effective_schema(&t.from, &t.to, Some(&value));
         let compiled = Arc::new(
-            CompiledSchema::compile(claij_core::schema::with_defs(&effective, &fsm.schemas))
-                .map_err(|e| format!("dynamic schema `{name}` does not compile: {e}"))?,
+            CompiledSchema::compile(claij_core::schema::compilable_effective(
+                &effective,
+                &fsm.schemas,
+            ))
+            .map_err(|e| format!("dynamic schema `{name}` does not compile: {e}"))?,
         );
         cache.insert(key, (value, compiled.clone()));
         Ok(compiled)
@@ -300,6 +305,34 @@ struct RunState<'e> {
     deadline: Option<(Instant, Duration)>,
     cancel: CancellationToken,
     observers: Vec<Arc<dyn Observer>>,
+    clock: Clock,
+    /// Whether an `on_failure` route was already taken because the deadline passed.
+    deadline_routed: bool,
+}
+
+/// Wall-clock times for trail entries from one reading of the monotonic clock per
+/// attempt: the wall time at the run's start plus the monotonic time elapsed since.
+struct Clock {
+    base: Instant,
+    base_wall: SystemTime,
+    /// When the last attempt ended (or the run started).
+    stamp: Instant,
+}
+
+impl Clock {
+    fn start() -> Self {
+        let base = Instant::now();
+        Self {
+            base,
+            base_wall: SystemTime::now(),
+            stamp: base,
+        }
+    }
+
+    /// The wall time of the last stamp.
+    fn wall(&self) -> SystemTime {
+        self.base_wall + self.stamp.saturating_duration_since(self.base)
+    }
 }
 
 impl RunState<'_> {
@@ -307,7 +340,7 @@ impl RunState<'_> {
     async fn drive(mut self, mut transition: usize) -> RunOutcome {
         loop {
             let fsm = self.fsm;
-            let state_idx = match fsm.state_idx(&fsm.transitions[transition].to) {
+            let state_idx = match fsm.transitions[transition].to_idx {
                 Some(s) => s,
                 None => return self.finish(RunStatus::Failed, &fsm.transitions[transition].to),
             };
@@ -319,9 +352,10 @@ impl RunState<'_> {
             let mut last_failure = None;
             let mut next = None;
             for attempt in 1..=max_attempts {
-                let started = Instant::now();
+                let started = self.clock.stamp;
                 let result = self.attempt(state, transition, attempt).await;
-                let duration = started.elapsed();
+                self.clock.stamp = Instant::now();
+                let duration = self.clock.stamp.saturating_duration_since(started);
                 match result {
                     Attempt::Took {
                         transition: t,
@@ -369,22 +403,29 @@ impl RunState<'_> {
                     }
                     Attempt::DeadlineExceeded => {
                         let limit = self.deadline.map(|(_, d)| d).unwrap_or_default();
+                        let failure = Failure {
+                            kind: FailureKind::Timeout,
+                            message: format!(
+                                "the run's deadline of {} passed",
+                                humantime::format_duration(limit)
+                            ),
+                            errors: Vec::new(),
+                            attempt,
+                        };
                         self.append_failure(
                             state,
                             Value::Null,
-                            Failure {
-                                kind: FailureKind::Timeout,
-                                message: format!(
-                                    "the run's deadline of {} passed",
-                                    humantime::format_duration(limit)
-                                ),
-                                errors: Vec::new(),
-                                attempt,
-                            },
+                            failure.clone(),
                             None,
                             Some(duration),
                         );
-                        return self.finish(RunStatus::Failed, &state.id);
+                        // The deadline is a failure like any other: its `on_failure` route
+                        // is followed, but only once, so a run past its deadline ends.
+                        if std::mem::replace(&mut self.deadline_routed, true) {
+                            return self.finish(RunStatus::Failed, &state.id);
+                        }
+                        last_failure = Some(failure);
+                        break;
                     }
                 }
             }
@@ -401,6 +442,7 @@ impl RunState<'_> {
     /// Attempts ran out: follow `on_failure` with an event carrying the failure.
     fn on_failure_route(&mut self, state: &State, failure: Option<Failure>) -> Option<usize> {
         let target = state.settings.on_failure.as_ref()?;
+        self.clock.stamp = Instant::now();
         let t = self.fsm.transition_idx(&state.id, target)?;
         let attempts = failure.as_ref().map_or(0, |f| f.attempt);
         let event = json!({
@@ -604,12 +646,12 @@ impl RunState<'_> {
             from: t.from.clone(),
             to: Some(t.to.clone()),
             event,
-            at: SystemTime::now(),
+            at: self.clock.wall(),
             attempt,
             model,
-            usage,
+            usage: usage.map(Box::new),
             duration_ms: duration.map(|d| d.as_millis() as u64),
-            failure,
+            failure: failure.map(Box::new),
         };
         self.push(entry);
     }
@@ -629,12 +671,12 @@ impl RunState<'_> {
             from: state.id.clone(),
             to: None,
             event: output,
-            at: SystemTime::now(),
+            at: self.clock.wall(),
             attempt: failure.attempt,
             model,
             usage: None,
             duration_ms: duration.map(|d| d.as_millis() as u64),
-            failure: Some(failure),
+            failure: Some(Box::new(failure)),
         };
         self.push(entry);
     }

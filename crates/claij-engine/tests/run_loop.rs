@@ -467,3 +467,67 @@ async fn observers_see_every_entry_as_it_is_appended() {
         ]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_passed_deadline_follows_on_failure_once() {
+    let doc = r#"
+id: deadline-routes
+config: {deadline: 1s}
+states:
+  - {id: a, action: sleeper, config: {on_failure: b}}
+  - {id: b, action: sleeper, config: {on_failure: a}}
+  - {id: rescue, action: end}
+xitions:
+  - id: [start, a]
+  - id: [a, b]
+  - id: [b, a]
+  - id: [b, rescue]
+"#;
+    let engine = engine_with("sleeper", Arc::new(Sleeper));
+    let out = engine
+        .run(load(&engine, doc), json!({}), RunOptions::default())
+        .await
+        .unwrap();
+    // a times out on the deadline → on_failure to b → b is past the deadline too → failed,
+    // rather than bouncing between a and b forever.
+    assert_eq!(out.status, RunStatus::Failed);
+    assert_eq!(out.state, "b");
+    let hops: Vec<String> = out
+        .trail
+        .iter()
+        .map(|e| match (&e.to, &e.failure) {
+            (Some(to), _) => format!("{}>{to}", e.from),
+            (None, Some(f)) => format!("{}:{}", e.from, f.kind),
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(hops, ["start>a", "a:timeout", "a>b", "b:timeout"]);
+
+    let to_rescue = doc.replace("{on_failure: a}", "{on_failure: rescue}");
+    let out = engine
+        .run(load(&engine, &to_rescue), json!({}), RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status,
+        RunStatus::Failed,
+        "b's deadline failure is the second"
+    );
+    let doc_b_first = doc
+        .replace("{on_failure: b}", "{on_failure: rescue}")
+        .replace(
+            "  - id: [b, rescue]\n",
+            "  - id: [b, rescue]\n  - id: [a, rescue]\n",
+        );
+    let out = engine
+        .run(
+            load(&engine, &doc_b_first),
+            json!({}),
+            RunOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Completed);
+    assert_eq!(out.state, "rescue");
+    assert_eq!(out.result.unwrap()["failure"]["kind"], "timeout");
+}

@@ -5,17 +5,21 @@ use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::Path;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use claij_core::{State, TrailEntry};
 use claij_engine::{Observer, RunStatus};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// Prints one line per trail entry; on a terminal, a spinner shows the state being run,
-/// its attempt and the time elapsed, ticking while a long action runs.
+/// its attempt and the time elapsed, ticking while a long action runs. The spinner is
+/// put away while a person is being asked (`human` states), so it never draws over the
+/// question.
 pub struct Progress {
     started: Instant,
     spinner: Option<ProgressBar>,
+    paused: AtomicBool,
 }
 
 impl Progress {
@@ -33,14 +37,29 @@ impl Progress {
         Self {
             started: Instant::now(),
             spinner,
+            paused: AtomicBool::new(false),
         }
     }
 
     fn line(&self, text: String) {
         let text = format!("[{:>7.2}s] {text}", self.started.elapsed().as_secs_f64());
         match &self.spinner {
-            Some(bar) => bar.println(text),
-            None => eprintln!("{text}"),
+            Some(bar) if !self.paused.load(Ordering::Relaxed) => bar.println(text),
+            _ => eprintln!("{text}"),
+        }
+    }
+
+    /// Hides the spinner (a person is about to be asked) or shows it again.
+    fn pause_spinner(&self, bar: &ProgressBar, pause: bool) {
+        if self.paused.swap(pause, Ordering::Relaxed) == pause {
+            return;
+        }
+        if pause {
+            bar.disable_steady_tick();
+            bar.set_draw_target(ProgressDrawTarget::hidden());
+        } else {
+            bar.set_draw_target(ProgressDrawTarget::stderr());
+            bar.enable_steady_tick(Duration::from_millis(120));
         }
     }
 }
@@ -49,7 +68,16 @@ impl Observer for Progress {
     fn attempt_started(&self, _run_id: &str, state: &State, attempt: u32) {
         let text = format!("{} ({}) attempt {attempt}", state.id, state.action);
         match &self.spinner {
-            Some(bar) => bar.set_message(text),
+            Some(bar) => {
+                let asks_a_person = &*state.action == "human";
+                if asks_a_person {
+                    self.pause_spinner(bar, true);
+                    self.line(format!("▶ {text}"));
+                } else {
+                    self.pause_spinner(bar, false);
+                    bar.set_message(text);
+                }
+            }
             None => self.line(format!("▶ {text}")),
         }
     }

@@ -1,0 +1,64 @@
+//! The documentation's complete examples load, and the YAML and JSON versions in
+//! docs/FORMAT.md are the same document; README's example commands name real files.
+
+use std::path::Path;
+
+use claij_engine::ActionRegistry;
+
+fn repo_file(path: &str) -> String {
+    let full = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path);
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()))
+}
+
+/// The fenced blocks of `lang` in `markdown`, in order.
+fn blocks<'a>(markdown: &'a str, lang: &str) -> Vec<&'a str> {
+    let fence = format!("```{lang}\n");
+    let mut found = Vec::new();
+    let mut rest = markdown;
+    while let Some(start) = rest.find(&fence) {
+        let body = &rest[start + fence.len()..];
+        let Some(end) = body.find("\n```") else { break };
+        found.push(&body[..end + 1]);
+        rest = &body[end..];
+    }
+    found
+}
+
+#[test]
+fn the_complete_example_in_format_md_loads_in_yaml_and_json_alike() {
+    let doc = repo_file("docs/FORMAT.md");
+    let registry = ActionRegistry::with_builtins();
+    let yaml = blocks(&doc, "yaml")[0];
+    let json = blocks(&doc, "json")[0];
+    let from_yaml = claij_core::load_str("greet.yaml", yaml, &registry)
+        .unwrap_or_else(|e| panic!("the YAML example does not load: {e}"));
+    let from_json = claij_core::load_str("greet.json", json, &registry)
+        .unwrap_or_else(|e| panic!("the JSON example does not load: {e}"));
+    assert_eq!(from_yaml.document, from_json.document);
+    assert!(from_yaml.states.len() >= 3);
+}
+
+#[test]
+fn readme_commands_name_files_that_exist() {
+    let readme = repo_file("README.md");
+    for word in readme.split(|c: char| c.is_whitespace() || "()[]`".contains(c)) {
+        let word = word.trim_end_matches([',', ':', '.']);
+        let path = word.strip_prefix('@').unwrap_or(word);
+        if (path.starts_with("examples/")
+            || path.starts_with("docs/")
+            || path.starts_with("scripts/"))
+            && !path.contains('*')
+            && !path.ends_with('/')
+        {
+            assert!(
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../..")
+                    .join(path)
+                    .exists(),
+                "README.md names {path}, which does not exist"
+            );
+        }
+    }
+}
