@@ -503,6 +503,16 @@ xitions:
         }
     }
 
+    /// A transition entry whose event is `fields` plus the `id` of [from, to].
+    fn hop(seq: u64, from: &str, to: &str, fields: Value) -> TrailEntry {
+        let mut event = serde_json::Map::new();
+        event.insert("id".into(), json!([from, to]));
+        if let Value::Object(map) = fields {
+            event.extend(map);
+        }
+        step(seq, from, to, Value::Object(event))
+    }
+
     fn failed(seq: u64, from: &str, event: Value, kind: FailureKind) -> TrailEntry {
         TrailEntry {
             to: None,
@@ -535,24 +545,9 @@ xitions:
     fn roles_follow_the_producing_state() {
         let fsm = fsm();
         let trail = [
-            step(
-                0,
-                "start",
-                "asker",
-                json!({"id": ["start", "asker"], "n": 1}),
-            ),
-            step(
-                1,
-                "asker",
-                "tool",
-                json!({"id": ["asker", "tool"], "arg": "a"}),
-            ),
-            step(
-                2,
-                "tool",
-                "asker",
-                json!({"id": ["tool", "asker"], "thing": {"n": 2}}),
-            ),
+            hop(0, "start", "asker", json!({"n": 1})),
+            hop(1, "asker", "tool", json!({"arg": "a"})),
+            hop(2, "tool", "asker", json!({"thing": {"n": 2}})),
         ];
         let m = trail_to_prompts(&fsm, &trail, "asker", &PromptOptions::default());
         assert_eq!(
@@ -577,12 +572,7 @@ xitions:
     #[test]
     fn user_messages_show_input_document_and_output_schemas() {
         let fsm = fsm();
-        let trail = [step(
-            0,
-            "start",
-            "asker",
-            json!({"id": ["start", "asker"], "n": 1}),
-        )];
+        let trail = [hop(0, "start", "asker", json!({"n": 1}))];
         let m = trail_to_prompts(&fsm, &trail, "asker", &PromptOptions::default());
         let input = fsm.transition("start", "asker").unwrap();
         let expected = format!(
@@ -610,30 +600,10 @@ xitions:
     fn output_schema_is_left_out_for_terminal_targets() {
         let fsm = fsm();
         let trail = [
-            step(
-                0,
-                "start",
-                "asker",
-                json!({"id": ["start", "asker"], "n": 1}),
-            ),
-            step(
-                1,
-                "asker",
-                "tool",
-                json!({"id": ["asker", "tool"], "arg": "a"}),
-            ),
-            step(
-                2,
-                "tool",
-                "asker",
-                json!({"id": ["tool", "asker"], "thing": {"n": 2}}),
-            ),
-            step(
-                3,
-                "asker",
-                "done",
-                json!({"id": ["asker", "done"], "answer": "x"}),
-            ),
+            hop(0, "start", "asker", json!({"n": 1})),
+            hop(1, "asker", "tool", json!({"arg": "a"})),
+            hop(2, "tool", "asker", json!({"thing": {"n": 2}})),
+            hop(3, "asker", "done", json!({"answer": "x"})),
         ];
         // A non-llm producer going to a terminal state: no OUTPUT-SCHEMA part.
         let fsm2 = crate::load_str(
@@ -645,7 +615,7 @@ xitions:
         .unwrap();
         let m2 = trail_to_prompts(
             &fsm2,
-            &[step(0, "a", "z", json!({"id": ["a", "z"]}))],
+            &[hop(0, "a", "z", json!({}))],
             "z",
             &PromptOptions::default(),
         );
@@ -675,30 +645,15 @@ xitions:
                 "asker",
                 json!({"id": ["start", "asker"], "n": 1}),
             ),
-            step(
-                1,
-                "asker",
-                "hidden",
-                json!({"id": ["asker", "hidden"], "secret": 1}),
-            ),
+            hop(1, "asker", "hidden", json!({"secret": 1})),
             failed(
                 2,
                 "hidden",
                 json!({"id": ["hidden", "nowhere"]}),
                 FailureKind::UnknownTransition,
             ),
-            step(
-                3,
-                "hidden",
-                "asker",
-                json!({"id": ["hidden", "asker"], "secret": 2}),
-            ),
-            step(
-                4,
-                "asker",
-                "tool",
-                json!({"id": ["asker", "tool"], "arg": "a"}),
-            ),
+            hop(3, "hidden", "asker", json!({"secret": 2})),
+            hop(4, "asker", "tool", json!({"arg": "a"})),
         ];
         let m = trail_to_prompts(&fsm, &trail, "tool", &PromptOptions::default());
         assert_eq!(
@@ -716,12 +671,7 @@ xitions:
     fn failures_show_errors_rejected_output_and_expected_schema() {
         let fsm = fsm();
         let trail = [
-            step(
-                0,
-                "start",
-                "asker",
-                json!({"id": ["start", "asker"], "n": 1}),
-            ),
+            hop(0, "start", "asker", json!({"n": 1})),
             failed(
                 1,
                 "asker",
@@ -771,24 +721,9 @@ xitions:
     fn shared_schemas_appear_exactly_once() {
         let fsm = fsm();
         let trail = [
-            step(
-                0,
-                "start",
-                "asker",
-                json!({"id": ["start", "asker"], "n": 1}),
-            ),
-            step(
-                1,
-                "asker",
-                "tool",
-                json!({"id": ["asker", "tool"], "arg": "a"}),
-            ),
-            step(
-                2,
-                "tool",
-                "asker",
-                json!({"id": ["tool", "asker"], "thing": {"n": 2}}),
-            ),
+            hop(0, "start", "asker", json!({"n": 1})),
+            hop(1, "asker", "tool", json!({"arg": "a"})),
+            hop(2, "tool", "asker", json!({"thing": {"n": 2}})),
             failed(
                 3,
                 "asker",
@@ -875,12 +810,7 @@ xitions:
         );
         assert!(t.ends_with(&expected), "{t}");
         // trail_to_prompts renders the same system message.
-        let trail = [step(
-            0,
-            "start",
-            "asker",
-            json!({"id": ["start", "asker"], "n": 1}),
-        )];
+        let trail = [hop(0, "start", "asker", json!({"n": 1}))];
         let m = trail_to_prompts(&fsm, &trail, "asker", &PromptOptions::default());
         let input = fsm.transition("start", "asker");
         assert_eq!(
@@ -906,18 +836,8 @@ xitions:
     fn the_input_transition_is_the_last_one_into_the_state() {
         let fsm = fsm();
         let trail = [
-            step(
-                0,
-                "start",
-                "asker",
-                json!({"id": ["start", "asker"], "n": 1}),
-            ),
-            step(
-                1,
-                "asker",
-                "tool",
-                json!({"id": ["asker", "tool"], "arg": "a"}),
-            ),
+            hop(0, "start", "asker", json!({"n": 1})),
+            hop(1, "asker", "tool", json!({"arg": "a"})),
             failed(2, "tool", json!({}), FailureKind::Action),
         ];
         let m = trail_to_prompts(&fsm, &trail, "tool", &PromptOptions::default());

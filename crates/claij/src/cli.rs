@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Check, draw and run LLM workflows written as data: finite state machines whose
 /// transitions carry JSON Schemas.
@@ -49,29 +49,7 @@ pub enum Command {
   claij run flow.yaml --input '{\"text\": \"hello\"}'
   claij run flow.yaml --input @event.json --trail trail.jsonl
   echo '{\"text\": \"hi\"}' | claij run flow.yaml --input -")]
-    Run {
-        /// The FSM document.
-        file: PathBuf,
-        /// The input event: JSON text, @FILE (JSON or YAML), or - for stdin. Its `id`
-        /// picks the entry; with one entry it may be left out. Default: {}.
-        #[arg(long, short, default_value = "{}")]
-        input: String,
-        /// The initial context: JSON text, @FILE or -.
-        #[arg(long)]
-        context: Option<String>,
-        /// Write the trail to FILE as JSON lines, as it grows, whatever the outcome.
-        #[arg(long, value_name = "FILE")]
-        trail: Option<PathBuf>,
-        /// A deadline for the whole run (e.g. 30s, 5m); overrides the document's.
-        #[arg(long, value_parser = humantime::parse_duration)]
-        deadline: Option<std::time::Duration>,
-        /// The run's id (default: generated).
-        #[arg(long)]
-        run_id: Option<String>,
-        /// No progress on stderr.
-        #[arg(long, short)]
-        quiet: bool,
-    },
+    Run(RunArgs),
     /// Draw an FSM as Graphviz DOT, Mermaid, or SVG (SVG needs Graphviz's `dot`).
     #[command(after_help = "Examples:
   claij graph flow.yaml                      # DOT on stdout
@@ -100,4 +78,30 @@ pub enum GraphFormat {
     Mermaid,
     /// SVG, rendered by Graphviz `dot`.
     Svg,
+}
+
+/// The options of `claij run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The FSM document.
+    pub file: PathBuf,
+    /// The input event: JSON text, @FILE (JSON or YAML), or - for stdin. Its `id`
+    /// picks the entry; with one entry it may be left out. Default: {}.
+    #[arg(long, short, default_value = "{}")]
+    pub input: String,
+    /// The initial context: JSON text, @FILE or -.
+    #[arg(long)]
+    pub context: Option<String>,
+    /// Write the trail to FILE as JSON lines, as it grows, whatever the outcome.
+    #[arg(long, value_name = "FILE")]
+    pub trail: Option<PathBuf>,
+    /// A deadline for the whole run (e.g. 30s, 5m); overrides the document's.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub deadline: Option<std::time::Duration>,
+    /// The run's id (default: generated).
+    #[arg(long)]
+    pub run_id: Option<String>,
+    /// No progress on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
 }

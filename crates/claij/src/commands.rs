@@ -7,7 +7,7 @@ use claij_core::{Diagnostics, Fsm};
 use claij_engine::{Engine, Observer, RunOptions, RunStatus};
 use serde_json::{Value, json};
 
-use crate::cli::{Cli, Command, GraphFormat};
+use crate::cli::{Cli, Command, GraphFormat, RunArgs};
 use crate::progress::{Progress, TrailFile, status_word};
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, input};
 
@@ -16,25 +16,7 @@ pub async fn dispatch(cli: Cli) -> u8 {
     let engine = Engine::default();
     match cli.command {
         Command::Validate { files, json } => validate(&engine, &files, json),
-        Command::Run {
-            file,
-            input,
-            context,
-            trail,
-            deadline,
-            run_id,
-            quiet,
-        } => {
-            let args = RunArgs {
-                input,
-                context,
-                trail,
-                deadline,
-                run_id,
-                quiet,
-            };
-            run(&engine, &file, args).await
-        }
+        Command::Run(args) => run(&engine, args).await,
         Command::Graph {
             file,
             format,
@@ -97,17 +79,8 @@ fn validate(engine: &Engine, files: &[std::path::PathBuf], as_json: bool) -> u8 
     if all_valid { EXIT_OK } else { EXIT_FAILED }
 }
 
-struct RunArgs {
-    input: String,
-    context: Option<String>,
-    trail: Option<std::path::PathBuf>,
-    deadline: Option<std::time::Duration>,
-    run_id: Option<String>,
-    quiet: bool,
-}
-
-async fn run(engine: &Engine, file: &Path, args: RunArgs) -> u8 {
-    let fsm = match load(engine, file) {
+async fn run(engine: &Engine, args: RunArgs) -> u8 {
+    let fsm = match load(engine, &args.file) {
         Ok(fsm) => Arc::new(fsm),
         Err(d) => {
             eprintln!("claij: {d}");
