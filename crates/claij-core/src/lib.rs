@@ -14,6 +14,7 @@ pub mod model;
 pub mod prompts;
 pub mod schema;
 pub mod source;
+pub mod store;
 pub mod trail;
 
 pub use catalog::{ActionCatalog, BuiltinNames, ConfigIssue};
@@ -27,4 +28,5 @@ pub use model::{
 };
 pub use prompts::{Message, PromptOptions, Role, system_message, trail_to_prompts};
 pub use schema::{CompiledSchema, DynamicSchemas, SchemaError, ValidationIssue};
+pub use store::{RunStatus, RunStore, StoreError};
 pub use trail::{Failure, FailureKind, TrailEntry, Usage};

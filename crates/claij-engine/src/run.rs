@@ -11,7 +11,6 @@ use claij_core::{
     CompiledSchema, Failure, FailureKind, Fsm, START, State, TrailEntry, Transition,
     TransitionSchema, ValidationIssue,
 };
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -19,21 +18,7 @@ use crate::action::{ActionError, ActionInput, ActionOutput};
 use crate::observer::Observer;
 use crate::registry::ActionRegistry;
 
-/// Where a run is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RunStatus {
-    /// In progress.
-    Running,
-    /// Waiting for a person, a webhook, a timer or a child.
-    Suspended,
-    /// Reached a terminal state.
-    Completed,
-    /// Gave up: attempts ran out with no `on_failure` route, or the deadline passed.
-    Failed,
-    /// Stopped by its cancellation handle.
-    Interrupted,
-}
+pub use claij_core::store::RunStatus;
 
 /// How to run.
 #[derive(Clone, Default)]

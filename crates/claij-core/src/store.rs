@@ -1,0 +1,347 @@
+//! The durable-run contract: what the engine asks of a store, as a trait with plain data
+//! types. Backends (SQLite, PostgreSQL) live in the `claij-store` crate; the engine only
+//! sees this trait, so neither depends on the other and the core stays runtime-free
+//! (methods return boxed futures; no executor is assumed).
+//!
+//! A run is kept as: its record (status, current state, context, wait, lease), its trail
+//! as appended deltas (one row per entry, keyed by sequence number, so an entry can never
+//! be written twice), and the FSM definition it is pinned to (id, version, content hash).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::trail::TrailEntry;
+
+/// A boxed, sendable future (what store methods return).
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// Where a run is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// In progress (or, if its lease expired, cut off by a crash and waiting to resume).
+    Running,
+    /// Waiting for a person, a webhook, a timer or a child.
+    Suspended,
+    /// Reached a terminal state.
+    Completed,
+    /// Gave up: attempts ran out with no `on_failure` route, or the deadline passed.
+    Failed,
+    /// Stopped by an interrupt.
+    Interrupted,
+}
+
+impl RunStatus {
+    /// Every status, in lifecycle order.
+    pub const ALL: [RunStatus; 5] = [
+        RunStatus::Running,
+        RunStatus::Suspended,
+        RunStatus::Completed,
+        RunStatus::Failed,
+        RunStatus::Interrupted,
+    ];
+
+    /// The lowercase word (`running`, …), as stored and printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Suspended => "suspended",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+
+    /// Whether the run is over.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Interrupted
+        )
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for RunStatus {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        RunStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown run status `{s}`; one of running, suspended, completed, failed, interrupted")
+            })
+    }
+}
+
+/// An FSM definition as stored: runs are pinned to one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Definition {
+    /// The FSM's id.
+    pub fsm_id: String,
+    /// The FSM's version.
+    pub version: u32,
+    /// The SHA-256 of the document's canonical JSON, hex.
+    pub hash: String,
+    /// The document (JSON), to load the definition again.
+    pub document: Value,
+    /// When it was first stored.
+    pub created_at: SystemTime,
+}
+
+/// What a suspended run waits for: an event taking one of these transitions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Wait {
+    /// The state that waits.
+    pub state: String,
+    /// The transitions the input may take (`[state, to]` pairs).
+    pub transitions: Vec<(String, String)>,
+    /// The schema the input must satisfy (the union of those transitions' effective
+    /// schemas, shared schemas by `$ref`), for people and tools.
+    pub schema: Value,
+    /// When the wait expires, if it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<SystemTime>,
+    /// Where the run goes when the wait expires (a transition `[state, target]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_expiry: Option<String>,
+    /// What the person is asked, if the state says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+}
+
+/// Who is running a run, until when. A lease that is not renewed expires, and the run
+/// may then be resumed by anyone (a crash recovery).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The owner: `host:pid:nonce` of the process running it.
+    pub owner: String,
+    /// When the lease ends unless renewed.
+    pub until: SystemTime,
+}
+
+/// A run's record (its trail is kept apart, see [`RunStore::trail`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The run's id.
+    pub id: String,
+    /// The FSM's id.
+    pub fsm_id: String,
+    /// The FSM's version.
+    pub version: u32,
+    /// The definition's content hash: the run is pinned to it.
+    pub hash: String,
+    /// The parent run, for child runs (sub-FSMs, branches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// Status.
+    pub status: RunStatus,
+    /// The current state (for final runs, the state they ended in).
+    pub state: String,
+    /// The context.
+    pub context: Value,
+    /// How many trail entries are stored (the next entry's sequence number).
+    pub trail_len: u64,
+    /// What a suspended run waits for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<Wait>,
+    /// Who runs it, while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Lease>,
+    /// Whether an interrupt was requested (by another process).
+    #[serde(default)]
+    pub interrupt_requested: bool,
+    /// When it started.
+    pub created_at: SystemTime,
+    /// When it last changed.
+    pub updated_at: SystemTime,
+}
+
+/// What one commit writes: the new trail entries (a delta, never the whole history) and
+/// the run's new position. Committed atomically; visible to others once it returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checkpoint {
+    /// The run.
+    pub run_id: String,
+    /// The committing owner: the commit fails with [`StoreError::LostLease`] unless the
+    /// run's lease is still held by it.
+    pub owner: String,
+    /// New entries, in order, continuing the stored trail exactly (their `seq` must be
+    /// `trail_len`, `trail_len + 1`, …).
+    pub entries: Vec<TrailEntry>,
+    /// The new status.
+    pub status: RunStatus,
+    /// The new current state.
+    pub state: String,
+    /// The new context, when it changed.
+    pub context: Option<Value>,
+    /// The wait, when the run suspends (cleared otherwise).
+    pub wait: Option<Wait>,
+    /// The renewed lease end while running (`None` releases the lease: suspended or final).
+    pub lease_until: Option<SystemTime>,
+}
+
+/// How a claim takes a run over.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClaimFrom {
+    /// A suspended run (exactly one of concurrent claimers wins).
+    Suspended,
+    /// A running run whose lease expired or whose owner is known dead (crash recovery).
+    Stale {
+        /// Owners known to be dead (same host, process gone): their leases count as expired.
+        dead_owners: Vec<String>,
+    },
+}
+
+/// Which runs to list.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunFilter {
+    /// Only these statuses (all when empty).
+    pub statuses: Vec<RunStatus>,
+    /// Only this FSM.
+    pub fsm_id: Option<String>,
+    /// Only runs last updated before this time.
+    pub updated_before: Option<SystemTime>,
+    /// At most this many (newest first); all when `None`.
+    pub limit: Option<u64>,
+}
+
+/// How much durability a commit buys.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// Survives a crash of the process (SQLite: WAL with `synchronous=NORMAL`;
+    /// PostgreSQL: `synchronous_commit=off`, a power loss may lose the last
+    /// ~200 ms of commits but never corrupts).
+    #[default]
+    Normal,
+    /// Also survives power loss: every commit is on disk before it returns (SQLite:
+    /// `synchronous=FULL`, one fsync per commit group; PostgreSQL: `synchronous_commit=on`).
+    Strict,
+}
+
+/// A store operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// No such run or definition.
+    #[error("{what} `{id}` is not in the store")]
+    NotFound {
+        /// `run` or `definition`.
+        what: &'static str,
+        /// Its id.
+        id: String,
+    },
+    /// The run is not in a state the operation needs (another resume won, say).
+    #[error("run `{run}` {reason}")]
+    Conflict {
+        /// The run.
+        run: String,
+        /// Why, in words (e.g. "is completed, not suspended").
+        reason: String,
+    },
+    /// The committing process no longer holds the run's lease (another took over).
+    #[error("run `{run}` is no longer held by this process (its lease was taken over)")]
+    LostLease {
+        /// The run.
+        run: String,
+    },
+    /// A trail entry out of sequence (a gap or a duplicate).
+    #[error("run `{run}`: trail entry {seq} is out of sequence (the store holds {stored})")]
+    Sequence {
+        /// The run.
+        run: String,
+        /// The entry's sequence number.
+        seq: u64,
+        /// How many entries the store holds.
+        stored: u64,
+    },
+    /// Stored data that cannot be read back.
+    #[error("corrupt data in the store ({what}): {message}")]
+    Corrupt {
+        /// What was being read.
+        what: String,
+        /// Why it failed.
+        message: String,
+    },
+    /// The database failed (connection, I/O, SQL).
+    #[error("store: {0}")]
+    Backend(String),
+}
+
+/// A durable home for definitions, runs and trails. Every method is atomic.
+pub trait RunStore: Send + Sync {
+    /// A short description (`sqlite:/path/claij.db`, `postgres://host/db`), without secrets.
+    fn describe(&self) -> String;
+
+    /// Stores a definition (no-op when the same id, version and hash are there).
+    fn put_definition<'a>(&'a self, definition: &'a Definition) -> StoreFuture<'a, ()>;
+
+    /// A definition by id, version and hash (`None` hash: the newest of that version).
+    fn definition<'a>(
+        &'a self,
+        fsm_id: &'a str,
+        version: u32,
+        hash: Option<&'a str>,
+    ) -> StoreFuture<'a, Definition>;
+
+    /// Every definition, newest first.
+    fn definitions(&self) -> StoreFuture<'_, Vec<Definition>>;
+
+    /// Creates a run with its first entries, held by `record.lease`'s owner.
+    fn create_run<'a>(
+        &'a self,
+        record: &'a RunRecord,
+        entries: &'a [TrailEntry],
+    ) -> StoreFuture<'a, ()>;
+
+    /// Commits a checkpoint (grouped with other runs' commits where the backend can).
+    fn commit(&self, checkpoint: Checkpoint) -> StoreFuture<'_, ()>;
+
+    /// Takes a run over for `owner` until `until`: exactly one of concurrent claimers
+    /// succeeds; the others get [`StoreError::Conflict`]. Returns the record as claimed.
+    fn claim<'a>(
+        &'a self,
+        run_id: &'a str,
+        from: ClaimFrom,
+        owner: &'a str,
+        until: SystemTime,
+    ) -> StoreFuture<'a, RunRecord>;
+
+    /// A run's record.
+    fn run<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, RunRecord>;
+
+    /// A run's trail, from entry `from_seq` on.
+    fn trail<'a>(&'a self, run_id: &'a str, from_seq: u64) -> StoreFuture<'a, Vec<TrailEntry>>;
+
+    /// Runs matching the filter, newest first.
+    fn runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, Vec<RunRecord>>;
+
+    /// Asks the process running a run to stop it (it notices within its poll interval).
+    /// A suspended run has no process: the caller finishes it itself.
+    fn request_interrupt<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, RunRecord>;
+
+    /// Deletes final runs (and their trails) matching the filter; returns how many.
+    fn prune<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, u64>;
+
+    /// Bytes used by a run: its record and trail rows as stored (for growth checks).
+    fn run_bytes<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, u64>;
+}
+
+/// The canonical content hash of a document: SHA-256 over its compact JSON.
+pub fn content_hash(document: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let bytes = serde_json::to_vec(document).unwrap_or_default();
+    let digest = Sha256::digest(&bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
