@@ -190,6 +190,7 @@ fn build(
         transitions: Vec::new(),
         entries: Vec::new(),
         source: name.to_owned(),
+        hash: crate::store::content_hash(&document),
         document,
         state_index,
     };

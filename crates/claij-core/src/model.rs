@@ -48,6 +48,8 @@ pub struct Fsm {
     pub source: String,
     /// The document as loaded (JSON), for storage, hashing and display.
     pub document: Value,
+    /// The SHA-256 of the document's compact JSON (hex): runs are pinned to it.
+    pub hash: String,
     pub(crate) state_index: HashMap<Arc<str>, StateIdx>,
 }
 

@@ -336,6 +336,36 @@ pub trait RunStore: Send + Sync {
 
     /// Bytes used by a run: its record and trail rows as stored (for growth checks).
     fn run_bytes<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, u64>;
+
+    /// Called periodically by the process running a run: renews its lease to `renew_until`
+    /// (when given) if `owner` still holds it, and reports whether it does and whether an
+    /// interrupt was requested. Touches nothing else, so it never races a commit.
+    ///
+    /// The default reads the record and renews nothing; backends override it.
+    fn heartbeat<'a>(
+        &'a self,
+        run_id: &'a str,
+        owner: &'a str,
+        renew_until: Option<SystemTime>,
+    ) -> StoreFuture<'a, Heartbeat> {
+        let _ = renew_until;
+        Box::pin(async move {
+            let record = self.run(run_id).await?;
+            Ok(Heartbeat {
+                held: record.lease.as_ref().is_some_and(|l| l.owner == owner),
+                interrupt_requested: record.interrupt_requested,
+            })
+        })
+    }
+}
+
+/// What a heartbeat found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heartbeat {
+    /// Whether the caller still holds the run's lease.
+    pub held: bool,
+    /// Whether an interrupt was requested.
+    pub interrupt_requested: bool,
 }
 
 /// The canonical content hash of a document: SHA-256 over its compact JSON.

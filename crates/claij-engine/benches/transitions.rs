@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use claij_core::load_str;
 use claij_engine::{
-    Action, ActionError, ActionInput, ActionOutput, ActionRegistry, BoxFuture, Engine, RunOptions,
-    RunStatus,
+    Action, ActionError, ActionInput, ActionOutput, ActionRegistry, BoxFuture, Engine, Outcome,
+    RunOptions, RunStatus,
 };
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::{Value, json};
@@ -46,10 +46,7 @@ xitions:
 struct Hit;
 
 impl Action for Hit {
-    fn run<'a>(
-        &'a self,
-        input: ActionInput<'a>,
-    ) -> BoxFuture<'a, Result<ActionOutput, ActionError>> {
+    fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         let n = input.event.get("n").and_then(Value::as_u64).unwrap_or(0) + 1;
         let me = &*input.state.id;
         let other = if me == "ping" { "pong" } else { "ping" };
@@ -58,7 +55,7 @@ impl Action for Hit {
         } else {
             json!({"id": [me, other], "n": n, "player": other})
         };
-        Box::pin(std::future::ready(Ok(ActionOutput::event(event))))
+        Box::pin(std::future::ready(Ok(ActionOutput::event(event).into())))
     }
 }
 

@@ -80,6 +80,35 @@ impl ActionOutput {
     }
 }
 
+/// What an attempt produced: an event, or a request to suspend the run until an event
+/// arrives from outside (a person, a webhook).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The output event.
+    Emit(ActionOutput),
+    /// Suspend the run: it waits (durably, in the store) for an input event taking one of
+    /// the state's outgoing transitions.
+    Suspend(Suspension),
+}
+
+impl From<ActionOutput> for Outcome {
+    fn from(output: ActionOutput) -> Self {
+        Outcome::Emit(output)
+    }
+}
+
+/// How a suspended run waits.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Suspension {
+    /// What the person is asked.
+    pub prompt: Option<String>,
+    /// How long the wait lasts, if it expires.
+    pub expires_in: Option<std::time::Duration>,
+    /// Where the run goes when the wait expires (needs a transition `[state, target]`);
+    /// without it an expired wait fails the run.
+    pub on_expiry: Option<String>,
+}
+
 /// An attempt that did not produce an event.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{kind}: {message}")]
@@ -152,8 +181,5 @@ pub trait Action: Send + Sync + 'static {
     }
 
     /// Runs one attempt.
-    fn run<'a>(
-        &'a self,
-        input: ActionInput<'a>,
-    ) -> BoxFuture<'a, Result<ActionOutput, ActionError>>;
+    fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>>;
 }

@@ -7,12 +7,17 @@
 
 pub mod action;
 pub mod actions;
+mod drive;
+pub mod durable;
 pub mod observer;
 pub mod registry;
 pub mod run;
 
-pub use action::{Action, ActionError, ActionInput, ActionOutput, BoxFuture};
+pub use action::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome, Suspension};
+pub use durable::{is_dead_local_owner, process_owner};
 pub use observer::Observer;
 pub use registry::ActionRegistry;
-pub use run::{Engine, InputError, RunOptions, RunOutcome, RunStatus, new_run_id};
+pub use run::{
+    Engine, InputError, RunError, RunOptions, RunOutcome, RunStatus, interrupt, new_run_id,
+};
 pub use tokio_util::sync::CancellationToken;

@@ -59,6 +59,15 @@ impl ActionRegistry {
         registry
     }
 
+    /// The built-ins for runs kept in a store: as [`with_builtins`](Self::with_builtins),
+    /// except that `human` suspends the run to wait for input from outside (the CLI, a
+    /// webhook, an MCP client) instead of asking at the terminal.
+    pub fn durable() -> Self {
+        let mut registry = Self::with_builtins();
+        registry.insert("human", Arc::new(actions::Human::suspending()));
+        registry
+    }
+
     fn insert(&mut self, name: &str, action: Arc<dyn Action>) {
         // Built-in config schemas are constants checked by tests.
         if let Err(e) = self.register(name, action) {

@@ -1,20 +1,22 @@
-//! The run loop: routing by the event's `id`, validation, failures kept in the trail and
-//! fed back, bounded attempts, `on_failure` routes, timeouts, a run deadline and
-//! interruption. A run never hangs: every attempt is bounded by its timeout, the run's
-//! deadline or its cancellation handle, and attempts are bounded by `max_attempts`.
+//! Running FSMs: [`Engine::run`] starts a run, [`Engine::resume`] continues one from its
+//! store (a suspended run given its input, a crashed run, an expired wait), and
+//! [`interrupt`] stops one from any process. The loop itself is in `drive`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use claij_core::store::{ClaimFrom, Definition, RunRecord, RunStore, StoreError, Wait};
 use claij_core::{
-    CompiledSchema, Failure, FailureKind, Fsm, START, State, TrailEntry, Transition,
-    TransitionSchema, ValidationIssue,
+    CompiledSchema, Failure, FailureKind, Fsm, TrailEntry, Transition, TransitionSchema,
+    ValidationIssue,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::action::{ActionError, ActionInput, ActionOutput};
+use crate::drive::{Clock, RunState};
+use crate::durable::{DEFAULT_LEASE, Durable, is_dead_local_owner, process_owner};
 use crate::observer::Observer;
 use crate::registry::ActionRegistry;
 
@@ -33,6 +35,16 @@ pub struct RunOptions {
     pub cancel: CancellationToken,
     /// Told of every entry as it is appended.
     pub observers: Vec<Arc<dyn Observer>>,
+    /// Where the run is kept: with a store, every transition is committed before the next
+    /// state starts, `human` states may suspend the run, and the run can be resumed after
+    /// a crash. Without one, the run lives in memory only.
+    pub store: Option<Arc<dyn RunStore>>,
+    /// The lease owner (default: this process, `host:pid:nonce`).
+    pub owner: Option<String>,
+    /// How long a lease lasts unless renewed (default 30 s).
+    pub lease: Option<Duration>,
+    /// The parent run, for child runs.
+    pub parent: Option<String>,
 }
 
 /// How a run ended.
@@ -48,8 +60,11 @@ pub struct RunOutcome {
     pub context: Value,
     /// The last event, when the run completed: its result.
     pub result: Option<Value>,
-    /// The state the run ended in (for failures, the state that gave up).
+    /// The state the run ended in (for failures, the state that gave up; for suspended
+    /// runs, the state that waits).
     pub state: String,
+    /// What a suspended run waits for.
+    pub wait: Option<Wait>,
 }
 
 /// The input event cannot start a run.
@@ -63,21 +78,56 @@ pub enum InputError {
         /// The valid entry ids.
         entries: String,
     },
-    /// The input does not satisfy its entry transition's schema.
-    #[error("the input does not satisfy the schema of [start, {to}]:\n{}", render_issues(.issues))]
+    /// The input does not satisfy its transition's schema.
+    #[error("the input does not satisfy the schema of [{from}, {to}]:\n{}", render_issues(.issues))]
     Invalid {
-        /// The entry state.
+        /// The transition's source (`start` for entries).
+        from: String,
+        /// The transition's target.
         to: String,
         /// Every validation error.
         issues: Vec<ValidationIssue>,
     },
-    /// The entry transition's dynamic schema could not be resolved.
-    #[error("the schema of [start, {to}] could not be resolved: {message}")]
+    /// The transition's dynamic schema could not be resolved.
+    #[error("the schema of [{from}, {to}] could not be resolved: {message}")]
     Schema {
-        /// The entry state.
+        /// The transition's source.
+        from: String,
+        /// The transition's target.
         to: String,
         /// Why.
         message: String,
+    },
+    /// A resumed run's input names a transition the run does not wait on.
+    #[error(
+        "the input's `id` {id} is not what run `{run}` waits for; it waits for one of: {waiting}"
+    )]
+    NotWaitedFor {
+        /// The run.
+        run: String,
+        /// The input's id.
+        id: String,
+        /// The transitions it waits on.
+        waiting: String,
+    },
+}
+
+/// A run could not be started or continued.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RunError {
+    /// The input was refused; nothing changed.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// The store failed or refused (another process won a race, say).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The run cannot be continued this way.
+    #[error("run `{run}` {reason}")]
+    NotResumable {
+        /// The run.
+        run: String,
+        /// Why, in words.
+        reason: String,
     },
 }
 
@@ -97,6 +147,8 @@ type DynamicCache = HashMap<(String, String, String), (Arc<Value>, Arc<CompiledS
 pub struct Engine {
     registry: Arc<ActionRegistry>,
     dynamic: Mutex<DynamicCache>,
+    /// Definitions already stored, by (store, hash): stored once per process.
+    stored: Mutex<HashSet<(String, String)>>,
 }
 
 impl Default for Engine {
@@ -111,6 +163,7 @@ impl Engine {
         Self {
             registry,
             dynamic: Mutex::new(HashMap::new()),
+            stored: Mutex::new(HashSet::new()),
         }
     }
 
@@ -119,7 +172,8 @@ impl Engine {
         &self.registry
     }
 
-    /// Runs `fsm` from `input` to the end: completed, failed or interrupted.
+    /// Runs `fsm` from `input` until it completes, fails, is interrupted or (with a
+    /// store) suspends.
     ///
     /// The input's `id` picks the entry transition; with exactly one entry an input
     /// without `id` gets it added. The input is validated before anything runs.
@@ -128,30 +182,329 @@ impl Engine {
         fsm: Arc<Fsm>,
         input: Value,
         options: RunOptions,
-    ) -> Result<RunOutcome, InputError> {
+    ) -> Result<RunOutcome, RunError> {
         let run_id = options.run_id.clone().unwrap_or_else(new_run_id);
         let (entry, input) = self.entry(&fsm, input)?;
-        let context = match options.context {
+        let context = match &options.context {
             Value::Null => Value::Object(Default::default()),
-            ref c => c.clone(),
+            c => c.clone(),
         };
-        let mut run = RunState {
-            engine: self,
-            fsm: &fsm,
+        let deadline = options
+            .deadline
+            .or(fsm.settings.deadline)
+            .map(|d| (Instant::now() + d, d));
+        let mut run = self.run_state(
+            &fsm,
             run_id,
-            trail: Vec::with_capacity(16),
+            Vec::with_capacity(16),
             context,
-            deadline: options
-                .deadline
-                .or(fsm.settings.deadline)
-                .map(|d| (Instant::now() + d, d)),
-            cancel: options.cancel,
-            observers: options.observers,
+            deadline,
+            &options,
+        );
+        run.append_full(entry, input, 1, None, None, None, None);
+        if let Some(durable) = &run.durable {
+            self.store_definition(durable.store.as_ref(), &fsm).await?;
+            let now = SystemTime::now();
+            let record = RunRecord {
+                id: run.run_id.clone(),
+                fsm_id: fsm.id.to_string(),
+                version: fsm.version,
+                hash: fsm.hash.clone(),
+                parent: options.parent.clone(),
+                status: RunStatus::Running,
+                state: fsm.transitions[entry].to.to_string(),
+                context: run.context.clone(),
+                trail_len: 1,
+                wait: None,
+                lease: Some(claij_core::store::Lease {
+                    owner: durable.owner.clone(),
+                    until: durable.lease_until(),
+                }),
+                interrupt_requested: false,
+                created_at: now,
+                updated_at: now,
+            };
+            durable.store.create_run(&record, &run.trail).await?;
+            run.committed = run.trail.len();
+        }
+        Ok(run.drive(entry, 1).await?)
+    }
+
+    /// Continues a stored run of `fsm` (the definition it is pinned to):
+    ///
+    /// - a **suspended** run with `input`: the input must take one of the transitions the
+    ///   run waits on and satisfy its schema (else nothing changes); of concurrent
+    ///   resumes exactly one wins, the others get [`StoreError::Conflict`];
+    /// - a suspended run whose wait **expired**, without input: follows the wait's
+    ///   `on_expiry` route, or fails;
+    /// - a **running** run whose process died (or whose lease expired): continues from
+    ///   its last committed transition; the action that was in flight runs again, with
+    ///   the same idempotency key.
+    pub async fn resume(
+        &self,
+        fsm: Arc<Fsm>,
+        run_id: &str,
+        input: Option<Value>,
+        options: RunOptions,
+    ) -> Result<RunOutcome, RunError> {
+        let not_resumable = |reason: String| RunError::NotResumable {
+            run: run_id.to_owned(),
+            reason,
+        };
+        let Some(store) = options.store.clone() else {
+            return Err(not_resumable("cannot be resumed without a store".into()));
+        };
+        let record = store.run(run_id).await?;
+        if record.hash != fsm.hash {
+            return Err(not_resumable(format!(
+                "is pinned to definition {} v{} ({}), not to the one given ({})",
+                record.fsm_id,
+                record.version,
+                short(&record.hash),
+                short(&fsm.hash)
+            )));
+        }
+        let owner = options.owner.clone().unwrap_or_else(process_owner);
+        let lease = options.lease.unwrap_or(DEFAULT_LEASE);
+        match record.status {
+            RunStatus::Suspended => {
+                let wait = record
+                    .wait
+                    .clone()
+                    .ok_or_else(|| not_resumable("is suspended but its wait is missing".into()))?;
+                let expired = wait.expires_at.is_some_and(|at| at <= SystemTime::now());
+                let taking = match (&input, expired) {
+                    (Some(input), _) => Some(self.waited_transition(&fsm, run_id, &wait, input)?),
+                    (None, true) => None,
+                    (None, false) => {
+                        return Err(not_resumable(format!(
+                            "is suspended in `{}` and waits for an input taking one of: {}",
+                            wait.state,
+                            pairs(&wait.transitions)
+                        )));
+                    }
+                };
+                let claimed = store
+                    .claim(
+                        run_id,
+                        ClaimFrom::Suspended,
+                        &owner,
+                        SystemTime::now() + lease,
+                    )
+                    .await?;
+                let mut run = self
+                    .resumed_state(&fsm, &claimed, store, &owner, lease, &options)
+                    .await?;
+                let state = fsm.state(&wait.state).ok_or_else(|| {
+                    not_resumable(format!("waits in unknown state `{}`", wait.state))
+                })?;
+                let attempt = run.attempts_here() + 1;
+                match (taking, input) {
+                    (Some(t), Some(input)) => {
+                        run.append_full(t, input, attempt, None, None, None, None);
+                        Ok(run.drive(t, 1).await?)
+                    }
+                    _ => {
+                        let failure = Failure {
+                            kind: FailureKind::Timeout,
+                            message: "the wait for input expired".into(),
+                            errors: Vec::new(),
+                            attempt,
+                        };
+                        run.append_failure(state, Value::Null, failure.clone(), None, None);
+                        let route = wait
+                            .on_expiry
+                            .as_deref()
+                            .and_then(|target| fsm.transition_idx(&state.id, target));
+                        match route {
+                            Some(t) => {
+                                let event = json!({
+                                    "id": fsm.transitions[t].id_value,
+                                    "failure": failure,
+                                    "state": &*state.id,
+                                });
+                                run.append_full(t, event, attempt, None, None, None, None);
+                                Ok(run.drive(t, 1).await?)
+                            }
+                            None => Ok(run.fail_here(state).await?),
+                        }
+                    }
+                }
+            }
+            RunStatus::Running => {
+                let dead_owners = record
+                    .lease
+                    .iter()
+                    .map(|l| l.owner.clone())
+                    .filter(|o| is_dead_local_owner(o))
+                    .collect();
+                let claimed = store
+                    .claim(
+                        run_id,
+                        ClaimFrom::Stale { dead_owners },
+                        &owner,
+                        SystemTime::now() + lease,
+                    )
+                    .await?;
+                let run = self
+                    .resumed_state(&fsm, &claimed, store, &owner, lease, &options)
+                    .await?;
+                let Some(into) = run.current_transition() else {
+                    return Err(not_resumable("has no transition in its trail".into()));
+                };
+                let first_attempt = run.attempts_here() + 1;
+                Ok(run.drive(into, first_attempt).await?)
+            }
+            status => Err(not_resumable(format!(
+                "is {status}; only running or suspended runs can be resumed"
+            ))),
+        }
+    }
+
+    /// The transition a resume input takes, checked against the run's wait and the
+    /// transition's schema.
+    fn waited_transition(
+        &self,
+        fsm: &Fsm,
+        run_id: &str,
+        wait: &Wait,
+        input: &Value,
+    ) -> Result<usize, InputError> {
+        let id = input.get("id");
+        let target = id
+            .and_then(Value::as_array)
+            .and_then(|pair| match pair.as_slice() {
+                [Value::String(from), Value::String(to)] => wait
+                    .transitions
+                    .iter()
+                    .find(|(f, t)| f == from && t == to)
+                    .and_then(|(f, t)| fsm.transition_idx(f, t)),
+                _ => None,
+            });
+        let Some(t) = target else {
+            return Err(InputError::NotWaitedFor {
+                run: run_id.to_owned(),
+                id: id.map_or_else(|| "(none)".to_owned(), Value::to_string),
+                waiting: pairs(&wait.transitions),
+            });
+        };
+        let transition = &fsm.transitions[t];
+        let schema =
+            self.compiled_schema(fsm, transition)
+                .map_err(|message| InputError::Schema {
+                    from: transition.from.to_string(),
+                    to: transition.to.to_string(),
+                    message,
+                })?;
+        schema.check(input).map_err(|issues| InputError::Invalid {
+            from: transition.from.to_string(),
+            to: transition.to.to_string(),
+            issues,
+        })?;
+        Ok(t)
+    }
+
+    /// The in-memory state of a claimed run, rebuilt from its stored trail.
+    async fn resumed_state<'e>(
+        &'e self,
+        fsm: &'e Fsm,
+        record: &RunRecord,
+        store: Arc<dyn RunStore>,
+        owner: &str,
+        lease: Duration,
+        options: &RunOptions,
+    ) -> Result<RunState<'e>, RunError> {
+        let trail = store.trail(&record.id, 0).await?;
+        if trail.len() as u64 != record.trail_len {
+            return Err(StoreError::Corrupt {
+                what: format!("run {}", record.id),
+                message: format!(
+                    "the record counts {} trail entries but {} are stored",
+                    record.trail_len,
+                    trail.len()
+                ),
+            }
+            .into());
+        }
+        let deadline = options.deadline.or(fsm.settings.deadline).map(|d| {
+            let ends = record.created_at + d;
+            let left = ends.duration_since(SystemTime::now()).unwrap_or_default();
+            (Instant::now() + left, d)
+        });
+        let options = RunOptions {
+            store: Some(store),
+            owner: Some(owner.to_owned()),
+            lease: Some(lease),
+            ..options.clone()
+        };
+        let mut run = self.run_state(
+            fsm,
+            record.id.clone(),
+            trail,
+            record.context.clone(),
+            deadline,
+            &options,
+        );
+        run.committed = run.trail.len();
+        Ok(run)
+    }
+
+    fn run_state<'e>(
+        &'e self,
+        fsm: &'e Fsm,
+        run_id: String,
+        trail: Vec<TrailEntry>,
+        context: Value,
+        deadline: Option<(Instant, Duration)>,
+        options: &RunOptions,
+    ) -> RunState<'e> {
+        RunState {
+            engine: self,
+            fsm,
+            run_id,
+            trail,
+            context,
+            deadline,
+            cancel: options.cancel.clone(),
+            observers: options.observers.clone(),
             clock: Clock::start(),
             deadline_routed: false,
-        };
-        run.append_full(entry, input, 1, None, None, None, None);
-        Ok(run.drive(entry).await)
+            durable: options.store.clone().map(|store| Durable {
+                store,
+                owner: options.owner.clone().unwrap_or_else(process_owner),
+                lease: options.lease.unwrap_or(DEFAULT_LEASE),
+                lost: Arc::new(AtomicBool::new(false)),
+            }),
+            committed: 0,
+            context_dirty: false,
+        }
+    }
+
+    /// Stores `fsm`'s definition once per store and process.
+    async fn store_definition(&self, store: &dyn RunStore, fsm: &Fsm) -> Result<(), StoreError> {
+        let key = (store.describe(), fsm.hash.clone());
+        if self
+            .stored
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&key)
+        {
+            return Ok(());
+        }
+        store
+            .put_definition(&Definition {
+                fsm_id: fsm.id.to_string(),
+                version: fsm.version,
+                hash: fsm.hash.clone(),
+                document: fsm.document.clone(),
+                created_at: SystemTime::now(),
+            })
+            .await?;
+        self.stored
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key);
+        Ok(())
     }
 
     /// The entry transition of `input`, and the input with its `id` filled in.
@@ -198,10 +551,12 @@ impl Engine {
         let schema = self
             .compiled_schema(fsm, t)
             .map_err(|message| InputError::Schema {
+                from: t.from.to_string(),
                 to: t.to.to_string(),
                 message,
             })?;
         schema.check(&input).map_err(|issues| InputError::Invalid {
+            from: t.from.to_string(),
             to: t.to.to_string(),
             issues,
         })?;
@@ -210,7 +565,11 @@ impl Engine {
 
     /// The compiled effective schema of `t`: static ones were compiled on load; dynamic
     /// ones are resolved now and recompiled only when their provider's value changed.
-    fn compiled_schema(&self, fsm: &Fsm, t: &Transition) -> Result<Arc<CompiledSchema>, String> {
+    pub(crate) fn compiled_schema(
+        &self,
+        fsm: &Fsm,
+        t: &Transition,
+    ) -> Result<Arc<CompiledSchema>, String> {
         if let Some(compiled) = &t.compiled {
             return Ok(compiled.clone());
         }
@@ -254,7 +613,7 @@ pub fn new_run_id() -> String {
     format!("r-{millis:012x}{random:08x}")
 }
 
-fn kind_of(v: &Value) -> &'static str {
+pub(crate) fn kind_of(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -265,450 +624,76 @@ fn kind_of(v: &Value) -> &'static str {
     }
 }
 
-/// One attempt's result, before it is recorded.
-enum Attempt {
-    Took {
-        transition: usize,
-        output: ActionOutput,
-    },
-    Failed {
-        failure: Failure,
-        output: Value,
-        retryable: bool,
-        model: Option<String>,
-    },
-    Interrupted,
-    DeadlineExceeded,
+/// `[a, b], [a, c]` for messages.
+fn pairs(transitions: &[(String, String)]) -> String {
+    transitions
+        .iter()
+        .map(|(f, t)| format!("[{f}, {t}]"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
-struct RunState<'e> {
-    engine: &'e Engine,
-    fsm: &'e Fsm,
-    run_id: String,
-    trail: Vec<TrailEntry>,
-    context: Value,
-    deadline: Option<(Instant, Duration)>,
-    cancel: CancellationToken,
-    observers: Vec<Arc<dyn Observer>>,
-    clock: Clock,
-    /// Whether an `on_failure` route was already taken because the deadline passed.
-    deadline_routed: bool,
+fn short(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
 }
 
-/// Wall-clock times for trail entries from one reading of the monotonic clock per
-/// attempt: the wall time at the run's start plus the monotonic time elapsed since.
-struct Clock {
-    base: Instant,
-    base_wall: SystemTime,
-    /// When the last attempt ended (or the run started).
-    stamp: Instant,
-}
-
-impl Clock {
-    fn start() -> Self {
-        let base = Instant::now();
-        Self {
-            base,
-            base_wall: SystemTime::now(),
-            stamp: base,
-        }
-    }
-
-    /// The wall time of the last stamp.
-    fn wall(&self) -> SystemTime {
-        self.base_wall + self.stamp.saturating_duration_since(self.base)
-    }
-}
-
-impl RunState<'_> {
-    /// Drives the run from the state `transition` entered until it ends.
-    async fn drive(mut self, mut transition: usize) -> RunOutcome {
-        loop {
-            let fsm = self.fsm;
-            let state_idx = match fsm.transitions[transition].to_idx {
-                Some(s) => s,
-                None => return self.finish(RunStatus::Failed, &fsm.transitions[transition].to),
-            };
-            let state = &fsm.states[state_idx];
-            if state.is_terminal() {
-                return self.finish(RunStatus::Completed, &state.id);
-            }
-            let max_attempts = fsm.max_attempts(state);
-            let mut last_failure = None;
-            let mut next = None;
-            for attempt in 1..=max_attempts {
-                let started = self.clock.stamp;
-                let result = self.attempt(state, transition, attempt).await;
-                self.clock.stamp = Instant::now();
-                let duration = self.clock.stamp.saturating_duration_since(started);
-                match result {
-                    Attempt::Took {
-                        transition: t,
-                        output,
-                    } => {
-                        let ActionOutput {
-                            event,
-                            context,
-                            model,
-                            usage,
-                        } = output;
-                        if let Some(context) = context {
-                            self.context = context;
-                        }
-                        self.append_full(t, event, attempt, model, usage, Some(duration), None);
-                        next = Some(t);
-                        break;
-                    }
-                    Attempt::Failed {
-                        failure,
-                        output,
-                        retryable,
-                        model,
-                    } => {
-                        self.append_failure(state, output, failure.clone(), model, Some(duration));
-                        last_failure = Some(failure);
-                        if !retryable {
-                            break;
-                        }
-                    }
-                    Attempt::Interrupted => {
-                        self.append_failure(
-                            state,
-                            Value::Null,
-                            Failure {
-                                kind: FailureKind::Interrupted,
-                                message: "the run was interrupted".into(),
-                                errors: Vec::new(),
-                                attempt,
-                            },
-                            None,
-                            Some(duration),
-                        );
-                        return self.finish(RunStatus::Interrupted, &state.id);
-                    }
-                    Attempt::DeadlineExceeded => {
-                        let limit = self.deadline.map(|(_, d)| d).unwrap_or_default();
-                        let failure = Failure {
-                            kind: FailureKind::Timeout,
-                            message: format!(
-                                "the run's deadline of {} passed",
-                                humantime::format_duration(limit)
-                            ),
-                            errors: Vec::new(),
-                            attempt,
-                        };
-                        self.append_failure(
-                            state,
-                            Value::Null,
-                            failure.clone(),
-                            None,
-                            Some(duration),
-                        );
-                        // The deadline is a failure like any other: its `on_failure` route
-                        // is followed, but only once, so a run past its deadline ends.
-                        if std::mem::replace(&mut self.deadline_routed, true) {
-                            return self.finish(RunStatus::Failed, &state.id);
-                        }
-                        last_failure = Some(failure);
-                        break;
-                    }
-                }
-            }
-            match next {
-                Some(t) => transition = t,
-                None => match self.on_failure_route(state, last_failure) {
-                    Some(t) => transition = t,
-                    None => return self.finish(RunStatus::Failed, &state.id),
-                },
-            }
-        }
-    }
-
-    /// Attempts ran out: follow `on_failure` with an event carrying the failure.
-    fn on_failure_route(&mut self, state: &State, failure: Option<Failure>) -> Option<usize> {
-        let target = state.settings.on_failure.as_ref()?;
-        self.clock.stamp = Instant::now();
-        let t = self.fsm.transition_idx(&state.id, target)?;
-        let attempts = failure.as_ref().map_or(0, |f| f.attempt);
-        let event = json!({
-            "id": self.fsm.transitions[t].id_value,
-            "failure": failure,
-            "state": &*state.id,
-        });
-        self.append_full(t, event, attempts, None, None, None, None);
-        Some(t)
-    }
-
-    /// One attempt: run the action (bounded by timeout, deadline and cancellation), then
-    /// route and validate its output.
-    async fn attempt(&mut self, state: &State, input_transition: usize, attempt: u32) -> Attempt {
-        let fsm = self.fsm;
-        if self.cancel.is_cancelled() {
-            return Attempt::Interrupted;
-        }
-        for o in &self.observers {
-            o.attempt_started(&self.run_id, state, attempt);
-        }
-        let Some(action) = self.engine.registry.action(&state.action) else {
-            return failed(
-                FailureKind::Action,
-                format!("no action `{}` is registered", state.action),
-                attempt,
-                false,
-            );
-        };
-        let event = self
-            .trail
-            .iter()
-            .rev()
-            .find(|e| e.is_transition())
-            .map(|e| &e.event)
-            .unwrap_or(&Value::Null);
-        let input = ActionInput {
-            run_id: &self.run_id,
-            fsm,
-            state,
-            input_transition: &fsm.transitions[input_transition],
-            event,
-            trail: &self.trail,
-            context: &self.context,
-            attempt,
-            seq: self.trail.len() as u64,
-            cancel: &self.cancel,
-        };
-        let state_timeout = fsm.timeout(state);
-        let now = Instant::now();
-        let deadline_left = self
-            .deadline
-            .map(|(at, _)| at.saturating_duration_since(now));
-        let (limit, limit_is_deadline) = match (state_timeout, deadline_left) {
-            (Some(t), Some(d)) if d < t => (Some(d), true),
-            (None, Some(d)) => (Some(d), true),
-            (t, _) => (t, false),
-        };
-        let run = action.run(input);
-        let result = tokio::select! {
-            biased;
-            _ = self.cancel.cancelled() => return Attempt::Interrupted,
-            r = async {
-                match limit {
-                    Some(limit) => tokio::time::timeout(limit, run).await.ok(),
-                    None => Some(run.await),
-                }
-            } => r,
-        };
-        let output = match result {
-            None if limit_is_deadline => return Attempt::DeadlineExceeded,
-            None => {
-                let limit = limit.unwrap_or_default();
-                return failed(
-                    FailureKind::Timeout,
-                    format!(
-                        "state `{}` did not finish within its timeout of {}",
-                        state.id,
-                        humantime::format_duration(limit)
-                    ),
-                    attempt,
-                    true,
-                );
-            }
-            Some(Err(ActionError {
-                kind,
-                message,
-                output,
-                retryable,
-            })) => {
-                return Attempt::Failed {
-                    failure: Failure {
-                        kind,
-                        message,
-                        errors: Vec::new(),
-                        attempt,
-                    },
-                    output,
-                    retryable,
-                    model: None,
-                };
-            }
-            Some(Ok(output)) => output,
-        };
-        self.route(state, output, attempt)
-    }
-
-    /// Finds the transition the output names and validates the output against it.
-    fn route(&self, state: &State, output: ActionOutput, attempt: u32) -> Attempt {
-        let fsm = self.fsm;
-        let valid_ids = || {
-            state
-                .outgoing
-                .iter()
-                .map(|&t| fsm.transitions[t].id_value.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let reject = |kind, message: String, errors, output: ActionOutput| Attempt::Failed {
-            failure: Failure {
-                kind,
-                message,
-                errors,
-                attempt,
-            },
-            output: output.event,
-            retryable: true,
-            model: output.model,
-        };
-        let target = match output
-            .event
-            .get("id")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-        {
-            Some([Value::String(from), Value::String(to)]) if **from == *state.id => state
-                .outgoing
-                .iter()
-                .copied()
-                .find(|&t| *fsm.transitions[t].to == **to),
-            _ => None,
-        };
-        let Some(t) = target else {
-            let message = match output.event.get("id") {
-                None if output.event.is_object() => "the event has no `id`".to_owned(),
-                None => format!(
-                    "the output is {}, not a JSON object event",
-                    kind_of(&output.event)
-                ),
-                Some(id) => format!("`id` {id} is not a transition out of `{}`", state.id),
-            };
-            return reject(
-                FailureKind::UnknownTransition,
-                format!("{message}; valid ids: {}", valid_ids()),
-                Vec::new(),
-                output,
-            );
-        };
-        let schema = match self.engine.compiled_schema(fsm, &fsm.transitions[t]) {
-            Ok(s) => s,
-            Err(message) => return reject(FailureKind::Validation, message, Vec::new(), output),
-        };
-        if schema.is_valid(&output.event) {
-            Attempt::Took {
-                transition: t,
-                output,
-            }
-        } else {
-            let issues = schema.issues(&output.event);
-            let transition = &fsm.transitions[t];
-            reject(
-                FailureKind::Validation,
-                format!(
-                    "the event does not satisfy the schema of [{}, {}] ({} error(s))",
-                    transition.from,
-                    transition.to,
-                    issues.len()
-                ),
-                issues,
-                output,
-            )
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn append_full(
-        &mut self,
-        transition: usize,
-        event: Value,
-        attempt: u32,
-        model: Option<String>,
-        usage: Option<claij_core::Usage>,
-        duration: Option<Duration>,
-        failure: Option<Failure>,
-    ) {
-        let t = &self.fsm.transitions[transition];
-        let entry = TrailEntry {
-            seq: self.trail.len() as u64,
-            fsm: self.fsm.id.clone(),
-            version: self.fsm.version,
-            from: t.from.clone(),
-            to: Some(t.to.clone()),
-            event,
-            at: self.clock.wall(),
-            attempt,
-            model,
-            usage: usage.map(Box::new),
-            duration_ms: duration.map(|d| d.as_millis() as u64),
-            failure: failure.map(Box::new),
-        };
-        self.push(entry);
-    }
-
-    fn append_failure(
-        &mut self,
-        state: &State,
-        output: Value,
-        failure: Failure,
-        model: Option<String>,
-        duration: Option<Duration>,
-    ) {
-        let entry = TrailEntry {
-            seq: self.trail.len() as u64,
-            fsm: self.fsm.id.clone(),
-            version: self.fsm.version,
-            from: state.id.clone(),
-            to: None,
-            event: output,
-            at: self.clock.wall(),
-            attempt: failure.attempt,
-            model,
-            usage: None,
-            duration_ms: duration.map(|d| d.as_millis() as u64),
-            failure: Some(Box::new(failure)),
-        };
-        self.push(entry);
-    }
-
-    fn push(&mut self, entry: TrailEntry) {
-        self.trail.push(entry);
-        if !self.observers.is_empty()
-            && let Some(entry) = self.trail.last()
-        {
-            for o in &self.observers {
-                o.entry_appended(&self.run_id, entry);
-            }
-        }
-    }
-
-    fn finish(self, status: RunStatus, state: &str) -> RunOutcome {
-        for o in &self.observers {
-            o.run_finished(&self.run_id, status);
-        }
-        let result = (status == RunStatus::Completed)
-            .then(|| claij_core::trail::last_event(&self.trail).cloned())
-            .flatten();
-        RunOutcome {
-            run_id: self.run_id,
-            status,
-            trail: self.trail,
-            context: self.context,
-            result,
-            state: if state == START {
-                START.into()
-            } else {
-                state.into()
-            },
-        }
-    }
-}
-
-fn failed(kind: FailureKind, message: String, attempt: u32, retryable: bool) -> Attempt {
-    Attempt::Failed {
-        failure: Failure {
-            kind,
-            message,
+/// Stops a stored run from any process: a running run's process notices within its
+/// heartbeat (about a quarter of a second) and records `interrupted` itself; a suspended
+/// run, or a running one whose process is gone, is finished here with an `interrupted`
+/// entry. Returns the run's record as it now stands.
+pub async fn interrupt(store: &dyn RunStore, run_id: &str) -> Result<RunRecord, RunError> {
+    let record = store.request_interrupt(run_id).await?;
+    let owner_dead = record
+        .lease
+        .as_ref()
+        .is_none_or(|l| l.until <= SystemTime::now() || is_dead_local_owner(&l.owner));
+    let from = match record.status {
+        RunStatus::Suspended => ClaimFrom::Suspended,
+        RunStatus::Running if owner_dead => ClaimFrom::Stale {
+            dead_owners: record.lease.iter().map(|l| l.owner.clone()).collect(),
+        },
+        _ => return Ok(record),
+    };
+    let owner = process_owner();
+    let claimed = store
+        .claim(run_id, from, &owner, SystemTime::now() + DEFAULT_LEASE)
+        .await?;
+    let trail = store
+        .trail(run_id, claimed.trail_len.saturating_sub(1))
+        .await?;
+    let attempt = trail
+        .last()
+        .map_or(1, |e| if e.is_transition() { 1 } else { e.attempt + 1 });
+    let entry = TrailEntry {
+        seq: claimed.trail_len,
+        fsm: Arc::from(claimed.fsm_id.as_str()),
+        version: claimed.version,
+        from: Arc::from(claimed.state.as_str()),
+        to: None,
+        event: Value::Null,
+        at: crate::drive::to_micros(SystemTime::now()),
+        attempt,
+        model: None,
+        usage: None,
+        duration_ms: None,
+        failure: Some(Box::new(Failure {
+            kind: FailureKind::Interrupted,
+            message: "the run was interrupted".into(),
             errors: Vec::new(),
             attempt,
-        },
-        output: Value::Null,
-        retryable,
-        model: None,
-    }
+        })),
+    };
+    store
+        .commit(claij_core::store::Checkpoint {
+            run_id: run_id.to_owned(),
+            owner,
+            entries: vec![entry],
+            status: RunStatus::Interrupted,
+            state: claimed.state.clone(),
+            context: None,
+            wait: None,
+            lease_until: None,
+        })
+        .await?;
+    Ok(store.run(run_id).await?)
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use claij_core::{FailureKind, Fsm, TrailEntry, load_str};
 use claij_engine::{
     Action, ActionError, ActionInput, ActionOutput, ActionRegistry, BoxFuture, Engine, InputError,
-    Observer, RunOptions, RunStatus,
+    Observer, Outcome, RunError, RunOptions, RunStatus,
 };
 use serde_json::{Value, json};
 
@@ -28,13 +28,10 @@ impl Scripted {
 }
 
 impl Action for Scripted {
-    fn run<'a>(
-        &'a self,
-        _input: ActionInput<'a>,
-    ) -> BoxFuture<'a, Result<ActionOutput, ActionError>> {
+    fn run<'a>(&'a self, _input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst) as usize;
         let out = self.outputs[n.min(self.outputs.len() - 1)].clone();
-        Box::pin(async move { out.map(ActionOutput::event) })
+        Box::pin(async move { out.map(|e| ActionOutput::event(e).into()) })
     }
 }
 
@@ -42,10 +39,7 @@ impl Action for Scripted {
 struct Sleeper;
 
 impl Action for Sleeper {
-    fn run<'a>(
-        &'a self,
-        _input: ActionInput<'a>,
-    ) -> BoxFuture<'a, Result<ActionOutput, ActionError>> {
+    fn run<'a>(&'a self, _input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             Err(ActionError::failed("woke up"))
@@ -57,10 +51,7 @@ impl Action for Sleeper {
 struct Counter;
 
 impl Action for Counter {
-    fn run<'a>(
-        &'a self,
-        input: ActionInput<'a>,
-    ) -> BoxFuture<'a, Result<ActionOutput, ActionError>> {
+    fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
             let n = input.context.get("n").and_then(Value::as_u64).unwrap_or(0) + 1;
             let limit = input
@@ -74,7 +65,8 @@ impl Action for Counter {
                 context: Some(json!({"n": n})),
                 model: None,
                 usage: None,
-            })
+            }
+            .into())
         })
     }
 }
@@ -384,7 +376,10 @@ async fn the_input_id_picks_the_entry() {
         .run(fsm.clone(), json!({"x": "hi"}), RunOptions::default())
         .await
         .unwrap_err();
-    assert!(matches!(err, InputError::UnknownEntry { .. }), "{err}");
+    assert!(
+        matches!(err, RunError::Input(InputError::UnknownEntry { .. })),
+        "{err}"
+    );
     assert!(err.to_string().contains("[\"start\",\"a\"]"), "{err}");
     let err = engine
         .run(
@@ -395,7 +390,9 @@ async fn the_input_id_picks_the_entry() {
         .await
         .unwrap_err();
     match err {
-        InputError::Invalid { issues, .. } => assert_eq!(issues[0].instance_path, "/x"),
+        RunError::Input(InputError::Invalid { issues, .. }) => {
+            assert_eq!(issues[0].instance_path, "/x")
+        }
         other => panic!("expected invalid input, got {other}"),
     }
 }

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use claij_core::RunStatus;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Check, draw and run LLM workflows written as data: finite state machines whose
@@ -15,8 +16,12 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
   claij graph examples/code-review.yaml --format svg -o review.svg
   claij schema > fsm.schema.json
 
+Runs are kept in a store (default: a SQLite file; --store memory for none), so they
+survive crashes, wait for people, and can be listed, resumed and interrupted later.
+
 Exit status: 0 success; 1 the run failed or was interrupted, or a document is invalid;
-2 bad invocation (unreadable or invalid document, input refused).")]
+2 bad invocation (unreadable or invalid document, input refused); 3 the run is
+suspended, waiting for input (continue it with `claij runs resume`).")]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -67,6 +72,151 @@ pub enum Command {
     },
     /// Print the meta-schema: the JSON Schema of the FSM document format.
     Schema,
+    /// Inspect and steer stored runs: list, show, trail, resume, interrupt, prune.
+    #[command(after_help = "Examples:
+  claij runs list --status suspended
+  claij runs show r-01a2…
+  claij runs trail r-01a2… --json > trail.jsonl
+  claij runs resume r-01a2… --input '{\"id\": [\"approve\", \"deploy\"], \"approver\": \"ada\"}'
+  claij runs resume --all                 # after a crash: runs that were running, expired waits
+  claij runs interrupt r-01a2…
+  claij runs prune --older-than 30d --status completed")]
+    Runs {
+        /// What to do.
+        #[command(subcommand)]
+        command: RunsCommand,
+        /// Where runs are kept.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Inspect stored FSM definitions (runs are pinned to one: id, version, content hash).
+    Defs {
+        /// What to do.
+        #[command(subcommand)]
+        command: DefsCommand,
+        /// Where runs are kept.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+/// Where runs are kept, and how durably.
+#[derive(Debug, Clone, Args)]
+pub struct StoreArgs {
+    /// The store: a SQLite file (PATH or sqlite:PATH), a postgres://USER@HOST/DB URL, or
+    /// `memory` for none (the run lives in memory only). Default: the SQLite file
+    /// $XDG_DATA_HOME/claij/claij.db (~/.local/share/claij/claij.db).
+    #[arg(long, env = "CLAIJ_STORE", value_name = "STORE")]
+    pub store: Option<String>,
+    /// Commit durability: `normal` survives a crash of the process; `strict` also
+    /// survives power loss (an fsync per commit group).
+    #[arg(long, env = "CLAIJ_DURABILITY", value_enum, default_value_t = DurabilityArg::Normal)]
+    pub durability: DurabilityArg,
+}
+
+/// Commit durability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DurabilityArg {
+    /// Survives a crash of the process.
+    Normal,
+    /// Also survives power loss.
+    Strict,
+}
+
+/// `claij runs …`
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// List runs, newest first.
+    List {
+        /// Only runs with this status (repeatable): running, suspended, completed, failed, interrupted.
+        #[arg(long = "status", value_name = "STATUS")]
+        statuses: Vec<RunStatus>,
+        /// Only runs of this FSM.
+        #[arg(long)]
+        fsm: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: u64,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a run: status, state, what it waits for, its last event.
+    Show {
+        /// The run's id.
+        run: String,
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a run's trail: a table, or JSON lines.
+    Trail {
+        /// The run's id.
+        run: String,
+        /// JSON lines (one entry per line).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Continue runs: a suspended run with its input, or (after a crash) runs that were
+    /// running, and waits that expired.
+    Resume {
+        /// The run's id (or --all).
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        run: Option<String>,
+        /// Every run that can continue without input: runs whose process died, and
+        /// suspended runs whose wait expired.
+        #[arg(long)]
+        all: bool,
+        /// The input event for a suspended run: JSON text, @FILE or -. It must take one of
+        /// the transitions the run waits on and satisfy its schema.
+        #[arg(long, short)]
+        input: Option<String>,
+        /// Write the trail (all of it) to FILE as JSON lines as the run goes.
+        #[arg(long, value_name = "FILE")]
+        trail: Option<PathBuf>,
+        /// No progress on stderr.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Stop a running or suspended run; it records `interrupted`.
+    Interrupt {
+        /// The run's id.
+        run: String,
+        /// How long to wait for a running run's process to stop it.
+        #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+        wait: std::time::Duration,
+    },
+    /// Delete finished runs (and their trails) last changed longer ago than a duration.
+    Prune {
+        /// e.g. 30d, 12h.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        older_than: std::time::Duration,
+        /// Only runs with this status (repeatable; default: completed, failed, interrupted).
+        #[arg(long = "status", value_name = "STATUS")]
+        statuses: Vec<RunStatus>,
+    },
+}
+
+/// `claij defs …`
+#[derive(Debug, Subcommand)]
+pub enum DefsCommand {
+    /// List stored definitions.
+    List {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a stored definition's document (JSON).
+    Show {
+        /// The FSM's id.
+        id: String,
+        /// Its version (default: the newest).
+        #[arg(long)]
+        version: Option<u32>,
+        /// Its content hash (or a prefix of it).
+        #[arg(long)]
+        hash: Option<String>,
+    },
 }
 
 /// Graph output formats.
@@ -104,4 +254,7 @@ pub struct RunArgs {
     /// No progress on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Where the run is kept.
+    #[command(flatten)]
+    pub store: StoreArgs,
 }

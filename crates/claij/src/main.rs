@@ -4,6 +4,7 @@ mod cli;
 mod commands;
 mod input;
 mod progress;
+mod store;
 
 use std::process::ExitCode;
 
@@ -15,6 +16,8 @@ const EXIT_OK: u8 = 0;
 const EXIT_FAILED: u8 = 1;
 /// Exit status: bad invocation, unreadable or invalid document, input refused.
 const EXIT_USAGE: u8 = 2;
+/// Exit status: the run is suspended, waiting for input.
+const EXIT_SUSPENDED: u8 = 3;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();

@@ -7,9 +7,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// The binary, run from the repository root, keeping runs in memory (the durable side
+/// has tests of its own, each with its own store).
 fn claij() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_claij"));
-    cmd.current_dir(repo()).stdin(Stdio::null());
+    cmd.current_dir(repo())
+        .stdin(Stdio::null())
+        .env("CLAIJ_STORE", "memory");
     cmd
 }
 

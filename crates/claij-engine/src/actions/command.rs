@@ -9,7 +9,7 @@ use nix::unistd::Pid;
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
-use crate::action::{Action, ActionError, ActionInput, ActionOutput, BoxFuture};
+use crate::action::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome};
 
 /// How much of a program's stdout is kept (beyond it the attempt fails).
 const MAX_STDOUT: usize = 16 << 20;
@@ -70,11 +70,8 @@ impl Action for Command {
             .collect()
     }
 
-    fn run<'a>(
-        &'a self,
-        input: ActionInput<'a>,
-    ) -> BoxFuture<'a, Result<ActionOutput, ActionError>> {
-        Box::pin(run_command(input))
+    fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
+        Box::pin(async move { run_command(input).await.map(Outcome::from) })
     }
 }
 

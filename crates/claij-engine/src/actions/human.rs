@@ -5,7 +5,12 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::action::{Action, ActionError, ActionInput, ActionOutput, BoxFuture};
+use claij_core::ConfigIssue;
+use claij_core::catalog::ConfigRoute;
+
+use crate::action::{
+    Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome, Suspension,
+};
 
 /// Where a person is asked: the terminal by default; tests and embedders supply their own.
 pub trait HumanIo: Send + Sync {
@@ -58,18 +63,28 @@ pub fn read_json_lines(input: &mut dyn BufRead) -> std::io::Result<Option<String
     }
 }
 
-/// Shows the person the allowed transitions and their schemas (and, on a retry, why the
-/// last answer was refused), then reads one JSON event, which the engine validates like
-/// any other. Without a terminal it is a clear, non-retryable error; the durable version
-/// that suspends the run arrives with the store.
+/// Asks a person for the next event, in one of two ways:
+///
+/// - **at the terminal** ([`Human::terminal`], [`Human::with_io`]): shows the allowed
+///   transitions and their schemas (and, on a retry, why the last answer was refused),
+///   then reads one JSON event, which the engine validates like any other. Without a
+///   terminal it is a clear, non-retryable error.
+/// - **durably** ([`Human::suspending`], what claij uses with a store): the run suspends,
+///   waiting on the state's outgoing transitions, until an input arrives from the CLI
+///   (`claij runs resume`), a webhook or an MCP client — minutes or days later. A wait
+///   may expire (`config.expires`) and then follow `config.on_expiry`.
 #[derive(Clone)]
 pub struct Human {
-    io: Arc<dyn HumanIo>,
+    io: Option<Arc<dyn HumanIo>>,
 }
 
 impl std::fmt::Debug for Human {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Human")
+        f.write_str(if self.io.is_some() {
+            "Human(terminal)"
+        } else {
+            "Human(suspending)"
+        })
     }
 }
 
@@ -81,7 +96,12 @@ impl Human {
 
     /// Asks through `io`.
     pub fn with_io(io: Arc<dyn HumanIo>) -> Self {
-        Self { io }
+        Self { io: Some(io) }
+    }
+
+    /// Suspends the run until the input arrives from outside.
+    pub fn suspending() -> Self {
+        Self { io: None }
     }
 }
 
@@ -90,25 +110,63 @@ impl Action for Human {
         json!({
             "type": "object",
             "properties": {
-                "prompt": {"type": "string", "description": "What to ask the person."}
+                "prompt": {"type": "string", "description": "What to ask the person."},
+                "expires": {
+                    "anyOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "string", "minLength": 1}],
+                    "description": "How long a suspended run waits (e.g. 3d); then it follows on_expiry, or fails."
+                },
+                "on_expiry": {"type": "string", "description": "Where an expired wait goes; needs a transition [state, on_expiry]."}
             },
             "additionalProperties": false
         })
     }
 
-    fn run<'a>(
-        &'a self,
-        input: ActionInput<'a>,
-    ) -> BoxFuture<'a, Result<ActionOutput, ActionError>> {
+    fn check_config(&self, config: &Value) -> Vec<ConfigIssue> {
+        match config.get("expires").map(parse_expiry) {
+            Some(Err(message)) => vec![ConfigIssue {
+                pointer: "/expires".into(),
+                message,
+            }],
+            _ => Vec::new(),
+        }
+    }
+
+    fn routes(&self, config: &Value) -> Vec<ConfigRoute> {
+        config
+            .get("on_expiry")
+            .and_then(Value::as_str)
+            .map(|target| ConfigRoute {
+                pointer: "/on_expiry".into(),
+                target: target.to_owned(),
+            })
+            .into_iter()
+            .collect()
+    }
+
+    fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
-            if !self.io.is_interactive() {
+            let config = &input.state.config;
+            let Some(io) = &self.io else {
+                return Ok(Outcome::Suspend(Suspension {
+                    prompt: config
+                        .get("prompt")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    expires_in: config.get("expires").and_then(|e| parse_expiry(e).ok()),
+                    on_expiry: config
+                        .get("on_expiry")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                }));
+            };
+            if !io.is_interactive() {
                 return Err(ActionError::fatal(format!(
-                    "state `{}` asks a person, but there is no terminal to ask on; run claij interactively",
+                    "state `{}` asks a person, but there is no terminal to ask on; run claij interactively, or with a store so the run can wait",
                     input.state.id
                 )));
             }
             let text = render_question(&input);
-            let io = self.io.clone();
+            let io = io.clone();
             let answer = tokio::task::spawn_blocking(move || {
                 io.show(&text)?;
                 io.read_json()
@@ -122,7 +180,7 @@ impl Action for Human {
                 ));
             };
             match serde_json::from_str::<Value>(&answer) {
-                Ok(event) => Ok(ActionOutput::event(event)),
+                Ok(event) => Ok(ActionOutput::event(event).into()),
                 Err(e) => Err(ActionError::parse(
                     format!("that is not JSON: {e}"),
                     Value::String(answer),
@@ -130,6 +188,23 @@ impl Action for Human {
             }
         })
     }
+}
+
+/// `expires`: seconds as a number, or a duration string (`3d`, `12h`).
+fn parse_expiry(value: &Value) -> Result<std::time::Duration, String> {
+    let parsed = match value {
+        Value::Number(n) => n
+            .as_f64()
+            .and_then(|secs| std::time::Duration::try_from_secs_f64(secs).ok())
+            .ok_or_else(|| format!("{n} is not a duration")),
+        Value::String(s) => humantime::parse_duration(s.trim())
+            .map_err(|e| format!("`{s}` is not a duration ({e}); write e.g. `30m`, `3d`")),
+        other => Err(format!("{other} is not a duration")),
+    }?;
+    if parsed.is_zero() {
+        return Err("the wait must last longer than zero".into());
+    }
+    Ok(parsed)
 }
 
 fn render_question(input: &ActionInput<'_>) -> String {

@@ -10,7 +10,7 @@ pub use transform::Transform;
 
 use serde_json::{Value, json};
 
-use crate::action::{Action, ActionError, ActionInput, ActionOutput, BoxFuture};
+use crate::action::{Action, ActionError, ActionInput, BoxFuture, Outcome};
 
 /// `end`: terminal. The engine never runs it (runs stop on entering a terminal state);
 /// it exists so the name is known and its config (none) is checked.
@@ -22,10 +22,7 @@ impl Action for End {
         json!({"type": "object", "additionalProperties": false})
     }
 
-    fn run<'a>(
-        &'a self,
-        input: ActionInput<'a>,
-    ) -> BoxFuture<'a, Result<ActionOutput, ActionError>> {
+    fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         let state = input.state.id.clone();
         Box::pin(async move {
             Err(ActionError::fatal(format!(
@@ -55,10 +52,7 @@ pub struct Reserved {
 }
 
 impl Action for Reserved {
-    fn run<'a>(
-        &'a self,
-        _input: ActionInput<'a>,
-    ) -> BoxFuture<'a, Result<ActionOutput, ActionError>> {
+    fn run<'a>(&'a self, _input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
             Err(ActionError::fatal(format!(
                 "the `{}` action is not available in this build yet (it arrives with {})",

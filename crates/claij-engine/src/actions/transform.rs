@@ -4,7 +4,7 @@ use claij_core::ConfigIssue;
 use minijinja::Environment;
 use serde_json::{Value, json};
 
-use crate::action::{Action, ActionError, ActionInput, ActionOutput, BoxFuture};
+use crate::action::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome};
 
 /// Renders `config.template` (minijinja) with `event`, `context`, `state` (the state's id)
 /// and `run_id`, and parses the result as the JSON output event (which names its own
@@ -53,10 +53,7 @@ impl Action for Transform {
         }
     }
 
-    fn run<'a>(
-        &'a self,
-        input: ActionInput<'a>,
-    ) -> BoxFuture<'a, Result<ActionOutput, ActionError>> {
+    fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
             let template = input
                 .state
@@ -84,7 +81,7 @@ impl Action for Transform {
                     Value::String(rendered.clone()),
                 ))
             })?;
-            Ok(ActionOutput::event(event))
+            Ok(ActionOutput::event(event).into())
         })
     }
 }

@@ -1,0 +1,644 @@
+//! The loop that drives one run: attempt → route by the event's `id` → validate →
+//! append, failures kept and fed back, bounded attempts, `on_failure` routes, timeouts,
+//! the run deadline, interruption, suspension — and, with a store, a checkpoint before
+//! every attempt, so each transition is committed before the next state starts.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime};
+
+use claij_core::store::{Checkpoint, StoreError, Wait};
+use claij_core::{Failure, FailureKind, Fsm, START, State, TrailEntry};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::action::{ActionError, ActionInput, ActionOutput, Outcome, Suspension};
+use crate::durable::Durable;
+use crate::observer::Observer;
+use crate::run::{Engine, RunOutcome, RunStatus, kind_of};
+
+/// One attempt's result, before it is recorded.
+enum Attempt {
+    Took {
+        transition: usize,
+        output: ActionOutput,
+    },
+    Failed {
+        failure: Failure,
+        output: Value,
+        retryable: bool,
+        model: Option<String>,
+    },
+    Suspend(Suspension),
+    Interrupted,
+    LeaseLost,
+    DeadlineExceeded,
+}
+
+/// One run being driven: its trail and context in memory, and (with a store) how much of
+/// the trail is committed.
+pub(crate) struct RunState<'e> {
+    pub engine: &'e Engine,
+    pub fsm: &'e Fsm,
+    pub run_id: String,
+    pub trail: Vec<TrailEntry>,
+    pub context: Value,
+    pub deadline: Option<(Instant, Duration)>,
+    pub cancel: CancellationToken,
+    pub observers: Vec<Arc<dyn Observer>>,
+    pub clock: Clock,
+    /// Whether an `on_failure` route was already taken because the deadline passed.
+    pub deadline_routed: bool,
+    /// The store and lease, for durable runs.
+    pub durable: Option<Durable>,
+    /// How many trail entries the store holds.
+    pub committed: usize,
+    /// Whether the context changed since the last commit.
+    pub context_dirty: bool,
+}
+
+/// Wall-clock times for trail entries from one reading of the monotonic clock per
+/// attempt: the wall time at the run's start plus the monotonic time elapsed since.
+pub(crate) struct Clock {
+    base: Instant,
+    base_wall: SystemTime,
+    /// When the last attempt ended (or the run started).
+    pub stamp: Instant,
+}
+
+impl Clock {
+    pub fn start() -> Self {
+        let base = Instant::now();
+        Self {
+            base,
+            base_wall: SystemTime::now(),
+            stamp: base,
+        }
+    }
+
+    /// The wall time of the last stamp, to the microsecond (what the trail keeps, in
+    /// its JSON form and in stores, so an entry read back equals the one written).
+    fn wall(&self) -> SystemTime {
+        to_micros(self.base_wall + self.stamp.saturating_duration_since(self.base))
+    }
+}
+
+/// `at` truncated to the microsecond.
+pub(crate) fn to_micros(at: SystemTime) -> SystemTime {
+    let micros = at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_micros())
+        .unwrap_or(0);
+    SystemTime::UNIX_EPOCH + Duration::from_micros(u64::try_from(micros).unwrap_or(u64::MAX))
+}
+
+impl RunState<'_> {
+    /// Drives the run from the state `transition` entered until it ends or suspends,
+    /// starting at attempt `first_attempt` (above 1 when a resumed run had already spent
+    /// attempts in that state).
+    pub async fn drive(
+        mut self,
+        mut transition: usize,
+        mut first_attempt: u32,
+    ) -> Result<RunOutcome, StoreError> {
+        let _heartbeat = self
+            .durable
+            .as_ref()
+            .map(|d| d.heartbeat(&self.run_id, &self.cancel));
+        loop {
+            let fsm = self.fsm;
+            let Some(state_idx) = fsm.transitions[transition].to_idx else {
+                let to = fsm.transitions[transition].to.clone();
+                return self.finish(RunStatus::Failed, &to, None).await;
+            };
+            let state = &fsm.states[state_idx];
+            if state.is_terminal() {
+                return self.finish(RunStatus::Completed, &state.id, None).await;
+            }
+            let max_attempts = fsm.max_attempts(state);
+            let mut last_failure = self.last_failure_here();
+            let mut next = None;
+            for attempt in first_attempt..=max_attempts {
+                self.checkpoint(RunStatus::Running, &state.id).await?;
+                let started = self.clock.stamp;
+                let result = self.attempt(state, transition, attempt).await;
+                self.clock.stamp = Instant::now();
+                let duration = self.clock.stamp.saturating_duration_since(started);
+                match result {
+                    Attempt::Took {
+                        transition: t,
+                        output,
+                    } => {
+                        let ActionOutput {
+                            event,
+                            context,
+                            model,
+                            usage,
+                        } = output;
+                        if let Some(context) = context {
+                            self.context = context;
+                            self.context_dirty = true;
+                        }
+                        self.append_full(t, event, attempt, model, usage, Some(duration), None);
+                        next = Some(t);
+                        break;
+                    }
+                    Attempt::Failed {
+                        failure,
+                        output,
+                        retryable,
+                        model,
+                    } => {
+                        self.append_failure(state, output, failure.clone(), model, Some(duration));
+                        last_failure = Some(failure);
+                        if !retryable {
+                            break;
+                        }
+                    }
+                    Attempt::Suspend(suspension) => {
+                        let wait = self.wait_for(state, suspension);
+                        return self
+                            .finish(RunStatus::Suspended, &state.id, Some(wait))
+                            .await;
+                    }
+                    Attempt::Interrupted => {
+                        self.append_failure(
+                            state,
+                            Value::Null,
+                            Failure {
+                                kind: FailureKind::Interrupted,
+                                message: "the run was interrupted".into(),
+                                errors: Vec::new(),
+                                attempt,
+                            },
+                            None,
+                            Some(duration),
+                        );
+                        return self.finish(RunStatus::Interrupted, &state.id, None).await;
+                    }
+                    Attempt::LeaseLost => {
+                        return Err(StoreError::LostLease {
+                            run: self.run_id.clone(),
+                        });
+                    }
+                    Attempt::DeadlineExceeded => {
+                        let limit = self.deadline.map(|(_, d)| d).unwrap_or_default();
+                        let failure = Failure {
+                            kind: FailureKind::Timeout,
+                            message: format!(
+                                "the run's deadline of {} passed",
+                                humantime::format_duration(limit)
+                            ),
+                            errors: Vec::new(),
+                            attempt,
+                        };
+                        self.append_failure(
+                            state,
+                            Value::Null,
+                            failure.clone(),
+                            None,
+                            Some(duration),
+                        );
+                        // The deadline is a failure like any other: its `on_failure` route
+                        // is followed, but only once, so a run past its deadline ends.
+                        if std::mem::replace(&mut self.deadline_routed, true) {
+                            return self.finish(RunStatus::Failed, &state.id, None).await;
+                        }
+                        last_failure = Some(failure);
+                        break;
+                    }
+                }
+            }
+            first_attempt = 1;
+            match next {
+                Some(t) => transition = t,
+                None => match self.on_failure_route(state, last_failure) {
+                    Some(t) => transition = t,
+                    None => return self.finish(RunStatus::Failed, &state.id, None).await,
+                },
+            }
+        }
+    }
+
+    /// How many attempts were recorded since the current state was entered.
+    pub fn attempts_here(&self) -> u32 {
+        self.trail
+            .iter()
+            .rev()
+            .take_while(|e| !e.is_transition())
+            .count() as u32
+    }
+
+    /// The transition of the last transition entry: the one that led into the current
+    /// state.
+    pub fn current_transition(&self) -> Option<usize> {
+        let last = self.trail.iter().rev().find(|e| e.is_transition())?;
+        self.fsm.transition_idx(&last.from, last.to.as_deref()?)
+    }
+
+    /// Ends the run `failed` in `state` (an expired wait with nowhere to go).
+    pub async fn fail_here(self, state: &State) -> Result<RunOutcome, StoreError> {
+        let _heartbeat = self
+            .durable
+            .as_ref()
+            .map(|d| d.heartbeat(&self.run_id, &self.cancel));
+        self.finish(RunStatus::Failed, &state.id, None).await
+    }
+
+    /// The last failure recorded since the current state was entered (a resumed run
+    /// that had already failed there).
+    fn last_failure_here(&self) -> Option<Failure> {
+        self.trail
+            .iter()
+            .rev()
+            .take_while(|e| !e.is_transition())
+            .find_map(|e| e.failure.as_deref().cloned())
+    }
+
+    /// What a suspended run waits for: an event taking one of the state's transitions.
+    fn wait_for(&self, state: &State, suspension: Suspension) -> Wait {
+        let fsm = self.fsm;
+        Wait {
+            state: state.id.to_string(),
+            transitions: state
+                .outgoing
+                .iter()
+                .map(|&t| {
+                    let t = &fsm.transitions[t];
+                    (t.from.to_string(), t.to.to_string())
+                })
+                .collect(),
+            schema: fsm.output_schema(&state.id),
+            expires_at: suspension.expires_in.map(|d| SystemTime::now() + d),
+            on_expiry: suspension.on_expiry,
+            prompt: suspension.prompt,
+        }
+    }
+
+    /// Commits what is not committed yet (no-op without a store, or when nothing
+    /// changed), renewing the lease.
+    async fn checkpoint(&mut self, status: RunStatus, state: &str) -> Result<(), StoreError> {
+        let Some(durable) = &self.durable else {
+            return Ok(());
+        };
+        if self.committed == self.trail.len() && !self.context_dirty {
+            return Ok(());
+        }
+        durable
+            .store
+            .commit(Checkpoint {
+                run_id: self.run_id.clone(),
+                owner: durable.owner.clone(),
+                entries: self.trail[self.committed..].to_vec(),
+                status,
+                state: state.to_owned(),
+                context: self.context_dirty.then(|| self.context.clone()),
+                wait: None,
+                lease_until: Some(durable.lease_until()),
+            })
+            .await?;
+        self.committed = self.trail.len();
+        self.context_dirty = false;
+        Ok(())
+    }
+
+    /// Attempts ran out: follow `on_failure` with an event carrying the failure.
+    fn on_failure_route(&mut self, state: &State, failure: Option<Failure>) -> Option<usize> {
+        let target = state.settings.on_failure.as_ref()?;
+        self.clock.stamp = Instant::now();
+        let t = self.fsm.transition_idx(&state.id, target)?;
+        let attempts = failure.as_ref().map_or(0, |f| f.attempt);
+        let event = json!({
+            "id": self.fsm.transitions[t].id_value,
+            "failure": failure,
+            "state": &*state.id,
+        });
+        self.append_full(t, event, attempts, None, None, None, None);
+        Some(t)
+    }
+
+    /// One attempt: run the action (bounded by timeout, deadline and cancellation), then
+    /// route and validate its output.
+    async fn attempt(&mut self, state: &State, input_transition: usize, attempt: u32) -> Attempt {
+        let fsm = self.fsm;
+        if self.cancel.is_cancelled() {
+            return self.stopped();
+        }
+        for o in &self.observers {
+            o.attempt_started(&self.run_id, state, attempt);
+        }
+        let Some(action) = self.engine.registry().action(&state.action) else {
+            return failed(
+                FailureKind::Action,
+                format!("no action `{}` is registered", state.action),
+                attempt,
+                false,
+            );
+        };
+        let event = self
+            .trail
+            .iter()
+            .rev()
+            .find(|e| e.is_transition())
+            .map(|e| &e.event)
+            .unwrap_or(&Value::Null);
+        let input = ActionInput {
+            run_id: &self.run_id,
+            fsm,
+            state,
+            input_transition: &fsm.transitions[input_transition],
+            event,
+            trail: &self.trail,
+            context: &self.context,
+            attempt,
+            seq: self.trail.len() as u64,
+            cancel: &self.cancel,
+        };
+        let state_timeout = fsm.timeout(state);
+        let now = Instant::now();
+        let deadline_left = self
+            .deadline
+            .map(|(at, _)| at.saturating_duration_since(now));
+        let (limit, limit_is_deadline) = match (state_timeout, deadline_left) {
+            (Some(t), Some(d)) if d < t => (Some(d), true),
+            (None, Some(d)) => (Some(d), true),
+            (t, _) => (t, false),
+        };
+        let run = action.run(input);
+        let result = tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => return self.stopped(),
+            r = async {
+                match limit {
+                    Some(limit) => tokio::time::timeout(limit, run).await.ok(),
+                    None => Some(run.await),
+                }
+            } => r,
+        };
+        let output = match result {
+            None if limit_is_deadline => return Attempt::DeadlineExceeded,
+            None => {
+                let limit = limit.unwrap_or_default();
+                return failed(
+                    FailureKind::Timeout,
+                    format!(
+                        "state `{}` did not finish within its timeout of {}",
+                        state.id,
+                        humantime::format_duration(limit)
+                    ),
+                    attempt,
+                    true,
+                );
+            }
+            Some(Err(ActionError {
+                kind,
+                message,
+                output,
+                retryable,
+            })) => {
+                return Attempt::Failed {
+                    failure: Failure {
+                        kind,
+                        message,
+                        errors: Vec::new(),
+                        attempt,
+                    },
+                    output,
+                    retryable,
+                    model: None,
+                };
+            }
+            Some(Ok(Outcome::Emit(output))) => output,
+            Some(Ok(Outcome::Suspend(suspension))) => {
+                if self.durable.is_none() {
+                    return failed(
+                        FailureKind::Action,
+                        format!(
+                            "state `{}` suspends the run to wait for input, which needs a store (run with one, or ask at the terminal)",
+                            state.id
+                        ),
+                        attempt,
+                        false,
+                    );
+                }
+                return Attempt::Suspend(suspension);
+            }
+        };
+        self.route(state, output, attempt)
+    }
+
+    /// Why the cancellation handle fired: an interrupt, or (durable runs) the lease was
+    /// taken over by another process, which then owns the trail.
+    fn stopped(&self) -> Attempt {
+        match &self.durable {
+            Some(d) if d.lost.load(Ordering::SeqCst) => Attempt::LeaseLost,
+            _ => Attempt::Interrupted,
+        }
+    }
+
+    /// Finds the transition the output names and validates the output against it.
+    fn route(&self, state: &State, output: ActionOutput, attempt: u32) -> Attempt {
+        let fsm = self.fsm;
+        let valid_ids = || {
+            state
+                .outgoing
+                .iter()
+                .map(|&t| fsm.transitions[t].id_value.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let reject = |kind, message: String, errors, output: ActionOutput| Attempt::Failed {
+            failure: Failure {
+                kind,
+                message,
+                errors,
+                attempt,
+            },
+            output: output.event,
+            retryable: true,
+            model: output.model,
+        };
+        let target = match output
+            .event
+            .get("id")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+        {
+            Some([Value::String(from), Value::String(to)]) if **from == *state.id => state
+                .outgoing
+                .iter()
+                .copied()
+                .find(|&t| *fsm.transitions[t].to == **to),
+            _ => None,
+        };
+        let Some(t) = target else {
+            let message = match output.event.get("id") {
+                None if output.event.is_object() => "the event has no `id`".to_owned(),
+                None => format!(
+                    "the output is {}, not a JSON object event",
+                    kind_of(&output.event)
+                ),
+                Some(id) => format!("`id` {id} is not a transition out of `{}`", state.id),
+            };
+            return reject(
+                FailureKind::UnknownTransition,
+                format!("{message}; valid ids: {}", valid_ids()),
+                Vec::new(),
+                output,
+            );
+        };
+        let schema = match self.engine.compiled_schema(fsm, &fsm.transitions[t]) {
+            Ok(s) => s,
+            Err(message) => return reject(FailureKind::Validation, message, Vec::new(), output),
+        };
+        if schema.is_valid(&output.event) {
+            Attempt::Took {
+                transition: t,
+                output,
+            }
+        } else {
+            let issues = schema.issues(&output.event);
+            let transition = &fsm.transitions[t];
+            reject(
+                FailureKind::Validation,
+                format!(
+                    "the event does not satisfy the schema of [{}, {}] ({} error(s))",
+                    transition.from,
+                    transition.to,
+                    issues.len()
+                ),
+                issues,
+                output,
+            )
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn append_full(
+        &mut self,
+        transition: usize,
+        event: Value,
+        attempt: u32,
+        model: Option<String>,
+        usage: Option<claij_core::Usage>,
+        duration: Option<Duration>,
+        failure: Option<Failure>,
+    ) {
+        let t = &self.fsm.transitions[transition];
+        let entry = TrailEntry {
+            seq: self.trail.len() as u64,
+            fsm: self.fsm.id.clone(),
+            version: self.fsm.version,
+            from: t.from.clone(),
+            to: Some(t.to.clone()),
+            event,
+            at: self.clock.wall(),
+            attempt,
+            model,
+            usage: usage.map(Box::new),
+            duration_ms: duration.map(|d| d.as_millis() as u64),
+            failure: failure.map(Box::new),
+        };
+        self.push(entry);
+    }
+
+    pub(crate) fn append_failure(
+        &mut self,
+        state: &State,
+        output: Value,
+        failure: Failure,
+        model: Option<String>,
+        duration: Option<Duration>,
+    ) {
+        let entry = TrailEntry {
+            seq: self.trail.len() as u64,
+            fsm: self.fsm.id.clone(),
+            version: self.fsm.version,
+            from: state.id.clone(),
+            to: None,
+            event: output,
+            at: self.clock.wall(),
+            attempt: failure.attempt,
+            model,
+            usage: None,
+            duration_ms: duration.map(|d| d.as_millis() as u64),
+            failure: Some(Box::new(failure)),
+        };
+        self.push(entry);
+    }
+
+    fn push(&mut self, entry: TrailEntry) {
+        self.trail.push(entry);
+        if !self.observers.is_empty()
+            && let Some(entry) = self.trail.last()
+        {
+            for o in &self.observers {
+                o.entry_appended(&self.run_id, entry);
+            }
+        }
+    }
+
+    /// Ends (or suspends) the run: commits the rest of the trail with the final status,
+    /// releasing the lease, then tells the observers.
+    async fn finish(
+        mut self,
+        status: RunStatus,
+        state: &str,
+        wait: Option<Wait>,
+    ) -> Result<RunOutcome, StoreError> {
+        if let Some(durable) = &self.durable {
+            if durable.lost.load(Ordering::SeqCst) {
+                return Err(StoreError::LostLease {
+                    run: self.run_id.clone(),
+                });
+            }
+            durable
+                .store
+                .commit(Checkpoint {
+                    run_id: self.run_id.clone(),
+                    owner: durable.owner.clone(),
+                    entries: self.trail[self.committed..].to_vec(),
+                    status,
+                    state: state.to_owned(),
+                    context: self.context_dirty.then(|| self.context.clone()),
+                    wait: wait.clone(),
+                    lease_until: None,
+                })
+                .await?;
+            self.committed = self.trail.len();
+        }
+        for o in &self.observers {
+            o.run_finished(&self.run_id, status);
+        }
+        let result = (status == RunStatus::Completed)
+            .then(|| claij_core::trail::last_event(&self.trail).cloned())
+            .flatten();
+        Ok(RunOutcome {
+            run_id: self.run_id,
+            status,
+            trail: self.trail,
+            context: self.context,
+            result,
+            state: if state == START {
+                START.into()
+            } else {
+                state.into()
+            },
+            wait,
+        })
+    }
+}
+
+fn failed(kind: FailureKind, message: String, attempt: u32, retryable: bool) -> Attempt {
+    Attempt::Failed {
+        failure: Failure {
+            kind,
+            message,
+            errors: Vec::new(),
+            attempt,
+        },
+        output: Value::Null,
+        retryable,
+        model: None,
+    }
+}

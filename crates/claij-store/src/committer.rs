@@ -1,0 +1,289 @@
+//! Grouped commits: one task per store receives every checkpoint through a channel, takes
+//! whatever is queued (up to [`MAX_GROUP`]), writes it all in one transaction — one fsync
+//! for the lot — and answers each committer on its own.
+//!
+//! A failing checkpoint must not fail the others. The usual failures (a lost lease, an
+//! entry out of sequence, an unknown run) are found by a guarded `UPDATE` that changes
+//! nothing when they apply, so they cost nothing. When a statement fails outright (which
+//! PostgreSQL answers by aborting the transaction), the group is written again with each
+//! checkpoint inside its own savepoint, so only the checkpoint at fault fails.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use claij_core::store::StoreError;
+use sqlx::{AssertSqlSafe, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::dialect::Dialect;
+use crate::rows::{EncodedCheckpoint, now_micros};
+
+/// The most checkpoints written in one transaction.
+pub(crate) const MAX_GROUP: usize = 256;
+
+/// Checkpoints that may wait in the queue before committers wait to enqueue.
+const QUEUE: usize = 4 * MAX_GROUP;
+
+/// Rows per multi-row `INSERT` into `trail` (3 parameters each; both databases allow far
+/// more parameters than this needs).
+const INSERT_CHUNK: usize = 200;
+
+/// A checkpoint waiting to be written, and where its outcome goes.
+pub(crate) struct Pending {
+    pub checkpoint: EncodedCheckpoint,
+    pub reply: oneshot::Sender<Result<(), StoreError>>,
+}
+
+/// What the committer has done since the store was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommitStats {
+    /// Checkpoints handled (written or refused).
+    pub commits: u64,
+    /// Transactions begun to write them (grouping makes this much smaller than `commits`
+    /// when many runs commit at once).
+    pub transactions: u64,
+    /// The largest group written in one transaction.
+    pub largest_group: u64,
+}
+
+/// The committer's counters, shared with the store.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    commits: AtomicU64,
+    transactions: AtomicU64,
+    largest_group: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn snapshot(&self) -> CommitStats {
+        CommitStats {
+            commits: self.commits.load(Ordering::Relaxed),
+            transactions: self.transactions.load(Ordering::Relaxed),
+            largest_group: self.largest_group.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// How a group's transaction failed as a whole.
+enum GroupFailure {
+    /// A statement failed before the commit: nothing was written.
+    Statement(sqlx::Error),
+    /// Beginning, committing or a savepoint failed: every checkpoint in the group fails.
+    Transaction(sqlx::Error),
+}
+
+fn backend(what: &str, e: sqlx::Error) -> StoreError {
+    StoreError::Backend(format!("{what}: {e}"))
+}
+
+/// The committer: the pool it writes through and its counters. Its functions also serve
+/// the store for the SQL they share (appending entries, explaining a refused commit).
+pub(crate) struct Committer<DB: Dialect> {
+    pool: Pool<DB>,
+    counters: Arc<Counters>,
+}
+
+impl<DB> Committer<DB>
+where
+    DB: Dialect,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'e> i64: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
+    for<'e> String: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
+    for<'e> Option<i64>: Encode<'e, DB> + Type<DB>,
+    for<'e> Option<String>: Encode<'e, DB> + Type<DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+{
+    /// Starts the committer task (on the current tokio runtime); it ends when the returned
+    /// sender and its clones are dropped.
+    pub(crate) fn spawn(pool: Pool<DB>, counters: Arc<Counters>) -> mpsc::Sender<Pending> {
+        let (sender, mut receiver) = mpsc::channel::<Pending>(QUEUE);
+        let committer = Committer { pool, counters };
+        tokio::spawn(async move {
+            let mut group = Vec::with_capacity(MAX_GROUP);
+            while receiver.recv_many(&mut group, MAX_GROUP).await > 0 {
+                let results = committer.write_group(&group).await;
+                for (pending, result) in group.drain(..).zip(results) {
+                    // A committer that stopped waiting (its task was cancelled) is no error.
+                    let _ = pending.reply.send(result);
+                }
+            }
+        });
+        sender
+    }
+
+    /// Writes a group; one outcome per checkpoint, in order.
+    async fn write_group(&self, group: &[Pending]) -> Vec<Result<(), StoreError>> {
+        let n = group.len() as u64;
+        self.counters.commits.fetch_add(n, Ordering::Relaxed);
+        self.counters.largest_group.fetch_max(n, Ordering::Relaxed);
+        let mut outcome = self.write_once(group, false).await;
+        if group.len() > 1 && matches!(outcome, Err(GroupFailure::Statement(_))) {
+            outcome = self.write_once(group, true).await;
+        }
+        let error = match outcome {
+            Ok(results) => return results,
+            Err(GroupFailure::Statement(e) | GroupFailure::Transaction(e)) => backend("commit", e),
+        };
+        group.iter().map(|_| Err(error.clone())).collect()
+    }
+
+    /// One transaction over the group, with a savepoint per checkpoint when `isolate`.
+    async fn write_once(
+        &self,
+        group: &[Pending],
+        isolate: bool,
+    ) -> Result<Vec<Result<(), StoreError>>, GroupFailure> {
+        let now = match now_micros() {
+            Ok(now) => now,
+            Err(e) => return Ok(group.iter().map(|_| Err(e.clone())).collect()),
+        };
+        self.counters.transactions.fetch_add(1, Ordering::Relaxed);
+        let mut tx = self
+            .pool
+            .begin_with(DB::BEGIN_WRITE)
+            .await
+            .map_err(GroupFailure::Transaction)?;
+        // Runs are written in id order, so that two stores' groups (two workers on one
+        // PostgreSQL database) lock rows in the same order and cannot deadlock. The sort is
+        // stable: two checkpoints of one run keep theirs.
+        let mut order: Vec<usize> = (0..group.len()).collect();
+        order.sort_by(|&a, &b| group[a].checkpoint.run_id.cmp(&group[b].checkpoint.run_id));
+        let mut results = vec![Ok(()); group.len()];
+        for i in order {
+            if isolate {
+                Self::savepoint(&mut tx, "SAVEPOINT claij_commit").await?;
+            }
+            match Self::apply(&mut tx, &group[i].checkpoint, now).await {
+                Ok(result) => results[i] = result,
+                Err(e) if isolate => {
+                    Self::savepoint(&mut tx, "ROLLBACK TO SAVEPOINT claij_commit").await?;
+                    results[i] = Err(backend("commit", e));
+                }
+                Err(e) => return Err(GroupFailure::Statement(e)),
+            }
+            if isolate {
+                Self::savepoint(&mut tx, "RELEASE SAVEPOINT claij_commit").await?;
+            }
+        }
+        tx.commit().await.map_err(GroupFailure::Transaction)?;
+        Ok(results)
+    }
+
+    async fn savepoint(
+        conn: &mut DB::Connection,
+        statement: &'static str,
+    ) -> Result<(), GroupFailure> {
+        sqlx::query(statement)
+            .execute(conn)
+            .await
+            .map(|_| ())
+            .map_err(GroupFailure::Transaction)
+    }
+
+    /// Writes one checkpoint inside the group's transaction. The outer error is a failed
+    /// statement; the inner one a refusal (nothing was written).
+    async fn apply(
+        conn: &mut DB::Connection,
+        checkpoint: &EncodedCheckpoint,
+        now: i64,
+    ) -> Result<Result<(), StoreError>, sqlx::Error> {
+        let updated = sqlx::query(UPDATE_RUN)
+            .bind(checkpoint.status.to_owned())
+            .bind(checkpoint.state.clone())
+            .bind(checkpoint.context.clone())
+            .bind(checkpoint.wait.clone())
+            .bind(checkpoint.lease_until)
+            .bind(checkpoint.entries.len() as i64)
+            .bind(now)
+            .bind(checkpoint.run_id.clone())
+            .bind(checkpoint.owner.clone())
+            .bind(checkpoint.first_seq)
+            .fetch_optional(&mut *conn)
+            .await?;
+        if updated.is_none() {
+            let first = checkpoint.first_seq.and_then(|s| u64::try_from(s).ok());
+            let run = &checkpoint.run_id;
+            return Ok(Err(Self::refusal(
+                &mut *conn,
+                run,
+                &checkpoint.owner,
+                first,
+            )
+            .await?));
+        }
+        Self::insert_entries(conn, &checkpoint.run_id, &checkpoint.entries).await?;
+        Ok(Ok(()))
+    }
+
+    /// Appends `(seq, entry JSON)` rows to a run's trail.
+    pub(crate) async fn insert_entries(
+        conn: &mut DB::Connection,
+        run_id: &str,
+        entries: &[(i64, String)],
+    ) -> Result<(), sqlx::Error> {
+        for chunk in entries.chunks(INSERT_CHUNK) {
+            let rows: Vec<String> = (0..chunk.len())
+                .map(|i| format!("(${}, ${}, ${})", 3 * i + 1, 3 * i + 2, 3 * i + 3))
+                .collect();
+            let sql = format!(
+                "INSERT INTO trail (run_id, seq, entry) VALUES {}",
+                rows.join(", ")
+            );
+            let mut query = sqlx::query(AssertSqlSafe(sql));
+            for (seq, entry) in chunk {
+                query = query.bind(run_id.to_owned()).bind(*seq).bind(entry.clone());
+            }
+            query.execute(&mut *conn).await?;
+        }
+        Ok(())
+    }
+
+    /// Why a checkpoint by `owner` cannot be written: the run is unknown, held by another,
+    /// or its trail does not end where the checkpoint's entries start (`seq`).
+    pub(crate) async fn refusal<'c, E>(
+        executor: E,
+        run_id: &str,
+        owner: &str,
+        seq: Option<u64>,
+    ) -> Result<StoreError, sqlx::Error>
+    where
+        E: Executor<'c, Database = DB>,
+    {
+        let row = sqlx::query("SELECT lease_owner, trail_len FROM runs WHERE id = $1")
+            .bind(run_id.to_owned())
+            .fetch_optional(executor)
+            .await?;
+        let Some(row) = row else {
+            return Ok(StoreError::NotFound {
+                what: "run",
+                id: run_id.to_owned(),
+            });
+        };
+        let holder: Option<String> = row.try_get(0)?;
+        let stored: i64 = row.try_get(1)?;
+        let run = run_id.to_owned();
+        Ok(match (holder.as_deref() == Some(owner), seq) {
+            (false, _) => StoreError::LostLease { run },
+            (true, Some(seq)) => StoreError::Sequence {
+                run,
+                seq,
+                stored: u64::try_from(stored).unwrap_or(0),
+            },
+            // The guarded update found nothing wrong: the run changed meanwhile.
+            (true, None) => StoreError::Conflict {
+                run,
+                reason: "changed while the commit was being written; try again".into(),
+            },
+        })
+    }
+}
+
+/// The guarded update of a checkpoint: changes the run only if `$9` holds its lease and
+/// (with new entries) its trail is `$10` entries long.
+const UPDATE_RUN: &str = "UPDATE runs SET status = $1, state = $2, \
+     context = COALESCE($3, context), wait = $4, \
+     lease_owner = CASE WHEN $5 IS NULL THEN NULL ELSE lease_owner END, lease_until = $5, \
+     trail_len = trail_len + $6, updated_at = $7 \
+     WHERE id = $8 AND lease_owner = $9 AND ($10 IS NULL OR trail_len = $10) \
+     RETURNING trail_len";

@@ -1,0 +1,33 @@
+//! What differs between the backends, as constants: everything else (queries, the
+//! committer, migrations) is written once, generic over the database.
+
+use crate::migrate::Migration;
+
+/// A database claij can keep runs in: implemented for [`sqlx::Sqlite`] and
+/// [`sqlx::Postgres`] only (sealed).
+pub trait Dialect: sqlx::Database + private::Sealed {
+    /// The scheme shown in descriptions and messages (`sqlite`, `postgres`).
+    const SCHEME: &'static str;
+    /// The schema migrations, in order.
+    #[doc(hidden)]
+    const MIGRATIONS: &'static [Migration];
+    /// The statement that begins a transaction that will write (SQLite takes the write
+    /// lock up front, so a transaction that reads first cannot fail to upgrade later).
+    #[doc(hidden)]
+    const BEGIN_WRITE: &'static str;
+    /// Run first in the migration transaction so that concurrent openers take turns.
+    #[doc(hidden)]
+    const MIGRATION_LOCK: Option<&'static str>;
+    /// Appended to a `SELECT` whose rows must stay locked until the transaction ends.
+    #[doc(hidden)]
+    const FOR_UPDATE: &'static str;
+    /// A query returning the connection's durability setting, as text.
+    #[doc(hidden)]
+    const DURABILITY_PROBE: &'static str;
+}
+
+mod private {
+    pub trait Sealed {}
+    impl Sealed for sqlx::Sqlite {}
+    impl Sealed for sqlx::Postgres {}
+}

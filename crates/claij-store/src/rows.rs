@@ -1,0 +1,350 @@
+//! Encoding to and decoding from the stored columns, independent of the backend: the
+//! backends read raw columns into the plain structs here and write what they produce.
+//!
+//! Timestamps are integer microseconds since the Unix epoch (exact to the microsecond),
+//! JSON is text exactly as `serde_json` writes it (key order kept), unsigned counters are
+//! signed 64-bit integers (what both databases have).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use claij_core::store::{Checkpoint, Definition, Lease, RunRecord, RunStatus, StoreError, Wait};
+use claij_core::trail::TrailEntry;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// The columns of `runs`, in the order [`RunRow`] reads them.
+pub(crate) const RUN_COLUMNS: &str = "id, fsm_id, version, hash, parent_id, status, state, \
+     context, trail_len, wait, lease_owner, lease_until, interrupt_requested, created_at, \
+     updated_at";
+
+/// The columns of `definitions`, in the order [`DefinitionRow`] reads them.
+pub(crate) const DEFINITION_COLUMNS: &str = "fsm_id, version, hash, document, created_at";
+
+/// The statuses of runs that are over, as an SQL list (`prune` deletes only these).
+pub(crate) const FINAL_STATUSES_SQL: &str = "('completed', 'failed', 'interrupted')";
+
+/// A `runs` row as read from the database.
+#[derive(Debug)]
+pub(crate) struct RunRow {
+    pub id: String,
+    pub fsm_id: String,
+    pub version: i64,
+    pub hash: String,
+    pub parent_id: Option<String>,
+    pub status: String,
+    pub state: String,
+    pub context: String,
+    pub trail_len: i64,
+    pub wait: Option<String>,
+    pub lease_owner: Option<String>,
+    pub lease_until: Option<i64>,
+    pub interrupt_requested: bool,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A `definitions` row as read from the database.
+#[derive(Debug)]
+pub(crate) struct DefinitionRow {
+    pub fsm_id: String,
+    pub version: i64,
+    pub hash: String,
+    pub document: String,
+    pub created_at: i64,
+}
+
+/// A run record ready to insert.
+#[derive(Debug)]
+pub(crate) struct EncodedRun {
+    pub id: String,
+    pub fsm_id: String,
+    pub version: i64,
+    pub hash: String,
+    pub parent_id: Option<String>,
+    pub status: &'static str,
+    pub state: String,
+    pub context: String,
+    pub trail_len: i64,
+    pub wait: Option<String>,
+    pub lease_owner: Option<String>,
+    pub lease_until: Option<i64>,
+    pub interrupt_requested: bool,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A checkpoint ready to write (encoded by the committing task, so the shared committer
+/// only runs SQL).
+#[derive(Debug)]
+pub(crate) struct EncodedCheckpoint {
+    pub run_id: String,
+    pub owner: String,
+    /// The first new entry's sequence number (`None` when there are no new entries).
+    pub first_seq: Option<i64>,
+    /// `(seq, entry JSON)`, consecutive.
+    pub entries: Vec<(i64, String)>,
+    pub status: &'static str,
+    pub state: String,
+    pub context: Option<String>,
+    pub wait: Option<String>,
+    pub lease_until: Option<i64>,
+}
+
+/// Microseconds since the Unix epoch (negative before it), truncated to the microsecond.
+pub(crate) fn micros(at: SystemTime) -> Result<i64, StoreError> {
+    let out_of_range = || StoreError::Backend(format!("time {at:?} is out of the storable range"));
+    match at.duration_since(UNIX_EPOCH) {
+        Ok(after) => i64::try_from(after.as_micros()).map_err(|_| out_of_range()),
+        Err(before) => {
+            let before = before.duration();
+            // Round away from the epoch so that truncation is a floor, as it is after it.
+            let micros = before.as_micros() + u128::from(before.subsec_nanos() % 1000 != 0);
+            i64::try_from(micros)
+                .map(|m| -m)
+                .map_err(|_| out_of_range())
+        }
+    }
+}
+
+/// The time `micros` microseconds after the Unix epoch.
+pub(crate) fn time(micros: i64) -> SystemTime {
+    let magnitude = Duration::from_micros(micros.unsigned_abs());
+    if micros >= 0 {
+        UNIX_EPOCH + magnitude
+    } else {
+        UNIX_EPOCH - magnitude
+    }
+}
+
+/// The current time, as stored.
+pub(crate) fn now_micros() -> Result<i64, StoreError> {
+    micros(SystemTime::now())
+}
+
+/// A count or sequence number as stored.
+pub(crate) fn signed(what: &str, n: u64) -> Result<i64, StoreError> {
+    i64::try_from(n).map_err(|_| StoreError::Backend(format!("{what} {n} is too large to store")))
+}
+
+/// JSON text of a value, for storing.
+pub(crate) fn to_json<T: Serialize>(what: &str, value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value)
+        .map_err(|e| StoreError::Backend(format!("cannot encode {what} as JSON: {e}")))
+}
+
+/// A value from stored JSON text; `what` names it for the error (run and field or seq).
+pub(crate) fn from_json<T: DeserializeOwned>(what: String, text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt {
+        what,
+        message: e.to_string(),
+    })
+}
+
+fn corrupt(what: String, message: impl Into<String>) -> StoreError {
+    StoreError::Corrupt {
+        what,
+        message: message.into(),
+    }
+}
+
+fn unsigned<T: TryFrom<i64>>(what: impl FnOnce() -> String, n: i64) -> Result<T, StoreError> {
+    T::try_from(n).map_err(|_| corrupt(what(), format!("{n} is out of range")))
+}
+
+/// A run record ready to insert.
+pub(crate) fn encode_run(record: &RunRecord) -> Result<EncodedRun, StoreError> {
+    let what = |field: &str| format!("run `{}` {field}", record.id);
+    Ok(EncodedRun {
+        id: record.id.clone(),
+        fsm_id: record.fsm_id.clone(),
+        version: i64::from(record.version),
+        hash: record.hash.clone(),
+        parent_id: record.parent.clone(),
+        status: record.status.as_str(),
+        state: record.state.clone(),
+        context: to_json(&what("context"), &record.context)?,
+        trail_len: signed("trail length", record.trail_len)?,
+        wait: record
+            .wait
+            .as_ref()
+            .map(|w| to_json(&what("wait"), w))
+            .transpose()?,
+        lease_owner: record.lease.as_ref().map(|l| l.owner.clone()),
+        lease_until: record.lease.as_ref().map(|l| micros(l.until)).transpose()?,
+        interrupt_requested: record.interrupt_requested,
+        created_at: micros(record.created_at)?,
+        updated_at: micros(record.updated_at)?,
+    })
+}
+
+/// A run record from its row.
+pub(crate) fn decode_run(row: RunRow) -> Result<RunRecord, StoreError> {
+    let id = row.id;
+    let what = |field: &str| format!("run `{id}` {field}");
+    let status = row
+        .status
+        .parse::<RunStatus>()
+        .map_err(|e| corrupt(what("status"), e))?;
+    let lease = match (row.lease_owner, row.lease_until) {
+        (Some(owner), Some(until)) => Some(Lease {
+            owner,
+            until: time(until),
+        }),
+        (None, _) => None,
+        (Some(owner), None) => {
+            return Err(corrupt(
+                what("lease"),
+                format!("held by `{owner}` with no end"),
+            ));
+        }
+    };
+    let wait: Option<Wait> = match &row.wait {
+        Some(text) => Some(from_json(what("wait"), text)?),
+        None => None,
+    };
+    Ok(RunRecord {
+        fsm_id: row.fsm_id,
+        version: unsigned(|| what("version"), row.version)?,
+        hash: row.hash,
+        parent: row.parent_id,
+        status,
+        state: row.state,
+        context: from_json(what("context"), &row.context)?,
+        trail_len: unsigned(|| what("trail length"), row.trail_len)?,
+        wait,
+        lease,
+        interrupt_requested: row.interrupt_requested,
+        created_at: time(row.created_at),
+        updated_at: time(row.updated_at),
+        id,
+    })
+}
+
+/// A trail entry from its row, checked against the row's sequence number.
+pub(crate) fn decode_entry(run_id: &str, seq: i64, text: &str) -> Result<TrailEntry, StoreError> {
+    let what = || format!("run `{run_id}` trail entry {seq}");
+    let entry: TrailEntry = from_json(what(), text)?;
+    if i64::try_from(entry.seq).ok() != Some(seq) {
+        return Err(corrupt(
+            what(),
+            format!("the entry says it is number {}", entry.seq),
+        ));
+    }
+    Ok(entry)
+}
+
+/// Trail entries ready to insert, checked to be numbered `first, first + 1, …`: on a gap,
+/// the sequence number of the first entry out of place.
+pub(crate) fn encode_entries(
+    run_id: &str,
+    entries: &[TrailEntry],
+    first: u64,
+) -> Result<Result<Vec<(i64, String)>, u64>, StoreError> {
+    let mut out = Vec::with_capacity(entries.len());
+    for (expected, entry) in (first..).zip(entries) {
+        if entry.seq != expected {
+            return Ok(Err(entry.seq));
+        }
+        let what = format!("run `{run_id}` trail entry {}", entry.seq);
+        out.push((
+            signed("sequence number", entry.seq)?,
+            to_json(&what, entry)?,
+        ));
+    }
+    Ok(Ok(out))
+}
+
+/// A checkpoint ready to write, or the sequence number of its first entry out of place.
+pub(crate) fn encode_checkpoint(
+    checkpoint: &Checkpoint,
+) -> Result<Result<EncodedCheckpoint, u64>, StoreError> {
+    let run = &checkpoint.run_id;
+    let first = checkpoint.entries.first().map(|e| e.seq);
+    let entries = match encode_entries(run, &checkpoint.entries, first.unwrap_or(0))? {
+        Ok(entries) => entries,
+        Err(seq) => return Ok(Err(seq)),
+    };
+    Ok(Ok(EncodedCheckpoint {
+        run_id: run.clone(),
+        owner: checkpoint.owner.clone(),
+        first_seq: first.map(|s| signed("sequence number", s)).transpose()?,
+        entries,
+        status: checkpoint.status.as_str(),
+        state: checkpoint.state.clone(),
+        context: checkpoint
+            .context
+            .as_ref()
+            .map(|c| to_json(&format!("run `{run}` context"), c))
+            .transpose()?,
+        wait: checkpoint
+            .wait
+            .as_ref()
+            .map(|w| to_json(&format!("run `{run}` wait"), w))
+            .transpose()?,
+        lease_until: checkpoint.lease_until.map(micros).transpose()?,
+    }))
+}
+
+/// A definition from its row.
+pub(crate) fn decode_definition(row: DefinitionRow) -> Result<Definition, StoreError> {
+    let what = || format!("definition `{}` version {}", row.fsm_id, row.version);
+    Ok(Definition {
+        version: unsigned(what, row.version)?,
+        document: from_json(what(), &row.document)?,
+        created_at: time(row.created_at),
+        hash: row.hash,
+        fsm_id: row.fsm_id,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_round_trip_to_the_microsecond() {
+        for micros_in in [0_i64, 1, 1_700_000_000_123_456, -1, -1_234_567] {
+            let at = time(micros_in);
+            assert_eq!(micros(at).ok(), Some(micros_in));
+        }
+        let with_nanos = UNIX_EPOCH + Duration::from_nanos(1_500);
+        assert_eq!(micros(with_nanos).ok(), Some(1));
+        let before_with_nanos = UNIX_EPOCH - Duration::from_nanos(1_500);
+        assert_eq!(micros(before_with_nanos).ok(), Some(-2));
+    }
+
+    #[test]
+    fn a_lease_owner_without_an_end_is_corrupt() {
+        let row = RunRow {
+            id: "r1".into(),
+            fsm_id: "f".into(),
+            version: 1,
+            hash: "h".into(),
+            parent_id: None,
+            status: "running".into(),
+            state: "s".into(),
+            context: "{}".into(),
+            trail_len: 0,
+            wait: None,
+            lease_owner: Some("me".into()),
+            lease_until: None,
+            interrupt_requested: false,
+            created_at: 0,
+            updated_at: 0,
+        };
+        let err = decode_run(row)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("run `r1` lease"), "{err}");
+    }
+
+    #[test]
+    fn unreadable_entries_name_the_run_and_seq() {
+        let err = decode_entry("r9", 4, "{not json")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("run `r9` trail entry 4"), "{err}");
+    }
+}

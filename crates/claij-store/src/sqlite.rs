@@ -1,0 +1,60 @@
+//! SQLite: one file, WAL journal, one writer at a time (the committer groups commits so
+//! that one fsync covers many runs).
+
+use std::path::Path;
+use std::time::Duration;
+
+use claij_core::store::{Durability, StoreError};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Pool, Sqlite};
+
+use crate::dialect::Dialect;
+use crate::migrate::Migration;
+
+/// How long a connection waits for another to release the write lock.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Connections in the pool (reads run in parallel; writes take turns).
+const MAX_CONNECTIONS: u32 = 8;
+
+impl Dialect for Sqlite {
+    const SCHEME: &'static str = "sqlite";
+    const MIGRATIONS: &'static [Migration] = &[Migration {
+        version: 1,
+        name: "initial",
+        sql: include_str!("../migrations/sqlite/0001_initial.sql"),
+    }];
+    const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
+    const MIGRATION_LOCK: Option<&'static str> = None;
+    const FOR_UPDATE: &'static str = "";
+    const DURABILITY_PROBE: &'static str = "SELECT 'journal_mode=' || j.journal_mode || \
+         ' synchronous=' || CASE s.synchronous WHEN 0 THEN 'off' WHEN 1 THEN 'normal' \
+         WHEN 2 THEN 'full' ELSE 'extra' END FROM pragma_journal_mode AS j, pragma_synchronous AS s";
+}
+
+/// A pool on the SQLite file at `path` (created with its parent directories if missing).
+pub(crate) async fn connect(
+    path: &Path,
+    durability: Durability,
+) -> Result<Pool<Sqlite>, StoreError> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| StoreError::Backend(format!("cannot create {}: {e}", parent.display())))?;
+    }
+    let synchronous = match durability {
+        Durability::Normal => SqliteSynchronous::Normal,
+        Durability::Strict => SqliteSynchronous::Full,
+    };
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(synchronous)
+        .busy_timeout(BUSY_TIMEOUT)
+        .foreign_keys(true);
+    SqlitePoolOptions::new()
+        .max_connections(MAX_CONNECTIONS)
+        .connect_with(options)
+        .await
+        .map_err(|e| StoreError::Backend(format!("cannot open sqlite:{}: {e}", path.display())))
+}

@@ -1,0 +1,738 @@
+//! [`SqlStore`]: the [`RunStore`] over either database. The SQL is written once (`$n`
+//! parameters work in both); what differs is in [`Dialect`].
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use claij_core::store::{
+    Checkpoint, ClaimFrom, Definition, Heartbeat, RunFilter, RunRecord, RunStatus, RunStore,
+    StoreError, StoreFuture,
+};
+use claij_core::trail::TrailEntry;
+use sqlx::error::ErrorKind;
+use sqlx::{AssertSqlSafe, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::committer::{CommitStats, Committer, Counters, Pending};
+use crate::dialect::Dialect;
+use crate::migrate::{self, AppliedMigration};
+use crate::rows::{
+    self, DEFINITION_COLUMNS, DefinitionRow, FINAL_STATUSES_SQL, RUN_COLUMNS, RunRow,
+};
+
+/// Ids per `IN (…)` list when deleting runs.
+const DELETE_CHUNK: usize = 500;
+
+/// A run store on SQLite or PostgreSQL (see [`crate::SqliteStore`], [`crate::PostgresStore`]).
+pub struct SqlStore<DB: Dialect> {
+    pool: Pool<DB>,
+    description: String,
+    commits: mpsc::Sender<Pending>,
+    counters: Arc<Counters>,
+}
+
+impl<DB: Dialect> std::fmt::Debug for SqlStore<DB> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlStore")
+            .field("description", &self.description)
+            .finish_non_exhaustive()
+    }
+}
+
+fn backend(what: &str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
+    move |e| StoreError::Backend(format!("{what}: {e}"))
+}
+
+fn db_error_kind(e: &sqlx::Error) -> Option<ErrorKind> {
+    e.as_database_error().map(|d| d.kind())
+}
+
+/// A parameter of a query built at run time.
+enum Param {
+    Text(String),
+    Int(i64),
+}
+
+/// The `WHERE … ORDER BY … LIMIT …` of a filtered listing, with its parameters (numbered
+/// from `$1`), restricted to `statuses`.
+fn filter_sql(filter: &RunFilter, statuses: &[RunStatus]) -> (String, Vec<Param>) {
+    let mut sql = String::from(" WHERE 1 = 1");
+    let mut params = Vec::new();
+    if !statuses.is_empty() {
+        // The words come from `RunStatus::as_str`, never from input.
+        let words: Vec<String> = statuses
+            .iter()
+            .map(|s| format!("'{}'", s.as_str()))
+            .collect();
+        sql.push_str(&format!(" AND status IN ({})", words.join(", ")));
+    }
+    if let Some(fsm_id) = &filter.fsm_id {
+        params.push(Param::Text(fsm_id.clone()));
+        sql.push_str(&format!(" AND fsm_id = ${}", params.len()));
+    }
+    if let Some(before) = filter.updated_before {
+        match rows::micros(before) {
+            Ok(before) => params.push(Param::Int(before)),
+            // Before any storable time: nothing matches.
+            Err(_) => params.push(Param::Int(i64::MIN)),
+        }
+        sql.push_str(&format!(" AND updated_at < ${}", params.len()));
+    }
+    sql.push_str(" ORDER BY created_at DESC, id DESC");
+    if let Some(limit) = filter.limit {
+        params.push(Param::Int(i64::try_from(limit).unwrap_or(i64::MAX)));
+        sql.push_str(&format!(" LIMIT ${}", params.len()));
+    }
+    (sql, params)
+}
+
+/// `$from, $from+1, …` (`n` of them).
+fn placeholders(from: usize, n: usize) -> String {
+    (from..from + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl<DB> SqlStore<DB>
+where
+    DB: Dialect,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'e> i64: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
+    for<'e> String: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
+    for<'e> bool: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
+    for<'e> Option<i64>: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
+    for<'e> Option<String>: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+{
+    /// Migrates the schema and starts the committer (on the current tokio runtime).
+    pub(crate) async fn start(pool: Pool<DB>, description: String) -> Result<Self, StoreError> {
+        migrate::migrate(&pool).await?;
+        let counters = Arc::new(Counters::default());
+        let commits = Committer::spawn(pool.clone(), counters.clone());
+        Ok(SqlStore {
+            pool,
+            description,
+            commits,
+            counters,
+        })
+    }
+
+    /// What the committer has done so far (how well commits were grouped).
+    pub fn stats(&self) -> CommitStats {
+        self.counters.snapshot()
+    }
+
+    /// The schema migrations applied to the database, in order.
+    pub async fn applied_migrations(&self) -> Result<Vec<AppliedMigration>, StoreError> {
+        migrate::applied(&self.pool).await
+    }
+
+    /// The durability settings of a connection, as the database reports them
+    /// (`journal_mode=wal synchronous=normal`, `synchronous_commit=off`), for checks.
+    pub async fn durability_settings(&self) -> Result<String, StoreError> {
+        let row = sqlx::query(DB::DURABILITY_PROBE)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(backend("reading the durability settings"))?;
+        row.try_get(0)
+            .map_err(backend("reading the durability settings"))
+    }
+
+    /// Closes the connections, waiting for those in use to be returned. Every operation
+    /// after this fails, commits still queued included: call it once the runs are idle.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    fn run_row(row: &DB::Row) -> Result<RunRow, sqlx::Error> {
+        Ok(RunRow {
+            id: row.try_get(0)?,
+            fsm_id: row.try_get(1)?,
+            version: row.try_get(2)?,
+            hash: row.try_get(3)?,
+            parent_id: row.try_get(4)?,
+            status: row.try_get(5)?,
+            state: row.try_get(6)?,
+            context: row.try_get(7)?,
+            trail_len: row.try_get(8)?,
+            wait: row.try_get(9)?,
+            lease_owner: row.try_get(10)?,
+            lease_until: row.try_get(11)?,
+            interrupt_requested: row.try_get(12)?,
+            created_at: row.try_get(13)?,
+            updated_at: row.try_get(14)?,
+        })
+    }
+
+    fn record(row: &DB::Row, what: &str) -> Result<RunRecord, StoreError> {
+        rows::decode_run(Self::run_row(row).map_err(backend(what))?)
+    }
+
+    fn definition_row(row: &DB::Row) -> Result<DefinitionRow, sqlx::Error> {
+        Ok(DefinitionRow {
+            fsm_id: row.try_get(0)?,
+            version: row.try_get(1)?,
+            hash: row.try_get(2)?,
+            document: row.try_get(3)?,
+            created_at: row.try_get(4)?,
+        })
+    }
+
+    fn definition(row: &DB::Row) -> Result<Definition, StoreError> {
+        rows::decode_definition(Self::definition_row(row).map_err(backend("reading a definition"))?)
+    }
+
+    /// `SELECT {columns} FROM runs` with the filter (restricted to `statuses`) applied
+    /// and its parameters bound, then `suffix`.
+    fn select_runs(
+        columns: &str,
+        filter: &RunFilter,
+        statuses: &[RunStatus],
+        suffix: &str,
+    ) -> sqlx::query::Query<'static, DB, DB::Arguments> {
+        let (condition, params) = filter_sql(filter, statuses);
+        let sql = format!("SELECT {columns} FROM runs{condition}{suffix}");
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for param in params {
+            query = match param {
+                Param::Text(text) => query.bind(text),
+                Param::Int(n) => query.bind(n),
+            };
+        }
+        query
+    }
+
+    /// A run's record, or `NotFound`.
+    async fn run_now(&self, run_id: &str, what: &str) -> Result<RunRecord, StoreError> {
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"
+        )))
+        .bind(run_id.to_owned())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(backend(what))?;
+        match row {
+            Some(row) => Self::record(&row, what),
+            None => Err(StoreError::NotFound {
+                what: "run",
+                id: run_id.to_owned(),
+            }),
+        }
+    }
+
+    async fn put_definition_now(&self, definition: &Definition) -> Result<(), StoreError> {
+        let what = format!(
+            "definition `{}` version {}",
+            definition.fsm_id, definition.version
+        );
+        let document = rows::to_json(&what, &definition.document)?;
+        sqlx::query(
+            "INSERT INTO definitions (fsm_id, version, hash, document, created_at) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (fsm_id, version, hash) DO NOTHING",
+        )
+        .bind(definition.fsm_id.clone())
+        .bind(i64::from(definition.version))
+        .bind(definition.hash.clone())
+        .bind(document)
+        .bind(rows::micros(definition.created_at)?)
+        .execute(&self.pool)
+        .await
+        .map_err(backend("storing a definition"))?;
+        Ok(())
+    }
+
+    async fn definition_now(
+        &self,
+        fsm_id: &str,
+        version: u32,
+        hash: Option<&str>,
+    ) -> Result<Definition, StoreError> {
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {DEFINITION_COLUMNS} FROM definitions \
+             WHERE fsm_id = $1 AND version = $2 AND ($3 IS NULL OR hash = $3) \
+             ORDER BY created_at DESC, hash DESC LIMIT 1"
+        )))
+        .bind(fsm_id.to_owned())
+        .bind(i64::from(version))
+        .bind(hash.map(str::to_owned))
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(backend("reading a definition"))?;
+        match row {
+            Some(row) => Self::definition(&row),
+            None => Err(StoreError::NotFound {
+                what: "definition",
+                id: match hash {
+                    Some(hash) => format!("{fsm_id} version {version} (hash {hash})"),
+                    None => format!("{fsm_id} version {version}"),
+                },
+            }),
+        }
+    }
+
+    async fn definitions_now(&self) -> Result<Vec<Definition>, StoreError> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {DEFINITION_COLUMNS} FROM definitions \
+             ORDER BY created_at DESC, fsm_id, version DESC, hash"
+        )))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend("listing definitions"))?;
+        rows.iter().map(Self::definition).collect()
+    }
+
+    async fn create_run_now(
+        &self,
+        record: &RunRecord,
+        entries: &[TrailEntry],
+    ) -> Result<(), StoreError> {
+        let run = rows::encode_run(record)?;
+        let entries = match rows::encode_entries(&record.id, entries, 0)? {
+            Ok(entries) => entries,
+            Err(seq) => {
+                return Err(StoreError::Sequence {
+                    run: record.id.clone(),
+                    seq,
+                    stored: 0,
+                });
+            }
+        };
+        if record.trail_len != entries.len() as u64 {
+            return Err(StoreError::Conflict {
+                run: record.id.clone(),
+                reason: format!(
+                    "declares {} trail entries but was created with {}",
+                    record.trail_len,
+                    entries.len()
+                ),
+            });
+        }
+        let what = "creating a run";
+        let mut tx = self
+            .pool
+            .begin_with(DB::BEGIN_WRITE)
+            .await
+            .map_err(backend(what))?;
+        let inserted = sqlx::query(
+            "INSERT INTO runs (id, fsm_id, version, hash, parent_id, status, state, context, \
+             trail_len, wait, lease_owner, lease_until, interrupt_requested, created_at, \
+             updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+        )
+        .bind(run.id)
+        .bind(run.fsm_id)
+        .bind(run.version)
+        .bind(run.hash)
+        .bind(run.parent_id)
+        .bind(run.status.to_owned())
+        .bind(run.state)
+        .bind(run.context)
+        .bind(run.trail_len)
+        .bind(run.wait)
+        .bind(run.lease_owner)
+        .bind(run.lease_until)
+        .bind(run.interrupt_requested)
+        .bind(run.created_at)
+        .bind(run.updated_at)
+        .execute(&mut *tx)
+        .await;
+        match inserted {
+            Ok(_) => {}
+            Err(e) if db_error_kind(&e) == Some(ErrorKind::UniqueViolation) => {
+                return Err(StoreError::Conflict {
+                    run: record.id.clone(),
+                    reason: "already exists".into(),
+                });
+            }
+            Err(e) if db_error_kind(&e) == Some(ErrorKind::ForeignKeyViolation) => {
+                return Err(StoreError::NotFound {
+                    what: "definition",
+                    id: format!(
+                        "{} version {} (hash {}), which run `{}` is pinned to,",
+                        record.fsm_id, record.version, record.hash, record.id
+                    ),
+                });
+            }
+            Err(e) => return Err(backend(what)(e)),
+        }
+        Committer::<DB>::insert_entries(&mut *tx, &record.id, &entries)
+            .await
+            .map_err(backend(what))?;
+        tx.commit().await.map_err(backend(what))
+    }
+
+    async fn commit_now(&self, checkpoint: Checkpoint) -> Result<(), StoreError> {
+        let encoded = match rows::encode_checkpoint(&checkpoint)? {
+            Ok(encoded) => encoded,
+            Err(gap) => return Err(self.gap(&checkpoint, gap).await),
+        };
+        let (reply, outcome) = oneshot::channel();
+        let stopped = || {
+            StoreError::Backend(
+                "the commit task has stopped (was the runtime that opened the store shut down?)"
+                    .into(),
+            )
+        };
+        self.commits
+            .send(Pending {
+                checkpoint: encoded,
+                reply,
+            })
+            .await
+            .map_err(|_| stopped())?;
+        outcome.await.map_err(|_| stopped())?
+    }
+
+    /// The error for a checkpoint whose entries are not consecutive (`gap`: the first one
+    /// out of place), unless a lost lease or a wrong start explains it first.
+    async fn gap(&self, checkpoint: &Checkpoint, gap: u64) -> StoreError {
+        let first = checkpoint.entries.first().map(|e| e.seq);
+        let refusal =
+            Committer::<DB>::refusal(&self.pool, &checkpoint.run_id, &checkpoint.owner, first)
+                .await;
+        match refusal {
+            Ok(StoreError::Sequence { run, stored, .. }) if Some(stored) == first => {
+                StoreError::Sequence {
+                    run,
+                    seq: gap,
+                    stored,
+                }
+            }
+            Ok(error) => error,
+            Err(e) => backend("commit")(e),
+        }
+    }
+
+    async fn claim_now(
+        &self,
+        run_id: &str,
+        from: ClaimFrom,
+        owner: &str,
+        until: SystemTime,
+    ) -> Result<RunRecord, StoreError> {
+        let what = "claiming a run";
+        let now = rows::now_micros()?;
+        let set = "SET status = 'running', lease_owner = $1, lease_until = $2, wait = NULL, \
+                   updated_at = $3 WHERE id = $4";
+        let (sql, dead) = match &from {
+            ClaimFrom::Suspended => (
+                format!("UPDATE runs {set} AND status = 'suspended' RETURNING {RUN_COLUMNS}"),
+                &[][..],
+            ),
+            ClaimFrom::Stale { dead_owners } => {
+                let dead = if dead_owners.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " OR lease_owner IN ({})",
+                        placeholders(5, dead_owners.len())
+                    )
+                };
+                (
+                    format!(
+                        "UPDATE runs {set} AND status = 'running' AND (lease_owner IS NULL \
+                         OR lease_until IS NULL OR lease_until < $3{dead}) \
+                         RETURNING {RUN_COLUMNS}"
+                    ),
+                    &dead_owners[..],
+                )
+            }
+        };
+        let mut query = sqlx::query(AssertSqlSafe(sql))
+            .bind(owner.to_owned())
+            .bind(rows::micros(until)?)
+            .bind(now)
+            .bind(run_id.to_owned());
+        for dead_owner in dead {
+            query = query.bind(dead_owner.clone());
+        }
+        let row = query
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(backend(what))?;
+        if let Some(row) = row {
+            return Self::record(&row, what);
+        }
+        let current = self.run_now(run_id, what).await?;
+        let reason = match (&from, current.status) {
+            (ClaimFrom::Suspended, status) => format!("is {status}, not suspended"),
+            (ClaimFrom::Stale { .. }, RunStatus::Running) => match &current.lease {
+                Some(lease) => format!(
+                    "is running and its lease, held by `{}`, lasts until {}",
+                    lease.owner,
+                    humantime::format_rfc3339_micros(lease.until)
+                ),
+                None => "is running and was claimed by another".into(),
+            },
+            (ClaimFrom::Stale { .. }, status) => format!("is {status}, not running"),
+        };
+        Err(StoreError::Conflict {
+            run: run_id.to_owned(),
+            reason,
+        })
+    }
+
+    async fn trail_now(&self, run_id: &str, from_seq: u64) -> Result<Vec<TrailEntry>, StoreError> {
+        let what = "reading a trail";
+        let rows = sqlx::query(
+            "SELECT seq, entry FROM trail WHERE run_id = $1 AND seq >= $2 ORDER BY seq",
+        )
+        .bind(run_id.to_owned())
+        .bind(i64::try_from(from_seq).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend(what))?;
+        if rows.is_empty() {
+            // Tell an unknown run from a trail with nothing after `from_seq`.
+            self.run_now(run_id, what).await?;
+        }
+        rows.iter()
+            .map(|row| {
+                let seq: i64 = row.try_get(0).map_err(backend(what))?;
+                let text: String = row.try_get(1).map_err(backend(what))?;
+                rows::decode_entry(run_id, seq, &text)
+            })
+            .collect()
+    }
+
+    async fn runs_now(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
+        let what = "listing runs";
+        let query = Self::select_runs(RUN_COLUMNS, filter, &filter.statuses, "");
+        let rows = query.fetch_all(&self.pool).await.map_err(backend(what))?;
+        rows.iter().map(|row| Self::record(row, what)).collect()
+    }
+
+    async fn request_interrupt_now(&self, run_id: &str) -> Result<RunRecord, StoreError> {
+        let what = "requesting an interrupt";
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "UPDATE runs SET interrupt_requested = $1, updated_at = $2 \
+             WHERE id = $3 AND status NOT IN {FINAL_STATUSES_SQL} RETURNING {RUN_COLUMNS}"
+        )))
+        .bind(true)
+        .bind(rows::now_micros()?)
+        .bind(run_id.to_owned())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(backend(what))?;
+        match row {
+            Some(row) => Self::record(&row, what),
+            None => {
+                let current = self.run_now(run_id, what).await?;
+                Err(StoreError::Conflict {
+                    run: run_id.to_owned(),
+                    reason: format!(
+                        "is {}: a finished run cannot be interrupted",
+                        current.status
+                    ),
+                })
+            }
+        }
+    }
+
+    async fn prune_now(&self, filter: &RunFilter) -> Result<u64, StoreError> {
+        let what = "pruning runs";
+        let statuses: Vec<RunStatus> = RunStatus::ALL
+            .into_iter()
+            .filter(|s| s.is_final() && (filter.statuses.is_empty() || filter.statuses.contains(s)))
+            .collect();
+        if statuses.is_empty() {
+            return Ok(0);
+        }
+        let mut tx = self
+            .pool
+            .begin_with(DB::BEGIN_WRITE)
+            .await
+            .map_err(backend(what))?;
+        let query = Self::select_runs("id", filter, &statuses, DB::FOR_UPDATE);
+        let ids = query
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(backend(what))?
+            .iter()
+            .map(|row| row.try_get::<String, _>(0))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(backend(what))?;
+        let mut deleted = 0;
+        for chunk in ids.chunks(DELETE_CHUNK) {
+            let list = placeholders(1, chunk.len());
+            // The trail first: it does not rely on the foreign key's cascade being enabled.
+            let mut trail = sqlx::query(AssertSqlSafe(format!(
+                "DELETE FROM trail WHERE run_id IN ({list})"
+            )));
+            let mut runs = sqlx::query(AssertSqlSafe(format!(
+                "DELETE FROM runs WHERE id IN ({list}) RETURNING id"
+            )));
+            for id in chunk {
+                trail = trail.bind(id.clone());
+                runs = runs.bind(id.clone());
+            }
+            trail.execute(&mut *tx).await.map_err(backend(what))?;
+            deleted += runs.fetch_all(&mut *tx).await.map_err(backend(what))?.len() as u64;
+        }
+        tx.commit().await.map_err(backend(what))?;
+        Ok(deleted)
+    }
+
+    async fn heartbeat_now(
+        &self,
+        run_id: &str,
+        owner: &str,
+        renew_until: Option<SystemTime>,
+    ) -> Result<Heartbeat, StoreError> {
+        let what = "renewing a lease";
+        if let Some(until) = renew_until {
+            // Only the lease end changes, and only while `owner` holds it: a commit that
+            // released or a claim that took the lease wins.
+            let row = sqlx::query(
+                "UPDATE runs SET lease_until = $1 WHERE id = $2 AND lease_owner = $3 \
+                 RETURNING interrupt_requested",
+            )
+            .bind(rows::micros(until)?)
+            .bind(run_id.to_owned())
+            .bind(owner.to_owned())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(backend(what))?;
+            if let Some(row) = row {
+                return Ok(Heartbeat {
+                    held: true,
+                    interrupt_requested: row.try_get(0).map_err(backend(what))?,
+                });
+            }
+        }
+        let row = sqlx::query("SELECT lease_owner, interrupt_requested FROM runs WHERE id = $1")
+            .bind(run_id.to_owned())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(backend(what))?;
+        let Some(row) = row else {
+            return Err(StoreError::NotFound {
+                what: "run",
+                id: run_id.to_owned(),
+            });
+        };
+        let holder: Option<String> = row.try_get(0).map_err(backend(what))?;
+        Ok(Heartbeat {
+            // Renewing failed only if someone else holds it.
+            held: renew_until.is_none() && holder.as_deref() == Some(owner),
+            interrupt_requested: row.try_get(1).map_err(backend(what))?,
+        })
+    }
+
+    async fn run_bytes_now(&self, run_id: &str) -> Result<u64, StoreError> {
+        let what = "measuring a run";
+        // The bytes of the run's text as stored: the record's text columns and every trail
+        // entry (integers, row headers and indexes are not counted).
+        let row = sqlx::query(
+            "SELECT CAST(octet_length(id) + octet_length(fsm_id) + octet_length(hash) \
+             + COALESCE(octet_length(parent_id), 0) + octet_length(status) \
+             + octet_length(state) + octet_length(context) + COALESCE(octet_length(wait), 0) \
+             + COALESCE(octet_length(lease_owner), 0) \
+             + COALESCE((SELECT SUM(octet_length(entry)) FROM trail WHERE run_id = $1), 0) \
+             AS BIGINT) FROM runs WHERE id = $1",
+        )
+        .bind(run_id.to_owned())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(backend(what))?;
+        let Some(row) = row else {
+            return Err(StoreError::NotFound {
+                what: "run",
+                id: run_id.to_owned(),
+            });
+        };
+        let bytes: i64 = row.try_get(0).map_err(backend(what))?;
+        Ok(u64::try_from(bytes).unwrap_or(0))
+    }
+}
+
+impl<DB> RunStore for SqlStore<DB>
+where
+    DB: Dialect,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'e> i64: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
+    for<'e> String: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
+    for<'e> bool: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
+    for<'e> Option<i64>: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
+    for<'e> Option<String>: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+{
+    fn describe(&self) -> String {
+        self.description.clone()
+    }
+
+    fn put_definition<'a>(&'a self, definition: &'a Definition) -> StoreFuture<'a, ()> {
+        Box::pin(self.put_definition_now(definition))
+    }
+
+    fn definition<'a>(
+        &'a self,
+        fsm_id: &'a str,
+        version: u32,
+        hash: Option<&'a str>,
+    ) -> StoreFuture<'a, Definition> {
+        Box::pin(self.definition_now(fsm_id, version, hash))
+    }
+
+    fn definitions(&self) -> StoreFuture<'_, Vec<Definition>> {
+        Box::pin(self.definitions_now())
+    }
+
+    fn create_run<'a>(
+        &'a self,
+        record: &'a RunRecord,
+        entries: &'a [TrailEntry],
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(self.create_run_now(record, entries))
+    }
+
+    fn commit(&self, checkpoint: Checkpoint) -> StoreFuture<'_, ()> {
+        Box::pin(self.commit_now(checkpoint))
+    }
+
+    fn claim<'a>(
+        &'a self,
+        run_id: &'a str,
+        from: ClaimFrom,
+        owner: &'a str,
+        until: SystemTime,
+    ) -> StoreFuture<'a, RunRecord> {
+        Box::pin(self.claim_now(run_id, from, owner, until))
+    }
+
+    fn run<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, RunRecord> {
+        Box::pin(self.run_now(run_id, "reading a run"))
+    }
+
+    fn trail<'a>(&'a self, run_id: &'a str, from_seq: u64) -> StoreFuture<'a, Vec<TrailEntry>> {
+        Box::pin(self.trail_now(run_id, from_seq))
+    }
+
+    fn runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, Vec<RunRecord>> {
+        Box::pin(self.runs_now(filter))
+    }
+
+    fn request_interrupt<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, RunRecord> {
+        Box::pin(self.request_interrupt_now(run_id))
+    }
+
+    fn prune<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, u64> {
+        Box::pin(self.prune_now(filter))
+    }
+
+    fn run_bytes<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, u64> {
+        Box::pin(self.run_bytes_now(run_id))
+    }
+
+    fn heartbeat<'a>(
+        &'a self,
+        run_id: &'a str,
+        owner: &'a str,
+        renew_until: Option<SystemTime>,
+    ) -> StoreFuture<'a, Heartbeat> {
+        Box::pin(self.heartbeat_now(run_id, owner, renew_until))
+    }
+}

@@ -1,0 +1,1097 @@
+//! The store test suite, written once against `Arc<dyn RunStore>` and run on every
+//! backend: `store_suite!(harness)` makes one test per function here.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use claij_core::store::{
+    Checkpoint, ClaimFrom, Definition, Durability, Heartbeat, Lease, RunFilter, RunRecord,
+    RunStatus, RunStore, StoreError, Wait, content_hash,
+};
+use claij_core::trail::{Failure, FailureKind, TrailEntry, Usage};
+use serde_json::{Value, json};
+
+use crate::support::{Backend, Harness};
+
+/// Makes one `#[tokio::test]` per suite function, each on a fresh store from `$harness`.
+macro_rules! store_suite {
+    ($harness:expr) => {
+        store_suite!(@tests $harness;
+            definitions_round_trip,
+            create_commit_and_read_back,
+            a_commit_by_another_owner_loses_the_lease,
+            entries_out_of_sequence_are_refused_and_nothing_is_written,
+            creating_checks_the_run,
+            one_of_eight_concurrent_claims_wins,
+            stale_claims_respect_leases_and_dead_owners,
+            interrupts_are_flagged_on_runs_that_are_not_over,
+            heartbeats_renew_only_the_holders_lease,
+            listing_filters_and_orders_newest_first,
+            prune_removes_only_final_runs_and_their_trails,
+            storage_grows_linearly,
+            a_reopened_store_sees_everything,
+            migrations_apply_once,
+            a_newer_database_is_refused,
+            concurrent_commits_are_grouped,
+            a_refused_commit_does_not_fail_its_group,
+            a_failing_statement_does_not_fail_its_group,
+            durability_settings_reach_the_database,
+            unreadable_rows_are_reported_as_corrupt,
+            descriptions_are_plain
+        );
+    };
+    (@tests $harness:expr; $($name:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                suite::$name($harness).await;
+            }
+        )*
+    };
+}
+
+/// A fixed time (µs since the epoch) the tests build on.
+const T0: i64 = 1_750_000_000_000_000;
+
+/// `micros` µs after the epoch.
+fn at(micros: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_micros(micros as u64)
+}
+
+fn now_micros() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+/// An hour from now, to the microsecond (so that it reads back equal).
+fn in_an_hour() -> SystemTime {
+    at(now_micros() + 3_600_000_000)
+}
+
+fn an_hour_ago() -> SystemTime {
+    at(now_micros() - 3_600_000_000)
+}
+
+fn definition(fsm: &str, version: u32, created: i64) -> Definition {
+    let document = json!({
+        "id": fsm,
+        "version": version,
+        "states": [{"id": "a", "action": "llm"}, {"id": "end", "action": "end"}],
+        "xitions": [{"id": ["start", "a"]}, {"id": ["a", "end"]}],
+    });
+    Definition {
+        fsm_id: fsm.into(),
+        version,
+        hash: content_hash(&document),
+        document,
+        created_at: at(created),
+    }
+}
+
+/// An entry; every third one is a failed attempt with usage, to cover every field.
+fn entry(seq: u64, event: Value) -> TrailEntry {
+    let failed = seq % 3 == 2;
+    TrailEntry {
+        seq,
+        fsm: "review".into(),
+        version: 1,
+        from: "a".into(),
+        to: (!failed).then(|| "b".into()),
+        event,
+        at: at(T0 + seq as i64 * 1_000_001),
+        attempt: 1 + (seq % 2) as u32,
+        model: failed.then(|| "smollm2".into()),
+        usage: failed.then(|| {
+            Box::new(Usage {
+                input_tokens: 120,
+                output_tokens: 7,
+                cached_tokens: Some(3),
+                cost_usd: Some(0.000_125),
+            })
+        }),
+        duration_ms: Some(seq * 7),
+        failure: failed.then(|| {
+            Box::new(Failure {
+                kind: FailureKind::Validation,
+                message: "missing `verdict`".into(),
+                errors: vec![],
+                attempt: 1,
+            })
+        }),
+    }
+}
+
+/// An event whose keys are not in alphabetical order (they must read back as written).
+fn event(n: u64) -> Value {
+    json!({"zeta": n, "alpha": {"y": [1, 2.5, null], "b": "text ünïcödé"}, "mid": true})
+}
+
+fn entries(from: u64, to: u64) -> Vec<TrailEntry> {
+    (from..to).map(|seq| entry(seq, event(seq))).collect()
+}
+
+fn record(
+    id: &str,
+    def: &Definition,
+    status: RunStatus,
+    owner: Option<&str>,
+    created: i64,
+) -> RunRecord {
+    RunRecord {
+        id: id.into(),
+        fsm_id: def.fsm_id.clone(),
+        version: def.version,
+        hash: def.hash.clone(),
+        parent: None,
+        status,
+        state: "a".into(),
+        context: json!({"topic": "stores", "n": 0}),
+        trail_len: 0,
+        wait: None,
+        lease: owner.map(|owner| Lease {
+            owner: owner.into(),
+            until: in_an_hour(),
+        }),
+        interrupt_requested: false,
+        created_at: at(created),
+        updated_at: at(created),
+    }
+}
+
+fn a_wait() -> Wait {
+    Wait {
+        state: "human".into(),
+        transitions: vec![("human".into(), "end".into())],
+        schema: json!({"type": "object", "required": ["ok"]}),
+        expires_at: Some(at(T0 + 86_400_000_000) + Duration::from_nanos(123)),
+        on_expiry: Some("human-end".into()),
+        prompt: Some("Approve?".into()),
+    }
+}
+
+/// Stores the definition and a run with `n` entries (held by `owner` while running).
+async fn create(
+    store: &Arc<dyn RunStore>,
+    id: &str,
+    status: RunStatus,
+    owner: Option<&str>,
+    n: u64,
+) -> RunRecord {
+    let def = definition("review", 1, T0);
+    store.put_definition(&def).await.expect("put definition");
+    let mut run = record(id, &def, status, owner, T0);
+    if status == RunStatus::Suspended {
+        run.wait = Some(a_wait());
+    }
+    run.trail_len = n;
+    store
+        .create_run(&run, &entries(0, n))
+        .await
+        .unwrap_or_else(|e| panic!("create {id}: {e}"));
+    run
+}
+
+fn checkpoint(run: &str, owner: &str, entries: Vec<TrailEntry>) -> Checkpoint {
+    Checkpoint {
+        run_id: run.into(),
+        owner: owner.into(),
+        entries,
+        status: RunStatus::Running,
+        state: "b".into(),
+        context: None,
+        wait: None,
+        lease_until: Some(in_an_hour()),
+    }
+}
+
+fn json_text(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).expect("json")
+}
+
+pub async fn definitions_round_trip(h: Harness) {
+    let store = h.open().await;
+    let v1 = definition("review", 1, T0);
+    let v2 = definition("review", 2, T0 + 10);
+    let mut v1b = definition("review", 1, T0 + 20);
+    v1b.document["description"] = json!("changed without a new version");
+    v1b.hash = content_hash(&v1b.document);
+    for def in [&v1, &v2, &v1b, &v1] {
+        store.put_definition(def).await.expect("put definition");
+    }
+    let back = store
+        .definition("review", 1, Some(&v1.hash))
+        .await
+        .expect("v1");
+    assert_eq!(back, v1);
+    assert_eq!(json_text(&back.document), json_text(&v1.document));
+    assert_eq!(
+        store
+            .definition("review", 1, None)
+            .await
+            .expect("newest v1"),
+        v1b
+    );
+    assert_eq!(store.definition("review", 2, None).await.expect("v2"), v2);
+    assert_eq!(
+        store.definitions().await.expect("definitions"),
+        vec![v1b.clone(), v2.clone(), v1.clone()]
+    );
+    for missing in [
+        store.definition("review", 3, None).await,
+        store.definition("review", 1, Some("0000")).await,
+        store.definition("other", 1, None).await,
+    ] {
+        assert!(
+            matches!(
+                missing,
+                Err(StoreError::NotFound {
+                    what: "definition",
+                    ..
+                })
+            ),
+            "{missing:?}"
+        );
+    }
+}
+
+pub async fn create_commit_and_read_back(h: Harness) {
+    let store = h.open().await;
+    let created = create(&store, "r1", RunStatus::Running, Some("w1"), 2).await;
+    assert_eq!(store.run("r1").await.expect("run"), created);
+    assert_eq!(store.trail("r1", 0).await.expect("trail"), entries(0, 2));
+
+    let until = in_an_hour();
+    let mut step = checkpoint("r1", "w1", entries(2, 5));
+    step.context = Some(json!({"topic": "stores", "n": 3, "notes": ["a", "b"]}));
+    step.lease_until = Some(until);
+    store.commit(step.clone()).await.expect("commit");
+    let trail = store.trail("r1", 0).await.expect("trail");
+    assert_eq!(trail, entries(0, 5));
+    for (back, sent) in trail.iter().zip(entries(0, 5)) {
+        assert_eq!(
+            json_text(back),
+            json_text(&sent),
+            "entries read back as written"
+        );
+    }
+    assert_eq!(store.trail("r1", 3).await.expect("tail"), entries(3, 5));
+    assert_eq!(store.trail("r1", 9).await.expect("past the end"), vec![]);
+    let run = store.run("r1").await.expect("run");
+    assert_eq!(run.status, RunStatus::Running);
+    assert_eq!(run.state, "b");
+    assert_eq!(
+        run.context,
+        json!({"topic": "stores", "n": 3, "notes": ["a", "b"]})
+    );
+    assert_eq!(run.trail_len, 5);
+    assert_eq!(
+        run.lease,
+        Some(Lease {
+            owner: "w1".into(),
+            until
+        })
+    );
+    assert_eq!(run.created_at, created.created_at);
+    assert!(run.updated_at > created.updated_at);
+
+    // Suspending: the wait is kept, the lease released, the context left as it was.
+    let mut suspend = checkpoint("r1", "w1", entries(5, 6));
+    suspend.status = RunStatus::Suspended;
+    suspend.state = "human".into();
+    suspend.wait = Some(a_wait());
+    suspend.lease_until = None;
+    store.commit(suspend).await.expect("suspend");
+    let run = store.run("r1").await.expect("run");
+    assert_eq!(run.status, RunStatus::Suspended);
+    assert_eq!(run.wait, Some(a_wait()));
+    assert_eq!(run.lease, None);
+    assert_eq!(run.context["n"], 3);
+    assert_eq!(run.trail_len, 6);
+
+    // Resuming clears the wait; finishing releases the lease.
+    let claimed = store
+        .claim("r1", ClaimFrom::Suspended, "w2", until)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.wait, None);
+    let mut finish = checkpoint("r1", "w2", entries(6, 7));
+    finish.status = RunStatus::Completed;
+    finish.state = "end".into();
+    finish.lease_until = None;
+    store.commit(finish).await.expect("finish");
+    let run = store.run("r1").await.expect("run");
+    assert_eq!(
+        (run.status, run.state.as_str(), run.lease, run.wait),
+        (RunStatus::Completed, "end", None, None)
+    );
+    assert_eq!(store.trail("r1", 0).await.expect("trail"), entries(0, 7));
+
+    // A commit of no entries moves the run without touching the trail.
+    let other = create(&store, "r2", RunStatus::Running, Some("w1"), 1).await;
+    let mut renew = checkpoint("r2", "w1", vec![]);
+    renew.state = other.state.clone();
+    store.commit(renew).await.expect("renew");
+    assert_eq!(store.run("r2").await.expect("run").trail_len, 1);
+}
+
+pub async fn a_commit_by_another_owner_loses_the_lease(h: Harness) {
+    let store = h.open().await;
+    create(&store, "r1", RunStatus::Running, Some("w1"), 1).await;
+    let before = store.run("r1").await.expect("run");
+    let err = store.commit(checkpoint("r1", "w2", entries(1, 2))).await;
+    assert_eq!(err, Err(StoreError::LostLease { run: "r1".into() }));
+    // Even out of sequence, another owner's commit is a lost lease.
+    let err = store.commit(checkpoint("r1", "w2", entries(7, 8))).await;
+    assert_eq!(err, Err(StoreError::LostLease { run: "r1".into() }));
+    assert_eq!(store.run("r1").await.expect("run"), before);
+    assert_eq!(store.trail("r1", 0).await.expect("trail").len(), 1);
+
+    let err = store.commit(checkpoint("nope", "w1", entries(0, 1))).await;
+    assert_eq!(
+        err,
+        Err(StoreError::NotFound {
+            what: "run",
+            id: "nope".into()
+        })
+    );
+
+    // A released lease is lost too.
+    let mut release = checkpoint("r1", "w1", entries(1, 2));
+    release.status = RunStatus::Failed;
+    release.lease_until = None;
+    store.commit(release).await.expect("fail the run");
+    let err = store.commit(checkpoint("r1", "w1", entries(2, 3))).await;
+    assert_eq!(err, Err(StoreError::LostLease { run: "r1".into() }));
+}
+
+pub async fn entries_out_of_sequence_are_refused_and_nothing_is_written(h: Harness) {
+    let store = h.open().await;
+    create(&store, "r1", RunStatus::Running, Some("w1"), 2).await;
+    let before = store.run("r1").await.expect("run");
+    let sequence = |seq, stored| {
+        Err(StoreError::Sequence {
+            run: "r1".into(),
+            seq,
+            stored,
+        })
+    };
+
+    // A gap after the stored trail, a duplicate, a gap inside the delta, a disorder.
+    assert_eq!(
+        store.commit(checkpoint("r1", "w1", entries(5, 6))).await,
+        sequence(5, 2)
+    );
+    assert_eq!(
+        store.commit(checkpoint("r1", "w1", entries(1, 3))).await,
+        sequence(1, 2)
+    );
+    let gap = vec![entry(2, event(2)), entry(4, event(4))];
+    assert_eq!(
+        store.commit(checkpoint("r1", "w1", gap)).await,
+        sequence(4, 2)
+    );
+    let swapped = vec![entry(3, event(3)), entry(2, event(2))];
+    assert_eq!(
+        store.commit(checkpoint("r1", "w1", swapped)).await,
+        sequence(3, 2)
+    );
+
+    assert_eq!(
+        store.run("r1").await.expect("run"),
+        before,
+        "nothing written"
+    );
+    assert_eq!(store.trail("r1", 0).await.expect("trail"), entries(0, 2));
+    store
+        .commit(checkpoint("r1", "w1", entries(2, 3)))
+        .await
+        .expect("the right next entry");
+}
+
+pub async fn creating_checks_the_run(h: Harness) {
+    let store = h.open().await;
+    create(&store, "r1", RunStatus::Running, Some("w1"), 1).await;
+    let def = definition("review", 1, T0);
+    let mut again = record("r1", &def, RunStatus::Running, Some("w1"), T0);
+    again.trail_len = 1;
+    let err = store.create_run(&again, &entries(0, 1)).await;
+    assert!(
+        matches!(&err, Err(StoreError::Conflict { reason, .. }) if reason.contains("already exists")),
+        "{err:?}"
+    );
+
+    let unknown = Definition {
+        hash: "feed".into(),
+        ..def.clone()
+    };
+    let orphan = record("r2", &unknown, RunStatus::Running, Some("w1"), T0);
+    let err = store.create_run(&orphan, &[]).await;
+    assert!(
+        matches!(
+            &err,
+            Err(StoreError::NotFound {
+                what: "definition",
+                ..
+            })
+        ),
+        "{err:?}"
+    );
+
+    let mut skewed = record("r3", &def, RunStatus::Running, Some("w1"), T0);
+    skewed.trail_len = 2;
+    let err = store
+        .create_run(&skewed, &[entry(0, event(0)), entry(2, event(2))])
+        .await;
+    assert_eq!(
+        err,
+        Err(StoreError::Sequence {
+            run: "r3".into(),
+            seq: 2,
+            stored: 0
+        })
+    );
+    assert!(matches!(
+        store.run("r3").await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+pub async fn one_of_eight_concurrent_claims_wins(h: Harness) {
+    let store = h.open().await;
+    create(&store, "r1", RunStatus::Suspended, None, 3).await;
+    let until = in_an_hour();
+    let claims = (0..8).map(|i| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let owner = format!("w{i}");
+            (
+                owner.clone(),
+                store.claim("r1", ClaimFrom::Suspended, &owner, until).await,
+            )
+        })
+    });
+    let mut winners = Vec::new();
+    for claim in claims.collect::<Vec<_>>() {
+        let (owner, result) = claim.await.expect("join");
+        match result {
+            Ok(record) => {
+                assert_eq!(record.lease.as_ref().map(|l| &l.owner), Some(&owner));
+                winners.push(owner);
+            }
+            Err(StoreError::Conflict { reason, .. }) => {
+                assert_eq!(reason, "is running, not suspended")
+            }
+            Err(other) => panic!("unexpected {other}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "{winners:?}");
+    let run = store.run("r1").await.expect("run");
+    assert_eq!(run.status, RunStatus::Running);
+    assert_eq!(run.wait, None);
+    assert_eq!(
+        run.lease,
+        Some(Lease {
+            owner: winners[0].clone(),
+            until
+        })
+    );
+
+    create(&store, "done", RunStatus::Completed, None, 1).await;
+    let err = store.claim("done", ClaimFrom::Suspended, "w1", until).await;
+    assert!(
+        matches!(&err, Err(StoreError::Conflict { reason, .. }) if reason == "is completed, not suspended"),
+        "{err:?}"
+    );
+    let err = store.claim("nope", ClaimFrom::Suspended, "w1", until).await;
+    assert!(matches!(err, Err(StoreError::NotFound { what: "run", .. })));
+}
+
+pub async fn stale_claims_respect_leases_and_dead_owners(h: Harness) {
+    let store = h.open().await;
+    let until = in_an_hour();
+    let stale = |dead: &[&str]| ClaimFrom::Stale {
+        dead_owners: dead.iter().map(|d| d.to_string()).collect(),
+    };
+
+    // An expired lease is anyone's.
+    let mut expired = create(&store, "expired", RunStatus::Running, Some("w-old"), 1).await;
+    let mut renew = checkpoint("expired", "w-old", vec![]);
+    renew.state = expired.state.clone();
+    renew.lease_until = Some(an_hour_ago());
+    store.commit(renew).await.expect("let the lease lapse");
+    let claimed = store
+        .claim("expired", stale(&[]), "w-new", until)
+        .await
+        .expect("stale claim");
+    assert_eq!(
+        claimed.lease,
+        Some(Lease {
+            owner: "w-new".into(),
+            until
+        })
+    );
+    assert_eq!(claimed.status, RunStatus::Running);
+    let late = store
+        .commit(checkpoint("expired", "w-old", entries(1, 2)))
+        .await;
+    assert_eq!(
+        late,
+        Err(StoreError::LostLease {
+            run: "expired".into()
+        })
+    );
+    expired.lease = claimed.lease.clone();
+
+    // A live lease is kept, unless its owner is known dead.
+    create(&store, "live", RunStatus::Running, Some("w-live"), 1).await;
+    for dead in [&[][..], &["w-other"][..]] {
+        let err = store.claim("live", stale(dead), "w-new", until).await;
+        assert!(
+            matches!(&err, Err(StoreError::Conflict { reason, .. }) if reason.contains("w-live")),
+            "{err:?}"
+        );
+    }
+    let claimed = store
+        .claim("live", stale(&["w-x", "w-live"]), "w-new", until)
+        .await
+        .expect("the owner is dead");
+    assert_eq!(claimed.lease.map(|l| l.owner), Some("w-new".into()));
+
+    // Only running runs are stale.
+    create(&store, "waiting", RunStatus::Suspended, None, 1).await;
+    let err = store.claim("waiting", stale(&[]), "w-new", until).await;
+    assert!(
+        matches!(&err, Err(StoreError::Conflict { reason, .. }) if reason == "is suspended, not running"),
+        "{err:?}"
+    );
+
+    // Exactly one of concurrent recoverers wins.
+    create(&store, "crashed", RunStatus::Running, Some("w-dead"), 1).await;
+    let claims: Vec<_> = (0..8)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let dead = ClaimFrom::Stale {
+                    dead_owners: vec!["w-dead".into()],
+                };
+                store.claim("crashed", dead, &format!("w{i}"), until).await
+            })
+        })
+        .collect();
+    let mut won = 0;
+    for claim in claims {
+        won += usize::from(claim.await.expect("join").is_ok());
+    }
+    assert_eq!(won, 1);
+}
+
+pub async fn interrupts_are_flagged_on_runs_that_are_not_over(h: Harness) {
+    let store = h.open().await;
+    create(&store, "running", RunStatus::Running, Some("w1"), 1).await;
+    create(&store, "waiting", RunStatus::Suspended, None, 1).await;
+    create(&store, "done", RunStatus::Completed, None, 1).await;
+    for id in ["running", "waiting"] {
+        let record = store.request_interrupt(id).await.expect("interrupt");
+        assert!(record.interrupt_requested);
+        assert!(store.run(id).await.expect("run").interrupt_requested);
+    }
+    assert!(!store.run("done").await.expect("run").interrupt_requested);
+    let err = store.request_interrupt("done").await;
+    assert!(
+        matches!(&err, Err(StoreError::Conflict { reason, .. }) if reason.contains("is completed")),
+        "{err:?}"
+    );
+    let err = store.request_interrupt("nope").await;
+    assert!(matches!(err, Err(StoreError::NotFound { what: "run", .. })));
+    // The flag stays while the run goes on.
+    store
+        .commit(checkpoint("running", "w1", entries(1, 2)))
+        .await
+        .expect("commit");
+    assert!(store.run("running").await.expect("run").interrupt_requested);
+}
+
+pub async fn heartbeats_renew_only_the_holders_lease(h: Harness) {
+    let store = h.open().await;
+    let created = create(&store, "r1", RunStatus::Running, Some("w1"), 1).await;
+    let later = at(now_micros() + 7_200_000_000);
+    let beat = store
+        .heartbeat("r1", "w1", Some(later))
+        .await
+        .expect("heartbeat");
+    assert_eq!(
+        beat,
+        Heartbeat {
+            held: true,
+            interrupt_requested: false
+        }
+    );
+    let run = store.run("r1").await.expect("run");
+    assert_eq!(
+        run.lease,
+        Some(Lease {
+            owner: "w1".into(),
+            until: later
+        })
+    );
+    assert_eq!(run.updated_at, created.updated_at, "nothing else changes");
+
+    store.request_interrupt("r1").await.expect("interrupt");
+    let beat = store.heartbeat("r1", "w1", None).await.expect("heartbeat");
+    assert_eq!(
+        beat,
+        Heartbeat {
+            held: true,
+            interrupt_requested: true
+        }
+    );
+
+    let beat = store
+        .heartbeat("r1", "w2", Some(in_an_hour()))
+        .await
+        .expect("heartbeat");
+    assert_eq!(
+        beat,
+        Heartbeat {
+            held: false,
+            interrupt_requested: true
+        }
+    );
+    assert_eq!(
+        store.run("r1").await.expect("run").lease.map(|l| l.until),
+        Some(later)
+    );
+
+    let err = store.heartbeat("nope", "w1", Some(later)).await;
+    assert!(
+        matches!(err, Err(StoreError::NotFound { what: "run", .. })),
+        "{err:?}"
+    );
+}
+
+pub async fn listing_filters_and_orders_newest_first(h: Harness) {
+    let store = h.open().await;
+    let a = definition("alpha", 1, T0);
+    let b = definition("beta", 1, T0);
+    store.put_definition(&a).await.expect("a");
+    store.put_definition(&b).await.expect("b");
+    let mut made = Vec::new();
+    for (i, (def, status)) in [
+        (&a, RunStatus::Completed),
+        (&b, RunStatus::Running),
+        (&a, RunStatus::Suspended),
+        (&a, RunStatus::Failed),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let owner = (status == RunStatus::Running).then_some("w1");
+        let mut run = record(
+            &format!("r{}", i + 1),
+            def,
+            status,
+            owner,
+            T0 + i as i64 + 1,
+        );
+        if status == RunStatus::Suspended {
+            run.wait = Some(a_wait());
+        }
+        run.parent = (i == 3).then(|| "r1".to_string());
+        store.create_run(&run, &[]).await.expect("create");
+        made.push(run);
+    }
+    let ids = |runs: Vec<RunRecord>| runs.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    let list = |filter: RunFilter| {
+        let store = store.clone();
+        async move { store.runs(&filter).await.expect("runs") }
+    };
+    let all = list(RunFilter::default()).await;
+    assert_eq!(
+        all,
+        made.iter().rev().cloned().collect::<Vec<_>>(),
+        "records read back exactly"
+    );
+    let finals = RunFilter {
+        statuses: vec![RunStatus::Completed, RunStatus::Failed],
+        ..Default::default()
+    };
+    assert_eq!(ids(list(finals).await), ["r4", "r1"]);
+    let alpha = RunFilter {
+        fsm_id: Some("alpha".into()),
+        ..Default::default()
+    };
+    assert_eq!(ids(list(alpha).await), ["r4", "r3", "r1"]);
+    let old = RunFilter {
+        updated_before: Some(at(T0 + 3)),
+        ..Default::default()
+    };
+    assert_eq!(ids(list(old).await), ["r2", "r1"]);
+    let newest = RunFilter {
+        limit: Some(2),
+        ..Default::default()
+    };
+    assert_eq!(ids(list(newest).await), ["r4", "r3"]);
+    let all_of_it = RunFilter {
+        statuses: vec![RunStatus::Completed, RunStatus::Suspended],
+        fsm_id: Some("alpha".into()),
+        updated_before: Some(at(T0 + 10)),
+        limit: Some(1),
+    };
+    assert_eq!(ids(list(all_of_it).await), ["r3"]);
+    let none = RunFilter {
+        fsm_id: Some("gamma".into()),
+        ..Default::default()
+    };
+    assert_eq!(list(none).await, vec![]);
+}
+
+pub async fn prune_removes_only_final_runs_and_their_trails(h: Harness) {
+    let store = h.open().await;
+    let def = definition("review", 1, T0);
+    store.put_definition(&def).await.expect("definition");
+    let recent = now_micros();
+    for (id, status, updated) in [
+        ("old-completed", RunStatus::Completed, T0),
+        ("old-interrupted", RunStatus::Interrupted, T0 + 1),
+        ("new-failed", RunStatus::Failed, recent),
+        ("old-running", RunStatus::Running, T0),
+        ("old-suspended", RunStatus::Suspended, T0),
+    ] {
+        let owner = (status == RunStatus::Running).then_some("w1");
+        let mut run = record(id, &def, status, owner, updated);
+        run.trail_len = 3;
+        store
+            .create_run(&run, &entries(0, 3))
+            .await
+            .expect("create");
+    }
+    let prune = |filter: RunFilter| {
+        let store = store.clone();
+        async move { store.prune(&filter).await.expect("prune") }
+    };
+    let non_final = RunFilter {
+        statuses: vec![RunStatus::Running, RunStatus::Suspended],
+        ..Default::default()
+    };
+    assert_eq!(prune(non_final).await, 0);
+    let elsewhere = RunFilter {
+        fsm_id: Some("other".into()),
+        ..Default::default()
+    };
+    assert_eq!(prune(elsewhere).await, 0);
+    let old = RunFilter {
+        updated_before: Some(at(T0 + 1_000_000)),
+        ..Default::default()
+    };
+    assert_eq!(prune(old).await, 2);
+    for gone in ["old-completed", "old-interrupted"] {
+        assert!(matches!(
+            store.run(gone).await,
+            Err(StoreError::NotFound { .. })
+        ));
+        assert!(matches!(
+            store.trail(gone, 0).await,
+            Err(StoreError::NotFound { .. })
+        ));
+    }
+    for kept in ["new-failed", "old-running", "old-suspended"] {
+        assert_eq!(store.trail(kept, 0).await.expect("kept").len(), 3, "{kept}");
+    }
+    assert_eq!(prune(RunFilter::default()).await, 1);
+    let left: Vec<String> = store
+        .runs(&RunFilter::default())
+        .await
+        .expect("runs")
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(left, ["old-suspended", "old-running"]);
+    // No trail row outlived its run: the id can be used again from entry 0.
+    let mut again = record("old-completed", &def, RunStatus::Running, Some("w1"), T0);
+    again.trail_len = 1;
+    store
+        .create_run(&again, &entries(0, 1))
+        .await
+        .expect("a new run under the old id");
+    assert_eq!(
+        store.trail("old-completed", 0).await.expect("trail"),
+        entries(0, 1)
+    );
+}
+
+pub async fn storage_grows_linearly(h: Harness) {
+    let store = h.open().await;
+    create(&store, "long", RunStatus::Running, Some("w1"), 0).await;
+    let start = store.run_bytes("long").await.expect("bytes");
+    let text = "0123456789abcdef".repeat(64); // 1 KiB
+    let mut at_400 = 0;
+    for seq in 0..800u64 {
+        let mut step = checkpoint(
+            "long",
+            "w1",
+            vec![entry(seq, json!({"seq": seq, "text": text}))],
+        );
+        step.context = Some(json!({"steps": seq}));
+        store.commit(step).await.expect("commit");
+        if seq + 1 == 400 {
+            at_400 = store.run_bytes("long").await.expect("bytes");
+        }
+    }
+    let at_800 = store.run_bytes("long").await.expect("bytes");
+    let ratio = (at_800 - start) as f64 / (at_400 - start) as f64;
+    assert!(
+        (1.8..=2.2).contains(&ratio),
+        "{start} → {at_400} → {at_800} bytes: ratio {ratio}"
+    );
+    // Each entry is stored once: about its own size, never a copy of the history.
+    let per_entry = (at_800 - start) / 800;
+    assert!(
+        (1024..1500).contains(&per_entry),
+        "{per_entry} bytes per entry"
+    );
+    assert!(matches!(
+        store.run_bytes("nope").await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+pub async fn a_reopened_store_sees_everything(h: Harness) {
+    let (definitions, runs, trail) = {
+        let store = h.open().await;
+        create(&store, "r1", RunStatus::Running, Some("w1"), 2).await;
+        create(&store, "r2", RunStatus::Suspended, None, 1).await;
+        store
+            .commit(checkpoint("r1", "w1", entries(2, 4)))
+            .await
+            .expect("commit");
+        (
+            store.definitions().await.expect("definitions"),
+            store.runs(&RunFilter::default()).await.expect("runs"),
+            store.trail("r1", 0).await.expect("trail"),
+        )
+    };
+    let store = h.open().await;
+    assert_eq!(store.definitions().await.expect("definitions"), definitions);
+    assert_eq!(store.runs(&RunFilter::default()).await.expect("runs"), runs);
+    assert_eq!(store.trail("r1", 0).await.expect("trail"), trail);
+    assert_eq!(trail.len(), 4);
+    store
+        .commit(checkpoint("r1", "w1", entries(4, 5)))
+        .await
+        .expect("commit after reopening");
+}
+
+pub async fn migrations_apply_once(h: Harness) {
+    let first = h.open_concrete(Durability::Normal).await;
+    let applied = first.applied_migrations().await;
+    assert_eq!(applied.len(), 1);
+    assert_eq!(
+        (applied[0].version, applied[0].name.as_str()),
+        (1, "initial")
+    );
+    // Several openers at once, then again: nothing is applied twice.
+    let opens: Vec<_> = (0..4).map(|_| h.try_open(Durability::Normal)).collect();
+    for open in opens {
+        open.await.expect("open again");
+    }
+    let again = h.open_concrete(Durability::Strict).await;
+    assert_eq!(again.applied_migrations().await, applied);
+}
+
+pub async fn a_newer_database_is_refused(h: Harness) {
+    drop(h.open().await);
+    h.execute("INSERT INTO claij_migrations (version, name, applied_at) VALUES (999, 'from-the-future', 0)")
+        .await;
+    let err = h
+        .try_open(Durability::Normal)
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("schema version 999"), "{err}");
+    assert!(err.contains("upgrade claij"), "{err}");
+}
+
+/// Creates `n` running runs `{prefix}{i}` with one entry each, held by `w1`.
+async fn many_runs(store: &Arc<dyn RunStore>, prefix: &str, n: usize) {
+    for i in 0..n {
+        create(
+            store,
+            &format!("{prefix}{i}"),
+            RunStatus::Running,
+            Some("w1"),
+            1,
+        )
+        .await;
+    }
+}
+
+/// Commits concurrently (one task per checkpoint); the outcomes in order.
+async fn commit_all(
+    store: &Arc<dyn RunStore>,
+    checkpoints: Vec<Checkpoint>,
+) -> Vec<Result<(), StoreError>> {
+    let tasks: Vec<_> = checkpoints
+        .into_iter()
+        .map(|cp| {
+            let store = store.clone();
+            tokio::spawn(async move { store.commit(cp).await })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for task in tasks {
+        results.push(task.await.expect("join"));
+    }
+    results
+}
+
+pub async fn concurrent_commits_are_grouped(h: Harness) {
+    let concrete = h.open_concrete(Durability::Strict).await;
+    let store = concrete.store();
+    many_runs(&store, "g", 100).await;
+    let before = concrete.stats();
+    let checkpoints = (0..100)
+        .map(|i| checkpoint(&format!("g{i}"), "w1", entries(1, 3)))
+        .collect();
+    let results = commit_all(&store, checkpoints).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    let after = concrete.stats();
+    let transactions = after.transactions - before.transactions;
+    eprintln!(
+        "{:?} backend: 100 concurrent commits in {transactions} transactions (largest group {})",
+        h.backend(),
+        after.largest_group
+    );
+    assert_eq!(after.commits - before.commits, 100);
+    assert!(
+        transactions <= 25,
+        "100 concurrent commits took {transactions} transactions"
+    );
+    assert!(after.largest_group >= 4, "{after:?}");
+    for i in 0..100 {
+        let run = store.run(&format!("g{i}")).await.expect("run");
+        assert_eq!((run.trail_len, run.state.as_str()), (3, "b"));
+    }
+}
+
+pub async fn a_refused_commit_does_not_fail_its_group(h: Harness) {
+    let store = h.open().await;
+    many_runs(&store, "m", 40).await;
+    let checkpoints = (0..40)
+        .map(|i| {
+            let owner = if i % 2 == 0 { "w1" } else { "intruder" };
+            checkpoint(&format!("m{i}"), owner, entries(1, 2))
+        })
+        .collect();
+    let results = commit_all(&store, checkpoints).await;
+    for (i, result) in results.into_iter().enumerate() {
+        let run = store.run(&format!("m{i}")).await.expect("run");
+        if i % 2 == 0 {
+            assert_eq!(result, Ok(()));
+            assert_eq!(run.trail_len, 2);
+        } else {
+            assert_eq!(
+                result,
+                Err(StoreError::LostLease {
+                    run: format!("m{i}")
+                })
+            );
+            assert_eq!(run.trail_len, 1);
+            assert_eq!(store.trail(&run.id, 0).await.expect("trail").len(), 1);
+        }
+    }
+}
+
+pub async fn a_failing_statement_does_not_fail_its_group(h: Harness) {
+    let store = h.open().await;
+    many_runs(&store, "s", 20).await;
+    // A stray row where s7's next entry goes: inserting it fails inside the group.
+    h.execute("INSERT INTO trail (run_id, seq, entry) VALUES ('s7', 1, '{}')")
+        .await;
+    let before = store.run("s7").await.expect("run");
+    let checkpoints = (0..20)
+        .map(|i| checkpoint(&format!("s{i}"), "w1", entries(1, 2)))
+        .collect();
+    let results = commit_all(&store, checkpoints).await;
+    for (i, result) in results.into_iter().enumerate() {
+        if i == 7 {
+            assert!(matches!(&result, Err(StoreError::Backend(_))), "{result:?}");
+        } else {
+            assert_eq!(result, Ok(()), "s{i}");
+            assert_eq!(store.run(&format!("s{i}")).await.expect("run").trail_len, 2);
+        }
+    }
+    assert_eq!(
+        store.run("s7").await.expect("run"),
+        before,
+        "s7 was rolled back"
+    );
+}
+
+pub async fn durability_settings_reach_the_database(h: Harness) {
+    let expected = match h.backend() {
+        Backend::Sqlite => [
+            "journal_mode=wal synchronous=normal",
+            "journal_mode=wal synchronous=full",
+        ],
+        Backend::Postgres => ["synchronous_commit=off", "synchronous_commit=on"],
+    };
+    for (durability, expected) in [Durability::Normal, Durability::Strict]
+        .into_iter()
+        .zip(expected)
+    {
+        let store = h.open_concrete(durability).await;
+        assert_eq!(
+            store.durability_settings().await,
+            expected,
+            "{durability:?}"
+        );
+    }
+}
+
+pub async fn unreadable_rows_are_reported_as_corrupt(h: Harness) {
+    let store = h.open().await;
+    create(&store, "r1", RunStatus::Running, Some("w1"), 3).await;
+    h.execute("UPDATE trail SET entry = '{\"seq\": 1, \"fsm\":' WHERE run_id = 'r1' AND seq = 1")
+        .await;
+    let err = store.trail("r1", 0).await;
+    assert!(
+        matches!(&err, Err(StoreError::Corrupt { what, .. }) if what == "run `r1` trail entry 1"),
+        "{err:?}"
+    );
+    assert_eq!(store.trail("r1", 2).await.expect("the rest reads").len(), 1);
+    h.execute("UPDATE runs SET context = 'not json' WHERE id = 'r1'")
+        .await;
+    let err = store.run("r1").await;
+    assert!(
+        matches!(&err, Err(StoreError::Corrupt { what, .. }) if what == "run `r1` context"),
+        "{err:?}"
+    );
+}
+
+pub async fn descriptions_are_plain(h: Harness) {
+    let store = h.open().await;
+    let description = store.describe();
+    match h.backend() {
+        Backend::Sqlite => {
+            assert!(description.starts_with("sqlite:/"), "{description}");
+            assert!(description.ends_with("/data/claij.db"), "{description}");
+        }
+        Backend::Postgres => {
+            let with_password = h.url_with_password("hunter2").expect("postgres url");
+            let store = claij_store::open(&with_password, Durability::Normal)
+                .await
+                .expect("open");
+            let description = store.describe();
+            assert!(!description.contains("hunter2"), "{description}");
+            assert!(
+                description.starts_with("postgres://claij@127.0.0.1:"),
+                "{description}"
+            );
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! The subcommands, one module each.
+
+mod defs;
+mod graph;
+mod run;
+mod runs;
+mod validate;
+
+use std::path::Path;
+
+use claij_core::{Diagnostics, Fsm};
+use claij_engine::Engine;
+
+use crate::cli::{Cli, Command};
+use crate::{EXIT_FAILED, EXIT_OK, store};
+
+/// Runs the chosen subcommand; returns the exit status.
+pub async fn dispatch(cli: Cli) -> u8 {
+    // Documents are checked against the durable registry: it knows every action the
+    // in-memory one does, with the same configuration.
+    let engine = run::engine(true);
+    let result = match cli.command {
+        Command::Validate { files, json } => Ok(validate::validate(&engine, &files, json)),
+        Command::Run(args) => Ok(run::run(args).await),
+        Command::Graph {
+            file,
+            format,
+            output,
+        } => Ok(graph::graph(&engine, &file, format, output.as_deref())),
+        Command::Schema => {
+            println!("{}", claij_core::META_SCHEMA.trim_end());
+            Ok(EXIT_OK)
+        }
+        Command::Runs { command, store } => match store::open_required(&store).await {
+            Ok(store) => runs::runs(store, command).await,
+            Err(e) => Err(e),
+        },
+        Command::Defs { command, store } => match store::open_required(&store).await {
+            Ok(store) => defs::defs(store.as_ref(), command).await,
+            Err(e) => Err(e),
+        },
+    };
+    result.unwrap_or_else(|e| {
+        eprintln!("claij: {e:#}");
+        EXIT_FAILED
+    })
+}
+
+fn load(engine: &Engine, file: &Path) -> Result<Fsm, Diagnostics> {
+    claij_core::load_file(file, engine.registry())
+}

@@ -1,0 +1,200 @@
+//! `claij run`: run an FSM until it ends or suspends; the pieces `runs resume` shares.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use claij_engine::{ActionRegistry, Engine, Observer, RunError, RunOptions, RunOutcome, RunStatus};
+use serde_json::{Value, json};
+
+use super::load;
+use crate::cli::RunArgs;
+use crate::progress::{Progress, TrailFile};
+use crate::{EXIT_FAILED, EXIT_OK, EXIT_SUSPENDED, EXIT_USAGE, input, store};
+
+/// An engine whose `human` states suspend the run when there is a store to wait in, and
+/// ask at the terminal when there is not.
+pub fn engine(durable: bool) -> Engine {
+    let registry = if durable {
+        ActionRegistry::durable()
+    } else {
+        ActionRegistry::with_builtins()
+    };
+    Engine::new(Arc::new(registry))
+}
+
+/// Runs the FSM in `args.file`.
+pub async fn run(args: RunArgs) -> u8 {
+    let store = match store::open(&args.store).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("claij: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    let engine = engine(store.is_some());
+    let fsm = match load(&engine, &args.file) {
+        Ok(fsm) => Arc::new(fsm),
+        Err(d) => {
+            eprintln!("claij: {d}");
+            return EXIT_USAGE;
+        }
+    };
+    let input = match input::json_argument("input", &args.input) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("claij: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    let context = match args
+        .context
+        .as_deref()
+        .map(|c| input::json_argument("context", c))
+    {
+        None => Value::Null,
+        Some(Ok(v @ Value::Object(_))) => v,
+        Some(Ok(_)) => {
+            eprintln!("claij: the context must be a JSON object");
+            return EXIT_USAGE;
+        }
+        Some(Err(e)) => {
+            eprintln!("claij: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    let observers = match observers(args.trail.as_deref(), args.quiet, None) {
+        Ok(o) => o,
+        Err(code) => return code,
+    };
+    if !args.quiet
+        && let Some(store) = &store
+    {
+        eprintln!("claij: keeping the run in {}", store.describe());
+    }
+    let options = RunOptions {
+        run_id: args.run_id,
+        context,
+        deadline: args.deadline,
+        observers,
+        store,
+        ..RunOptions::default()
+    };
+    interrupt_on_ctrl_c(&options);
+    report(engine.run(fsm, input, options).await, args.quiet)
+}
+
+/// The observers of a run: the trail file (starting with `earlier` entries, for resumed
+/// runs) and progress on stderr.
+pub fn observers(
+    trail: Option<&Path>,
+    quiet: bool,
+    earlier: Option<&[claij_core::TrailEntry]>,
+) -> Result<Vec<Arc<dyn Observer>>, u8> {
+    let mut observers: Vec<Arc<dyn Observer>> = Vec::new();
+    if let Some(path) = trail {
+        match TrailFile::create(path) {
+            Ok(t) => {
+                for entry in earlier.unwrap_or_default() {
+                    t.entry_appended("", entry);
+                }
+                observers.push(Arc::new(t));
+            }
+            Err(e) => {
+                eprintln!(
+                    "claij: cannot create the trail file {}: {e}",
+                    path.display()
+                );
+                return Err(EXIT_USAGE);
+            }
+        }
+    }
+    if !quiet {
+        observers.push(Arc::new(Progress::new()));
+    }
+    Ok(observers)
+}
+
+/// Ctrl-C interrupts the run cleanly; a second one quits at once.
+pub fn interrupt_on_ctrl_c(options: &RunOptions) {
+    let cancel = options.cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\nclaij: interrupting the run (Ctrl-C again to quit at once)");
+            cancel.cancel();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    });
+}
+
+/// Prints how a run ended (the result on stdout) and returns the exit status.
+pub fn report(result: Result<RunOutcome, RunError>, quiet: bool) -> u8 {
+    let outcome = match result {
+        Ok(o) => o,
+        Err(e @ RunError::Input(_)) => {
+            eprintln!("claij: {e}");
+            return EXIT_USAGE;
+        }
+        Err(e) => {
+            eprintln!("claij: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    let failures = outcome.trail.iter().filter(|e| e.failure.is_some()).count();
+    let steps = outcome.trail.len() - failures;
+    if !quiet {
+        eprintln!(
+            "claij: run {} {} in state `{}` after {steps} transition(s) and {failures} failed attempt(s)",
+            outcome.run_id, outcome.status, outcome.state,
+        );
+    }
+    match outcome.status {
+        RunStatus::Completed => {
+            let result = outcome.result.unwrap_or(Value::Null);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&result).unwrap_or_else(|_| result.to_string())
+            );
+            EXIT_OK
+        }
+        RunStatus::Suspended => {
+            let waiting: Vec<Value> = outcome
+                .wait
+                .iter()
+                .flat_map(|w| &w.transitions)
+                .map(|(from, to)| json!([from, to]))
+                .collect();
+            let wait = json!({
+                "run_id": outcome.run_id,
+                "status": "suspended",
+                "state": outcome.state,
+                "prompt": outcome.wait.as_ref().and_then(|w| w.prompt.clone()),
+                "waiting_for": waiting,
+                "expires_at": outcome.wait.as_ref().and_then(|w| w.expires_at).map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+                "schema": outcome.wait.as_ref().map(|w| &w.schema),
+            });
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&wait).unwrap_or_else(|_| wait.to_string())
+            );
+            if !quiet {
+                eprintln!(
+                    "claij: continue it with: claij runs resume {} --input '{{\"id\": {}, …}}'",
+                    outcome.run_id,
+                    waiting.first().map(Value::to_string).unwrap_or_default()
+                );
+            }
+            EXIT_SUSPENDED
+        }
+        _ => {
+            if let Some(f) = outcome.trail.iter().rev().find_map(|e| e.failure.as_ref()) {
+                eprintln!("claij: last failure ({}): {}", f.kind, f.message);
+                for e in &f.errors {
+                    eprintln!("  {e}");
+                }
+            }
+            EXIT_FAILED
+        }
+    }
+}

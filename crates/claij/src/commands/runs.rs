@@ -1,0 +1,389 @@
+//! `claij runs`: list, show, trail, resume, interrupt and prune stored runs.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context, Result, bail};
+use claij_core::store::{RunFilter, RunRecord, RunStore};
+use claij_core::{Fsm, RunStatus};
+use claij_engine::{Engine, RunOptions, is_dead_local_owner};
+use serde_json::{Value, json};
+
+use super::run::{engine, interrupt_on_ctrl_c, observers, report};
+use crate::cli::RunsCommand;
+use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, input};
+
+/// Runs a `claij runs` subcommand against `store`.
+pub async fn runs(store: Arc<dyn RunStore>, command: RunsCommand) -> Result<u8> {
+    match command {
+        RunsCommand::List {
+            statuses,
+            fsm,
+            limit,
+            json,
+        } => {
+            let filter = RunFilter {
+                statuses,
+                fsm_id: fsm,
+                updated_before: None,
+                limit: Some(limit),
+            };
+            list(store.as_ref(), &filter, json).await
+        }
+        RunsCommand::Show { run, json } => show(store.as_ref(), &run, json).await,
+        RunsCommand::Trail { run, json } => trail(store.as_ref(), &run, json).await,
+        RunsCommand::Resume {
+            run: Some(run),
+            input,
+            trail,
+            quiet,
+            ..
+        } => resume_one(store, &run, input.as_deref(), trail.as_deref(), quiet).await,
+        RunsCommand::Resume { quiet, .. } => resume_all(store, quiet).await,
+        RunsCommand::Interrupt { run, wait } => interrupt(store.as_ref(), &run, wait).await,
+        RunsCommand::Prune {
+            older_than,
+            statuses,
+        } => {
+            let statuses = if statuses.is_empty() {
+                vec![
+                    RunStatus::Completed,
+                    RunStatus::Failed,
+                    RunStatus::Interrupted,
+                ]
+            } else {
+                statuses
+            };
+            if let Some(live) = statuses.iter().find(|s| !s.is_final()) {
+                bail!("only finished runs can be pruned, not {live} ones");
+            }
+            let filter = RunFilter {
+                statuses,
+                fsm_id: None,
+                updated_before: Some(SystemTime::now() - older_than),
+                limit: None,
+            };
+            let pruned = store.prune(&filter).await?;
+            println!("pruned {pruned} run(s)");
+            Ok(EXIT_OK)
+        }
+    }
+}
+
+/// A time as RFC 3339 (seconds).
+fn at(time: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(time).to_string()
+}
+
+/// A run's record as JSON, times in RFC 3339.
+fn record_json(r: &RunRecord) -> Value {
+    json!({
+        "id": r.id,
+        "fsm": r.fsm_id,
+        "version": r.version,
+        "hash": r.hash,
+        "parent": r.parent,
+        "status": r.status,
+        "state": r.state,
+        "steps": r.trail_len,
+        "context": r.context,
+        "wait": r.wait.as_ref().map(|w| json!({
+            "state": w.state,
+            "waiting_for": w.transitions.iter().map(|(f, t)| json!([f, t])).collect::<Vec<_>>(),
+            "prompt": w.prompt,
+            "expires_at": w.expires_at.map(at),
+            "on_expiry": w.on_expiry,
+            "schema": w.schema,
+        })),
+        "owner": r.lease.as_ref().map(|l| &l.owner),
+        "interrupt_requested": r.interrupt_requested,
+        "created_at": at(r.created_at),
+        "updated_at": at(r.updated_at),
+    })
+}
+
+async fn list(store: &dyn RunStore, filter: &RunFilter, as_json: bool) -> Result<u8> {
+    let runs = store.runs(filter).await?;
+    if as_json {
+        for r in &runs {
+            println!("{}", record_json(r));
+        }
+        return Ok(EXIT_OK);
+    }
+    println!(
+        "{:<24} {:<28} {:<11} {:<18} {:>5}  UPDATED",
+        "RUN", "FSM", "STATUS", "STATE", "STEPS"
+    );
+    for r in &runs {
+        println!(
+            "{:<24} {:<28} {:<11} {:<18} {:>5}  {}",
+            r.id,
+            format!("{} v{}", r.fsm_id, r.version),
+            r.status.as_str(),
+            r.state,
+            r.trail_len,
+            at(r.updated_at)
+        );
+    }
+    if runs.is_empty() {
+        eprintln!("no runs in {}", store.describe());
+    }
+    Ok(EXIT_OK)
+}
+
+async fn show(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
+    let record = store.run(run).await?;
+    let tail = store.trail(run, record.trail_len.saturating_sub(8)).await?;
+    let last_event = tail
+        .iter()
+        .rev()
+        .find(|e| e.is_transition())
+        .map(|e| &e.event);
+    let last_failure = tail
+        .iter()
+        .rev()
+        .take_while(|e| !e.is_transition())
+        .find_map(|e| e.failure.as_deref());
+    if as_json {
+        let mut out = record_json(&record);
+        out["last_event"] = last_event.cloned().unwrap_or(Value::Null);
+        out["last_failure"] = serde_json::to_value(last_failure)?;
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(EXIT_OK);
+    }
+    println!("run       {}", record.id);
+    println!(
+        "fsm       {} v{} ({})",
+        record.fsm_id,
+        record.version,
+        &record.hash[..record.hash.len().min(12)]
+    );
+    if let Some(parent) = &record.parent {
+        println!("parent    {parent}");
+    }
+    println!("status    {}", record.status);
+    println!("state     {}", record.state);
+    println!("steps     {}", record.trail_len);
+    println!("created   {}", at(record.created_at));
+    println!("updated   {}", at(record.updated_at));
+    if let Some(lease) = &record.lease {
+        let note = if is_dead_local_owner(&lease.owner) {
+            " (process gone: resume it with `claij runs resume`)"
+        } else {
+            ""
+        };
+        println!("owner     {} until {}{note}", lease.owner, at(lease.until));
+    }
+    if let Some(wait) = &record.wait {
+        println!(
+            "waits for {}",
+            wait.transitions
+                .iter()
+                .map(|(f, t)| format!("[{f}, {t}]"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        if let Some(prompt) = &wait.prompt {
+            println!("asking    {prompt}");
+        }
+        if let Some(expires) = wait.expires_at {
+            println!(
+                "expires   {}{}",
+                at(expires),
+                wait.on_expiry
+                    .as_deref()
+                    .map(|t| format!(" (then to `{t}`)"))
+                    .unwrap_or_default()
+            );
+        }
+        println!("schema    {}", serde_json::to_string(&wait.schema)?);
+    }
+    if let Some(event) = last_event {
+        println!("last      {}", serde_json::to_string(event)?);
+    }
+    if let Some(f) = last_failure {
+        println!("failure   {}: {}", f.kind, f.message);
+    }
+    Ok(EXIT_OK)
+}
+
+async fn trail(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
+    let entries = store.trail(run, 0).await?;
+    if as_json {
+        for e in &entries {
+            println!("{}", serde_json::to_string(e)?);
+        }
+        return Ok(EXIT_OK);
+    }
+    println!(
+        "{:>4}  {:<20}  {:<30} {:>3} {:>8}  EVENT / FAILURE",
+        "SEQ", "AT", "TRANSITION", "TRY", "MS"
+    );
+    for e in &entries {
+        let hop = match &e.to {
+            Some(to) => format!("{} → {to}", e.from),
+            None => format!("{} ✗", e.from),
+        };
+        let note = match &e.failure {
+            Some(f) => format!("{}: {}", f.kind, f.message.lines().next().unwrap_or("")),
+            None => clip(&serde_json::to_string(&e.event)?, 80),
+        };
+        println!(
+            "{:>4}  {:<20}  {:<30} {:>3} {:>8}  {note}",
+            e.seq,
+            at(e.at),
+            hop,
+            e.attempt,
+            e.duration_ms.map(|d| d.to_string()).unwrap_or_default(),
+        );
+    }
+    Ok(EXIT_OK)
+}
+
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_owned()
+    } else {
+        let head: String = text.chars().take(max - 1).collect();
+        format!("{head}…")
+    }
+}
+
+/// The definition a run is pinned to, loaded and checked like any document.
+async fn pinned_fsm(store: &dyn RunStore, engine: &Engine, record: &RunRecord) -> Result<Arc<Fsm>> {
+    let definition = store
+        .definition(&record.fsm_id, record.version, Some(&record.hash))
+        .await?;
+    let name = format!("{}@v{} (stored)", definition.fsm_id, definition.version);
+    let fsm = claij_core::load_value(&name, definition.document, engine.registry())
+        .map_err(|d| anyhow::anyhow!("{d}"))
+        .with_context(|| {
+            format!(
+                "the definition run {} is pinned to no longer loads",
+                record.id
+            )
+        })?;
+    Ok(Arc::new(fsm))
+}
+
+async fn resume_one(
+    store: Arc<dyn RunStore>,
+    run: &str,
+    input: Option<&str>,
+    trail: Option<&std::path::Path>,
+    quiet: bool,
+) -> Result<u8> {
+    let input = match input.map(|i| input::json_argument("input", i)).transpose() {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("claij: {e:#}");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let engine = engine(true);
+    let record = store.run(run).await?;
+    let fsm = pinned_fsm(store.as_ref(), &engine, &record).await?;
+    let earlier = match trail {
+        Some(_) => Some(store.trail(run, 0).await?),
+        None => None,
+    };
+    let observers = match observers(trail, quiet, earlier.as_deref()) {
+        Ok(o) => o,
+        Err(code) => return Ok(code),
+    };
+    let options = RunOptions {
+        store: Some(store),
+        observers,
+        ..RunOptions::default()
+    };
+    interrupt_on_ctrl_c(&options);
+    Ok(report(engine.resume(fsm, run, input, options).await, quiet))
+}
+
+/// Whether a run can continue without input now: its process died or its lease expired,
+/// or it is suspended and its wait expired.
+fn continues_without_input(r: &RunRecord, now: SystemTime) -> bool {
+    match r.status {
+        RunStatus::Running => r
+            .lease
+            .as_ref()
+            .is_none_or(|l| l.until <= now || is_dead_local_owner(&l.owner)),
+        RunStatus::Suspended => r
+            .wait
+            .as_ref()
+            .and_then(|w| w.expires_at)
+            .is_some_and(|at| at <= now),
+        _ => false,
+    }
+}
+
+async fn resume_all(store: Arc<dyn RunStore>, quiet: bool) -> Result<u8> {
+    let filter = RunFilter {
+        statuses: vec![RunStatus::Running, RunStatus::Suspended],
+        ..RunFilter::default()
+    };
+    let now = SystemTime::now();
+    let candidates: Vec<RunRecord> = store
+        .runs(&filter)
+        .await?
+        .into_iter()
+        .filter(|r| continues_without_input(r, now))
+        .collect();
+    if candidates.is_empty() {
+        eprintln!("claij: nothing to resume in {}", store.describe());
+        return Ok(EXIT_OK);
+    }
+    let engine = engine(true);
+    let mut worst = EXIT_OK;
+    for record in candidates {
+        if !quiet {
+            eprintln!(
+                "claij: resuming run {} ({} in `{}`)",
+                record.id, record.status, record.state
+            );
+        }
+        let fsm = match pinned_fsm(store.as_ref(), &engine, &record).await {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("claij: run {}: {e:#}", record.id);
+                worst = EXIT_FAILED;
+                continue;
+            }
+        };
+        let options = RunOptions {
+            store: Some(store.clone()),
+            observers: observers(None, quiet, None).unwrap_or_default(),
+            ..RunOptions::default()
+        };
+        match engine.resume(fsm, &record.id, None, options).await {
+            Ok(outcome) => println!(
+                "{}",
+                json!({"run_id": outcome.run_id, "status": outcome.status, "state": outcome.state})
+            ),
+            Err(e) => {
+                eprintln!("claij: run {}: {e}", record.id);
+                worst = EXIT_FAILED;
+            }
+        }
+    }
+    Ok(worst)
+}
+
+async fn interrupt(store: &dyn RunStore, run: &str, wait: Duration) -> Result<u8> {
+    let mut record = claij_engine::interrupt(store, run).await?;
+    let started = Instant::now();
+    while !record.status.is_final() && started.elapsed() < wait {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        record = store.run(run).await?;
+    }
+    if record.status == RunStatus::Interrupted {
+        println!("run {run} interrupted in state `{}`", record.state);
+        Ok(EXIT_OK)
+    } else {
+        eprintln!(
+            "claij: run {run} is {} in `{}`; the interrupt is requested and its process will stop it at its next heartbeat",
+            record.status, record.state
+        );
+        Ok(EXIT_FAILED)
+    }
+}
