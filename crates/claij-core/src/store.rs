@@ -6,6 +6,8 @@
 //! A run is kept as: its record (status, current state, context, wait, lease), its trail
 //! as appended deltas (one row per entry, keyed by sequence number, so an entry can never
 //! be written twice), and the FSM definition it is pinned to (id, version, content hash).
+//! Stores keep times to the microsecond (as the trail's JSON does), so what is read back
+//! equals what the engine wrote.
 
 use std::fmt;
 use std::future::Future;
@@ -222,8 +224,8 @@ pub struct RunFilter {
 #[serde(rename_all = "lowercase")]
 pub enum Durability {
     /// Survives a crash of the process (SQLite: WAL with `synchronous=NORMAL`;
-    /// PostgreSQL: `synchronous_commit=off`, a power loss may lose the last
-    /// ~200 ms of commits but never corrupts).
+    /// PostgreSQL: `synchronous_commit=off`: a power loss may lose the last commits —
+    /// up to three `wal_writer_delay`s, 600 ms by default — but never corrupts).
     #[default]
     Normal,
     /// Also survives power loss: every commit is on disk before it returns (SQLite:
@@ -298,7 +300,9 @@ pub trait RunStore: Send + Sync {
     /// Every definition, newest first.
     fn definitions(&self) -> StoreFuture<'_, Vec<Definition>>;
 
-    /// Creates a run with its first entries, held by `record.lease`'s owner.
+    /// Creates a run with its first entries, held by `record.lease`'s owner. The run's
+    /// definition must be stored already; the entries are numbered from 0 and
+    /// `record.trail_len` counts them.
     fn create_run<'a>(
         &'a self,
         record: &'a RunRecord,
@@ -306,6 +310,8 @@ pub trait RunStore: Send + Sync {
     ) -> StoreFuture<'a, ()>;
 
     /// Commits a checkpoint (grouped with other runs' commits where the backend can).
+    /// Once queued, a commit may be written even if its future is dropped; the store's
+    /// guards (lease owner, sequence) keep that harmless.
     fn commit(&self, checkpoint: Checkpoint) -> StoreFuture<'_, ()>;
 
     /// Takes a run over for `owner` until `until`: exactly one of concurrent claimers

@@ -15,17 +15,35 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// How often a running run checks its store for interrupts (and renews its lease).
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(250);
 
-/// This process as a lease owner: `host:pid:nonce` (the nonce tells two processes apart
-/// that reuse a pid).
+/// This process as a lease owner: `host:pid:started`, where `started` is the process's
+/// start time in clock ticks since boot (from `/proc/self/stat`), so a later process that
+/// reuses the pid is told apart (elsewhere than Linux: a random nonce).
 pub fn process_owner() -> String {
-    use std::hash::{BuildHasher, RandomState};
     static OWNER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     OWNER
         .get_or_init(|| {
-            let nonce = RandomState::new().hash_one(std::process::id()) as u32;
-            format!("{}:{}:{nonce:08x}", hostname(), std::process::id())
+            let pid = std::process::id();
+            let started = start_ticks(pid as i32).unwrap_or_else(|| {
+                use std::hash::{BuildHasher, RandomState};
+                format!("n{:08x}", RandomState::new().hash_one(pid) as u32)
+            });
+            format!("{}:{pid}:{started}", hostname())
         })
         .clone()
+}
+
+/// A process's state letter and start time (field 22 of `/proc/PID/stat`).
+fn proc_stat(pid: i32) -> Option<(char, String)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let started = fields.nth(18)?.to_owned();
+    Some((state, started))
+}
+
+fn start_ticks(pid: i32) -> Option<String> {
+    proc_stat(pid).map(|(_, started)| started)
 }
 
 fn hostname() -> String {
@@ -37,11 +55,12 @@ fn hostname() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-/// Whether `owner` is a process of this host that no longer exists: its lease can be
-/// taken over at once instead of waiting for it to expire.
+/// Whether `owner` is a process of this host that no longer exists (gone, a zombie, or
+/// its pid now used by a later process): its lease can be taken over at once instead of
+/// waiting for it to expire.
 pub fn is_dead_local_owner(owner: &str) -> bool {
-    let mut parts = owner.split(':');
-    let (Some(host), Some(pid)) = (parts.next(), parts.next()) else {
+    let mut parts = owner.splitn(3, ':');
+    let (Some(host), Some(pid), started) = (parts.next(), parts.next(), parts.next()) else {
         return false;
     };
     let Ok(pid) = pid.parse::<i32>() else {
@@ -49,6 +68,12 @@ pub fn is_dead_local_owner(owner: &str) -> bool {
     };
     if host != hostname() || pid == std::process::id() as i32 {
         return false;
+    }
+    if let Some((state, now_started)) = proc_stat(pid) {
+        // A zombie has been killed; only its parent's reaping is left (and where nothing
+        // reaps, as in containers without an init, it may stay one for good).
+        let reused = started.is_some_and(|s| !s.starts_with('n') && s != now_started);
+        return state == 'Z' || reused;
     }
     matches!(
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
@@ -115,5 +140,37 @@ pub(crate) struct HeartbeatGuard(tokio::task::JoinHandle<()>);
 impl Drop for HeartbeatGuard {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_alive_and_made_up_or_reused_pids_are_not() {
+        let me = process_owner();
+        assert!(!is_dead_local_owner(&me));
+        let host = hostname();
+        // pid 1 is alive but did not start at tick 0 … unless it did: use its real start
+        // time to check the comparison both ways.
+        if let Some((_, started)) = proc_stat(1) {
+            assert!(!is_dead_local_owner(&format!("{host}:1:{started}")));
+            assert!(
+                is_dead_local_owner(&format!("{host}:1:{started}9")),
+                "a reused pid"
+            );
+        }
+        assert!(
+            !is_dead_local_owner("another-host:1:5"),
+            "other hosts are never judged"
+        );
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(
+            is_dead_local_owner(&format!("{host}:{pid}:1")),
+            "a finished process"
+        );
     }
 }

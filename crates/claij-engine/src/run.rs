@@ -331,6 +331,13 @@ impl Engine {
                     }
                 }
             }
+            // Running with an input: another resume may have just won the race, or the
+            // run never waited; either way the input cannot be used.
+            RunStatus::Running if input.is_some() => Err(StoreError::Conflict {
+                run: run_id.to_owned(),
+                reason: "is running, not suspended: only a suspended run takes an input".into(),
+            }
+            .into()),
             RunStatus::Running => {
                 let dead_owners = record
                     .lease
@@ -355,9 +362,13 @@ impl Engine {
                 let first_attempt = run.attempts_here() + 1;
                 Ok(run.drive(into, first_attempt).await?)
             }
-            status => Err(not_resumable(format!(
-                "is {status}; only running or suspended runs can be resumed"
-            ))),
+            // A finished run: for an input, another resume may just have won the race;
+            // either way it is a conflict with the run's state, not a bad request.
+            status => Err(StoreError::Conflict {
+                run: run_id.to_owned(),
+                reason: format!("is {status}, not suspended or running: only those can be resumed"),
+            }
+            .into()),
         }
     }
 

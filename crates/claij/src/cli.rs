@@ -20,8 +20,9 @@ Runs are kept in a store (default: a SQLite file; --store memory for none), so t
 survive crashes, wait for people, and can be listed, resumed and interrupted later.
 
 Exit status: 0 success; 1 the run failed or was interrupted, or a document is invalid;
-2 bad invocation (unreadable or invalid document, input refused); 3 the run is
-suspended, waiting for input (continue it with `claij runs resume`).")]
+2 bad invocation (unreadable or invalid document, input refused, store that cannot be
+opened); 3 the run is suspended, waiting for input (continue it with `claij runs
+resume`). More in docs/DURABILITY.md.")]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -46,10 +47,13 @@ pub enum Command {
     },
     /// Run an FSM to its end and print the final event as JSON on stdout.
     ///
-    /// Progress (state, attempt, elapsed) goes to stderr. Ctrl-C interrupts the run:
-    /// in-flight programs are killed and the trail ends with an `interrupted` entry.
-    /// Exits 0 when the run completed, 1 when it failed or was interrupted, 2 when the
-    /// invocation, the document or the input is refused.
+    /// Progress (state, attempt, elapsed) goes to stderr. The run is kept in the store
+    /// (see --store), each transition committed before the next state starts. Ctrl-C
+    /// interrupts the run: in-flight programs are killed and the trail ends with an
+    /// `interrupted` entry. Exits 0 when the run completed, 1 when it failed or was
+    /// interrupted, 2 when the invocation, the document, the input or the store is
+    /// refused, 3 when it suspended to wait for a person (what it waits for is printed as
+    /// JSON on stdout; answer with `claij runs resume`).
     #[command(after_help = "Examples:
   claij run flow.yaml --input '{\"text\": \"hello\"}'
   claij run flow.yaml --input @event.json --trail trail.jsonl
@@ -106,11 +110,24 @@ pub struct StoreArgs {
     /// The store: a SQLite file (PATH or sqlite:PATH), a postgres://USER@HOST/DB URL, or
     /// `memory` for none (the run lives in memory only). Default: the SQLite file
     /// $XDG_DATA_HOME/claij/claij.db (~/.local/share/claij/claij.db).
-    #[arg(long, env = "CLAIJ_STORE", value_name = "STORE")]
+    // `hide_env_values`: `--help` must not print a password from $CLAIJ_STORE.
+    #[arg(
+        long,
+        env = "CLAIJ_STORE",
+        hide_env_values = true,
+        value_name = "STORE",
+        global = true
+    )]
     pub store: Option<String>,
     /// Commit durability: `normal` survives a crash of the process; `strict` also
     /// survives power loss (an fsync per commit group).
-    #[arg(long, env = "CLAIJ_DURABILITY", value_enum, default_value_t = DurabilityArg::Normal)]
+    #[arg(
+        long,
+        env = "CLAIJ_DURABILITY",
+        value_enum,
+        default_value_t = DurabilityArg::Normal,
+        global = true
+    )]
     pub durability: DurabilityArg,
 }
 
@@ -169,10 +186,10 @@ pub enum RunsCommand {
         all: bool,
         /// The input event for a suspended run: JSON text, @FILE or -. It must take one of
         /// the transitions the run waits on and satisfy its schema.
-        #[arg(long, short)]
+        #[arg(long, short, conflicts_with = "all")]
         input: Option<String>,
         /// Write the trail (all of it) to FILE as JSON lines as the run goes.
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", conflicts_with = "all")]
         trail: Option<PathBuf>,
         /// No progress on stderr.
         #[arg(long, short)]
@@ -207,6 +224,8 @@ pub enum DefsCommand {
         json: bool,
     },
     /// Print a stored definition's document (JSON).
+    // `--version` picks the definition's version here, not claij's.
+    #[command(disable_version_flag = true)]
     Show {
         /// The FSM's id.
         id: String,
@@ -257,4 +276,69 @@ pub struct RunArgs {
     /// Where the run is kept.
     #[command(flatten)]
     pub store: StoreArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::{Cli, Command, DefsCommand, RunsCommand};
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn store_options_go_before_or_after_the_subcommand() {
+        for args in [
+            &["claij", "runs", "--store", "x.db", "list"][..],
+            &["claij", "runs", "list", "--store", "x.db"][..],
+        ] {
+            let cli = Cli::try_parse_from(args).unwrap();
+            let Command::Runs { store, .. } = cli.command else {
+                panic!("{args:?}")
+            };
+            assert_eq!(store.store.as_deref(), Some("x.db"), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn defs_show_version_is_the_definitions() {
+        let cli = Cli::try_parse_from(["claij", "defs", "show", "f", "--version", "2"]).unwrap();
+        let Command::Defs {
+            command: DefsCommand::Show { version, .. },
+            ..
+        } = cli.command
+        else {
+            panic!("not defs show")
+        };
+        assert_eq!(version, Some(2));
+    }
+
+    #[test]
+    fn help_never_shows_the_store_url() {
+        // Only what clap renders is checked here: the value of $CLAIJ_STORE would appear
+        // as `[env: CLAIJ_STORE=…]` without `hide_env_values`.
+        let store = Cli::command()
+            .find_subcommand("run")
+            .and_then(|run| run.get_arguments().find(|a| a.get_id() == "store").cloned())
+            .expect("run --store");
+        assert!(store.is_hide_env_values_set());
+    }
+
+    #[test]
+    fn resume_all_takes_no_input() {
+        assert!(
+            Cli::try_parse_from(["claij", "runs", "resume", "--all", "--input", "{}"]).is_err()
+        );
+        let cli = Cli::try_parse_from(["claij", "runs", "resume", "--all"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Runs {
+                command: RunsCommand::Resume { all: true, .. },
+                ..
+            }
+        ));
+    }
 }

@@ -1,5 +1,23 @@
 //! `claij`: check, draw and run LLM workflows written as data.
 
+/// `eprintln!` that never panics: when stderr is gone (`claij run … 2>&1 | head -1`) the
+/// message is dropped, never the run.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// `println!` that returns the error instead of panicking, for commands whose output may
+/// be cut short (`claij runs list | head`): see `commands::dispatch`.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
 mod cli;
 mod commands;
 mod input;
@@ -28,7 +46,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("claij: cannot start the async runtime: {e}");
+            note!("claij: cannot start the async runtime: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };

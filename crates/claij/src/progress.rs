@@ -45,7 +45,8 @@ impl Progress {
         let text = format!("[{:>7.2}s] {text}", self.started.elapsed().as_secs_f64());
         match &self.spinner {
             Some(bar) if !self.paused.load(Ordering::Relaxed) => bar.println(text),
-            _ => eprintln!("{text}"),
+            // `note!`, not `eprintln!`: progress must never stop the run it reports on.
+            _ => note!("{text}"),
         }
     }
 
@@ -145,7 +146,7 @@ impl Observer for TrailFile {
             .and_then(|()| out.write_all(b"\n"))
             .and_then(|()| out.flush());
         if let Err(e) = written {
-            eprintln!("claij: cannot write the trail file: {e}");
+            note!("claij: cannot write the trail file: {e}");
         }
     }
 }

@@ -31,18 +31,32 @@ pub async fn open_required(args: &StoreArgs) -> Result<Arc<dyn RunStore>> {
         .context("this command needs a store; `--store memory` keeps nothing to look at")
 }
 
-/// A store URL without its password, for messages.
+/// A store URL without its password, for messages: the password of the user part
+/// (everything between the first `:` after `://` and the last `@`, so a password that
+/// holds `@`, `/` or `?` is hidden whole) and any `password=` query parameter.
 fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let credentials = &url[scheme + 3..at];
-            match credentials.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_owned(),
-            }
+    let mut out = url.to_owned();
+    if let Some(scheme) = out.find("://") {
+        let rest = scheme + 3;
+        if let Some(at) = out[rest..].rfind('@').map(|at| rest + at)
+            && let Some(colon) = out[rest..at].find(':').map(|c| rest + c)
+        {
+            out.replace_range(colon + 1..at, "***");
         }
-        _ => url.to_owned(),
     }
+    let mut from = 0;
+    while let Some(found) = out[from..].to_ascii_lowercase().find("password=") {
+        let key = from + found;
+        let value = key + "password=".len();
+        let end = out[value..].find('&').map_or(out.len(), |e| value + e);
+        if key > 0 && matches!(out.as_bytes()[key - 1], b'?' | b'&') {
+            out.replace_range(value..end, "***");
+            from = value + 3;
+        } else {
+            from = value;
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -54,5 +68,26 @@ mod tests {
             "postgres://ada:***@db:5432/claij"
         );
         assert_eq!(super::redact("/tmp/claij.db"), "/tmp/claij.db");
+        for (url, shown) in [
+            (
+                "postgres://ada:p@ss/w?rd@db/claij",
+                "postgres://ada:***@db/claij",
+            ),
+            (
+                "postgres://ada@db/claij?sslmode=disable&password=s3cret&x=1",
+                "postgres://ada@db/claij?sslmode=disable&password=***&x=1",
+            ),
+            (
+                "postgresql://ada@db/claij?PASSWORD=s3cret",
+                "postgresql://ada@db/claij?PASSWORD=***",
+            ),
+            (
+                "postgres://db/claij?mypassword=x",
+                "postgres://db/claij?mypassword=x",
+            ),
+            ("sqlite:/tmp/claij.db", "sqlite:/tmp/claij.db"),
+        ] {
+            assert_eq!(super::redact(url), shown, "{url}");
+        }
     }
 }

@@ -13,22 +13,22 @@ pub async fn defs(store: &dyn RunStore, command: DefsCommand) -> Result<u8> {
     match command {
         DefsCommand::List { json } => {
             if !json {
-                println!("{:<28} {:>7}  {:<12}  STORED", "FSM", "VERSION", "HASH");
+                out!("{:<28} {:>7}  {:<12}  STORED", "FSM", "VERSION", "HASH")?;
             }
             for d in &all {
                 let stored = humantime::format_rfc3339_seconds(d.created_at).to_string();
                 if json {
-                    println!(
+                    out!(
                         "{}",
                         json!({"fsm": d.fsm_id, "version": d.version, "hash": d.hash, "stored_at": stored})
-                    );
+                    )?;
                 } else {
-                    println!(
+                    out!(
                         "{:<28} {:>7}  {:<12}  {stored}",
                         d.fsm_id,
                         d.version,
                         &d.hash[..d.hash.len().min(12)]
-                    );
+                    )?;
                 }
             }
             Ok(EXIT_OK)
@@ -46,7 +46,7 @@ pub async fn defs(store: &dyn RunStore, command: DefsCommand) -> Result<u8> {
                     hash.map(|h| format!(" with hash {h}…")).unwrap_or_default()
                 );
             };
-            println!("{}", serde_json::to_string_pretty(&d.document)?);
+            out!("{}", serde_json::to_string_pretty(&d.document)?)?;
             Ok(EXIT_OK)
         }
     }

@@ -13,7 +13,7 @@ pub fn graph(engine: &Engine, file: &Path, format: GraphFormat, output: Option<&
     let fsm = match load(engine, file) {
         Ok(fsm) => fsm,
         Err(d) => {
-            eprintln!("claij: {d}");
+            note!("claij: {d}");
             return EXIT_USAGE;
         }
     };
@@ -23,7 +23,7 @@ pub fn graph(engine: &Engine, file: &Path, format: GraphFormat, output: Option<&
         GraphFormat::Svg => match render_svg(&claij_core::graph::to_dot(&fsm)) {
             Ok(svg) => svg,
             Err(message) => {
-                eprintln!("claij: {message}");
+                note!("claij: {message}");
                 return EXIT_FAILED;
             }
         },
@@ -38,7 +38,7 @@ pub fn graph(engine: &Engine, file: &Path, format: GraphFormat, output: Option<&
     match written {
         Ok(()) => EXIT_OK,
         Err(e) => {
-            eprintln!("claij: cannot write the graph: {e}");
+            note!("claij: cannot write the graph: {e}");
             EXIT_FAILED
         }
     }

@@ -12,7 +12,7 @@ use claij_core::{Diagnostics, Fsm};
 use claij_engine::Engine;
 
 use crate::cli::{Cli, Command};
-use crate::{EXIT_FAILED, EXIT_OK, store};
+use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
 
 /// Runs the chosen subcommand; returns the exit status.
 pub async fn dispatch(cli: Cli) -> u8 {
@@ -31,19 +31,35 @@ pub async fn dispatch(cli: Cli) -> u8 {
             println!("{}", claij_core::META_SCHEMA.trim_end());
             Ok(EXIT_OK)
         }
+        // A store that cannot be opened is refused like an unreadable document (exit 2).
         Command::Runs { command, store } => match store::open_required(&store).await {
             Ok(store) => runs::runs(store, command).await,
-            Err(e) => Err(e),
+            Err(e) => return usage(e),
         },
         Command::Defs { command, store } => match store::open_required(&store).await {
             Ok(store) => defs::defs(store.as_ref(), command).await,
-            Err(e) => Err(e),
+            Err(e) => return usage(e),
         },
     };
     result.unwrap_or_else(|e| {
-        eprintln!("claij: {e:#}");
+        // The reader of our output went away (`| head`): stop quietly, like other tools.
+        let broken_pipe = e.chain().any(|cause| {
+            cause
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        });
+        if broken_pipe {
+            return EXIT_OK;
+        }
+        note!("claij: {e:#}");
         EXIT_FAILED
     })
+}
+
+/// Reports a refused invocation; exit 2.
+fn usage(e: anyhow::Error) -> u8 {
+    note!("claij: {e:#}");
+    EXIT_USAGE
 }
 
 fn load(engine: &Engine, file: &Path) -> Result<Fsm, Diagnostics> {

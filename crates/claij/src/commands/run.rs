@@ -27,7 +27,7 @@ pub async fn run(args: RunArgs) -> u8 {
     let store = match store::open(&args.store).await {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("claij: {e:#}");
+            note!("claij: {e:#}");
             return EXIT_USAGE;
         }
     };
@@ -35,14 +35,14 @@ pub async fn run(args: RunArgs) -> u8 {
     let fsm = match load(&engine, &args.file) {
         Ok(fsm) => Arc::new(fsm),
         Err(d) => {
-            eprintln!("claij: {d}");
+            note!("claij: {d}");
             return EXIT_USAGE;
         }
     };
     let input = match input::json_argument("input", &args.input) {
         Ok(v) => v,
         Err(e) => {
-            eprintln!("claij: {e:#}");
+            note!("claij: {e:#}");
             return EXIT_USAGE;
         }
     };
@@ -54,11 +54,11 @@ pub async fn run(args: RunArgs) -> u8 {
         None => Value::Null,
         Some(Ok(v @ Value::Object(_))) => v,
         Some(Ok(_)) => {
-            eprintln!("claij: the context must be a JSON object");
+            note!("claij: the context must be a JSON object");
             return EXIT_USAGE;
         }
         Some(Err(e)) => {
-            eprintln!("claij: {e:#}");
+            note!("claij: {e:#}");
             return EXIT_USAGE;
         }
     };
@@ -69,7 +69,7 @@ pub async fn run(args: RunArgs) -> u8 {
     if !args.quiet
         && let Some(store) = &store
     {
-        eprintln!("claij: keeping the run in {}", store.describe());
+        note!("claij: keeping the run in {}", store.describe());
     }
     let options = RunOptions {
         run_id: args.run_id,
@@ -79,8 +79,18 @@ pub async fn run(args: RunArgs) -> u8 {
         store,
         ..RunOptions::default()
     };
+    // When the store was named, the hint to resume names it too (described: never a
+    // password).
+    let store_hint = match (&args.store.store, &options.store) {
+        (Some(_), Some(store)) => format!(" --store {}", store.describe()),
+        _ => String::new(),
+    };
     interrupt_on_ctrl_c(&options);
-    report(engine.run(fsm, input, options).await, args.quiet)
+    report(
+        engine.run(fsm, input, options).await,
+        args.quiet,
+        &store_hint,
+    )
 }
 
 /// The observers of a run: the trail file (starting with `earlier` entries, for resumed
@@ -100,7 +110,7 @@ pub fn observers(
                 observers.push(Arc::new(t));
             }
             Err(e) => {
-                eprintln!(
+                note!(
                     "claij: cannot create the trail file {}: {e}",
                     path.display()
                 );
@@ -119,8 +129,8 @@ pub fn interrupt_on_ctrl_c(options: &RunOptions) {
     let cancel = options.cancel.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("\nclaij: interrupting the run (Ctrl-C again to quit at once)");
             cancel.cancel();
+            note!("\nclaij: interrupting the run (Ctrl-C again to quit at once)");
             if tokio::signal::ctrl_c().await.is_ok() {
                 std::process::exit(130);
             }
@@ -129,24 +139,28 @@ pub fn interrupt_on_ctrl_c(options: &RunOptions) {
 }
 
 /// Prints how a run ended (the result on stdout) and returns the exit status.
-pub fn report(result: Result<RunOutcome, RunError>, quiet: bool) -> u8 {
+/// `store_hint` (e.g. ` --store sqlite:/tmp/x.db`) goes into the command suggested to
+/// resume a suspended run.
+pub fn report(result: Result<RunOutcome, RunError>, quiet: bool, store_hint: &str) -> u8 {
     let outcome = match result {
         Ok(o) => o,
         Err(e @ RunError::Input(_)) => {
-            eprintln!("claij: {e}");
+            note!("claij: {e}");
             return EXIT_USAGE;
         }
         Err(e) => {
-            eprintln!("claij: {e}");
+            note!("claij: {e}");
             return EXIT_FAILED;
         }
     };
     let failures = outcome.trail.iter().filter(|e| e.failure.is_some()).count();
     let steps = outcome.trail.len() - failures;
     if !quiet {
-        eprintln!(
+        note!(
             "claij: run {} {} in state `{}` after {steps} transition(s) and {failures} failed attempt(s)",
-            outcome.run_id, outcome.status, outcome.state,
+            outcome.run_id,
+            outcome.status,
+            outcome.state,
         );
     }
     match outcome.status {
@@ -179,8 +193,8 @@ pub fn report(result: Result<RunOutcome, RunError>, quiet: bool) -> u8 {
                 serde_json::to_string_pretty(&wait).unwrap_or_else(|_| wait.to_string())
             );
             if !quiet {
-                eprintln!(
-                    "claij: continue it with: claij runs resume {} --input '{{\"id\": {}, …}}'",
+                note!(
+                    "claij: continue it with: claij runs resume {}{store_hint} --input '{{\"id\": {}, …}}'",
                     outcome.run_id,
                     waiting.first().map(Value::to_string).unwrap_or_default()
                 );
@@ -189,9 +203,9 @@ pub fn report(result: Result<RunOutcome, RunError>, quiet: bool) -> u8 {
         }
         _ => {
             if let Some(f) = outcome.trail.iter().rev().find_map(|e| e.failure.as_ref()) {
-                eprintln!("claij: last failure ({}): {}", f.kind, f.message);
+                note!("claij: last failure ({}): {}", f.kind, f.message);
                 for e in &f.errors {
-                    eprintln!("  {e}");
+                    note!("  {e}");
                 }
             }
             EXIT_FAILED

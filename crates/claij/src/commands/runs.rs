@@ -3,10 +3,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::{Context, Result, bail};
-use claij_core::store::{RunFilter, RunRecord, RunStore};
+use anyhow::{Context, Result};
+use claij_core::store::{RunFilter, RunRecord, RunStore, StoreError};
 use claij_core::{Fsm, RunStatus};
-use claij_engine::{Engine, RunOptions, is_dead_local_owner};
+use claij_engine::{Engine, RunError, RunOptions, is_dead_local_owner};
 use serde_json::{Value, json};
 
 use super::run::{engine, interrupt_on_ctrl_c, observers, report};
@@ -55,7 +55,10 @@ pub async fn runs(store: Arc<dyn RunStore>, command: RunsCommand) -> Result<u8> 
                 statuses
             };
             if let Some(live) = statuses.iter().find(|s| !s.is_final()) {
-                bail!("only finished runs can be pruned, not {live} ones");
+                note!(
+                    "claij: only finished runs (completed, failed, interrupted) can be pruned, not {live} ones"
+                );
+                return Ok(EXIT_USAGE);
             }
             let filter = RunFilter {
                 statuses,
@@ -64,7 +67,7 @@ pub async fn runs(store: Arc<dyn RunStore>, command: RunsCommand) -> Result<u8> 
                 limit: None,
             };
             let pruned = store.prune(&filter).await?;
-            println!("pruned {pruned} run(s)");
+            out!("pruned {pruned} run(s)")?;
             Ok(EXIT_OK)
         }
     }
@@ -106,27 +109,36 @@ async fn list(store: &dyn RunStore, filter: &RunFilter, as_json: bool) -> Result
     let runs = store.runs(filter).await?;
     if as_json {
         for r in &runs {
-            println!("{}", record_json(r));
+            out!("{}", record_json(r))?;
         }
         return Ok(EXIT_OK);
     }
-    println!(
-        "{:<24} {:<28} {:<11} {:<18} {:>5}  UPDATED",
-        "RUN", "FSM", "STATUS", "STATE", "STEPS"
-    );
+    out!(
+        "{:<24} {:<28} {:<12} {:<18} {:>5}  UPDATED",
+        "RUN",
+        "FSM",
+        "STATUS",
+        "STATE",
+        "STEPS"
+    )?;
     for r in &runs {
-        println!(
-            "{:<24} {:<28} {:<11} {:<18} {:>5}  {}",
+        out!(
+            "{:<24} {:<28} {:<12} {:<18} {:>5}  {}",
             r.id,
             format!("{} v{}", r.fsm_id, r.version),
             r.status.as_str(),
             r.state,
             r.trail_len,
             at(r.updated_at)
-        );
+        )?;
     }
     if runs.is_empty() {
-        eprintln!("no runs in {}", store.describe());
+        let filtered = !filter.statuses.is_empty() || filter.fsm_id.is_some();
+        note!(
+            "no runs{} in {}",
+            if filtered { " match" } else { "" },
+            store.describe()
+        );
     }
     Ok(EXIT_OK)
 }
@@ -148,61 +160,61 @@ async fn show(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
         let mut out = record_json(&record);
         out["last_event"] = last_event.cloned().unwrap_or(Value::Null);
         out["last_failure"] = serde_json::to_value(last_failure)?;
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        out!("{}", serde_json::to_string_pretty(&out)?)?;
         return Ok(EXIT_OK);
     }
-    println!("run       {}", record.id);
-    println!(
+    out!("run       {}", record.id)?;
+    out!(
         "fsm       {} v{} ({})",
         record.fsm_id,
         record.version,
         &record.hash[..record.hash.len().min(12)]
-    );
+    )?;
     if let Some(parent) = &record.parent {
-        println!("parent    {parent}");
+        out!("parent    {parent}")?;
     }
-    println!("status    {}", record.status);
-    println!("state     {}", record.state);
-    println!("steps     {}", record.trail_len);
-    println!("created   {}", at(record.created_at));
-    println!("updated   {}", at(record.updated_at));
+    out!("status    {}", record.status)?;
+    out!("state     {}", record.state)?;
+    out!("steps     {}", record.trail_len)?;
+    out!("created   {}", at(record.created_at))?;
+    out!("updated   {}", at(record.updated_at))?;
     if let Some(lease) = &record.lease {
         let note = if is_dead_local_owner(&lease.owner) {
             " (process gone: resume it with `claij runs resume`)"
         } else {
             ""
         };
-        println!("owner     {} until {}{note}", lease.owner, at(lease.until));
+        out!("owner     {} until {}{note}", lease.owner, at(lease.until))?;
     }
     if let Some(wait) = &record.wait {
-        println!(
+        out!(
             "waits for {}",
             wait.transitions
                 .iter()
                 .map(|(f, t)| format!("[{f}, {t}]"))
                 .collect::<Vec<_>>()
                 .join(", ")
-        );
+        )?;
         if let Some(prompt) = &wait.prompt {
-            println!("asking    {prompt}");
+            out!("asking    {prompt}")?;
         }
         if let Some(expires) = wait.expires_at {
-            println!(
+            out!(
                 "expires   {}{}",
                 at(expires),
                 wait.on_expiry
                     .as_deref()
                     .map(|t| format!(" (then to `{t}`)"))
                     .unwrap_or_default()
-            );
+            )?;
         }
-        println!("schema    {}", serde_json::to_string(&wait.schema)?);
+        out!("schema    {}", serde_json::to_string(&wait.schema)?)?;
     }
     if let Some(event) = last_event {
-        println!("last      {}", serde_json::to_string(event)?);
+        out!("last      {}", serde_json::to_string(event)?)?;
     }
     if let Some(f) = last_failure {
-        println!("failure   {}: {}", f.kind, f.message);
+        out!("failure   {}: {}", f.kind, f.message)?;
     }
     Ok(EXIT_OK)
 }
@@ -211,14 +223,18 @@ async fn trail(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
     let entries = store.trail(run, 0).await?;
     if as_json {
         for e in &entries {
-            println!("{}", serde_json::to_string(e)?);
+            out!("{}", serde_json::to_string(e)?)?;
         }
         return Ok(EXIT_OK);
     }
-    println!(
+    out!(
         "{:>4}  {:<20}  {:<30} {:>3} {:>8}  EVENT / FAILURE",
-        "SEQ", "AT", "TRANSITION", "TRY", "MS"
-    );
+        "SEQ",
+        "AT",
+        "TRANSITION",
+        "TRY",
+        "MS"
+    )?;
     for e in &entries {
         let hop = match &e.to {
             Some(to) => format!("{} → {to}", e.from),
@@ -228,14 +244,14 @@ async fn trail(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
             Some(f) => format!("{}: {}", f.kind, f.message.lines().next().unwrap_or("")),
             None => clip(&serde_json::to_string(&e.event)?, 80),
         };
-        println!(
+        out!(
             "{:>4}  {:<20}  {:<30} {:>3} {:>8}  {note}",
             e.seq,
             at(e.at),
             hop,
             e.attempt,
             e.duration_ms.map(|d| d.to_string()).unwrap_or_default(),
-        );
+        )?;
     }
     Ok(EXIT_OK)
 }
@@ -276,12 +292,16 @@ async fn resume_one(
     let input = match input.map(|i| input::json_argument("input", i)).transpose() {
         Ok(i) => i,
         Err(e) => {
-            eprintln!("claij: {e:#}");
+            note!("claij: {e:#}");
             return Ok(EXIT_USAGE);
         }
     };
     let engine = engine(true);
     let record = store.run(run).await?;
+    if let Some(refusal) = refuse_resume(&record, input.is_some()) {
+        note!("claij: {}", refusal.message);
+        return Ok(refusal.code);
+    }
     let fsm = pinned_fsm(store.as_ref(), &engine, &record).await?;
     let earlier = match trail {
         Some(_) => Some(store.trail(run, 0).await?),
@@ -292,12 +312,87 @@ async fn resume_one(
         Err(code) => return Ok(code),
     };
     let options = RunOptions {
-        store: Some(store),
+        store: Some(store.clone()),
         observers,
         ..RunOptions::default()
     };
     interrupt_on_ctrl_c(&options);
-    Ok(report(engine.resume(fsm, run, input, options).await, quiet))
+    let answered = input.is_some();
+    let result = engine.resume(fsm, run, input, options).await;
+    // Of concurrent resumes exactly one wins; the others lose the claim, or find the run
+    // no longer suspended. Say so plainly rather than with the store's words.
+    if answered
+        && let Err(RunError::Store(StoreError::Conflict { .. }) | RunError::NotResumable { .. }) =
+            &result
+        && let Ok(now) = store.run(run).await
+        && now.status != RunStatus::Suspended
+    {
+        note!(
+            "claij: run `{run}` is now {}, not suspended: another resume won; this input was not used",
+            now.status
+        );
+        return Ok(EXIT_FAILED);
+    }
+    Ok(report(result, quiet, ""))
+}
+
+/// Why `claij runs resume` cannot do what it is asked with this run, before trying.
+struct Refusal {
+    message: String,
+    code: u8,
+}
+
+/// A resume that cannot work: an input for a run that waits for none, or no input for a
+/// run that waits for one.
+fn refuse_resume(record: &RunRecord, has_input: bool) -> Option<Refusal> {
+    let run = &record.id;
+    let now = SystemTime::now();
+    match (record.status, has_input) {
+        (RunStatus::Suspended, false) => {
+            let wait = record.wait.as_ref()?;
+            if wait.expires_at.is_some_and(|at| at <= now) {
+                return None;
+            }
+            Some(Refusal {
+                message: format!(
+                    "run `{run}` is suspended in `{}` and waits for an input taking one of: {}; give it with --input (`claij runs show {run}` shows its schema)",
+                    wait.state,
+                    wait.transitions
+                        .iter()
+                        .map(|(f, t)| format!("[{f}, {t}]"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                code: EXIT_USAGE,
+            })
+        }
+        (RunStatus::Running, true) => {
+            let why = match &record.lease {
+                Some(lease) if lease.until > now && !is_dead_local_owner(&lease.owner) => {
+                    format!(
+                        "it is running in another process (`{}`): another resume won",
+                        lease.owner
+                    )
+                }
+                _ => format!(
+                    "its process is gone; continue it without --input (`claij runs resume {run}`)"
+                ),
+            };
+            Some(Refusal {
+                message: format!(
+                    "run `{run}` is running, not suspended: {why}; this input was not used"
+                ),
+                code: EXIT_FAILED,
+            })
+        }
+        (status, true) if status.is_final() => Some(Refusal {
+            message: format!(
+                "run `{run}` is {status}, not suspended, so it waits for no input (another resume may have answered it first); this input was not used"
+            ),
+            code: EXIT_FAILED,
+        }),
+        _ => None,
+    }
 }
 
 /// Whether a run can continue without input now: its process died or its lease expired,
@@ -330,22 +425,24 @@ async fn resume_all(store: Arc<dyn RunStore>, quiet: bool) -> Result<u8> {
         .filter(|r| continues_without_input(r, now))
         .collect();
     if candidates.is_empty() {
-        eprintln!("claij: nothing to resume in {}", store.describe());
+        note!("claij: nothing to resume in {}", store.describe());
         return Ok(EXIT_OK);
     }
     let engine = engine(true);
     let mut worst = EXIT_OK;
     for record in candidates {
         if !quiet {
-            eprintln!(
+            note!(
                 "claij: resuming run {} ({} in `{}`)",
-                record.id, record.status, record.state
+                record.id,
+                record.status,
+                record.state
             );
         }
         let fsm = match pinned_fsm(store.as_ref(), &engine, &record).await {
             Ok(f) => f,
             Err(e) => {
-                eprintln!("claij: run {}: {e:#}", record.id);
+                note!("claij: run {}: {e:#}", record.id);
                 worst = EXIT_FAILED;
                 continue;
             }
@@ -356,12 +453,12 @@ async fn resume_all(store: Arc<dyn RunStore>, quiet: bool) -> Result<u8> {
             ..RunOptions::default()
         };
         match engine.resume(fsm, &record.id, None, options).await {
-            Ok(outcome) => println!(
+            Ok(outcome) => out!(
                 "{}",
                 json!({"run_id": outcome.run_id, "status": outcome.status, "state": outcome.state})
-            ),
+            )?,
             Err(e) => {
-                eprintln!("claij: run {}: {e}", record.id);
+                note!("claij: run {}: {e}", record.id);
                 worst = EXIT_FAILED;
             }
         }
@@ -377,12 +474,13 @@ async fn interrupt(store: &dyn RunStore, run: &str, wait: Duration) -> Result<u8
         record = store.run(run).await?;
     }
     if record.status == RunStatus::Interrupted {
-        println!("run {run} interrupted in state `{}`", record.state);
+        out!("run {run} interrupted in state `{}`", record.state)?;
         Ok(EXIT_OK)
     } else {
-        eprintln!(
+        note!(
             "claij: run {run} is {} in `{}`; the interrupt is requested and its process will stop it at its next heartbeat",
-            record.status, record.state
+            record.status,
+            record.state
         );
         Ok(EXIT_FAILED)
     }

@@ -42,9 +42,9 @@ pub fn validate(engine: &Engine, files: &[std::path::PathBuf], as_json: bool) ->
                     fsm.transitions.len()
                 ),
                 Err(d) => {
-                    eprintln!("bad {}  ({} problem(s))", file.display(), d.0.len());
+                    note!("bad {}  ({} problem(s))", file.display(), d.0.len());
                     for problem in d.iter() {
-                        eprintln!("  {problem}");
+                        note!("  {problem}");
                     }
                 }
             }

@@ -1,0 +1,242 @@
+//! Durable transitions per second: the two-state loop of `transitions.rs` (a
+//! deterministic native action, schema validation on), 200 transitions per run, each
+//! committed to a store before the next state starts — on SQLite (`normal` and `strict`,
+//! a file on the real disk under `target/tmp`, not a tmpfs) and on PostgreSQL (a database
+//! on the test kit's local server, `normal` and `strict`; skipped, with a note, when
+//! PostgreSQL is not installed).
+//!
+//! `concurrent/*` runs 16 such runs at once on one store: their commits are grouped (one
+//! transaction, one fsync for all the checkpoints queued at that moment), so aggregate
+//! throughput is far above one run's. The commit grouping achieved is printed.
+//!
+//! `cargo bench -p claij-engine --bench durable`; criterion reports time per transition
+//! and transitions per second (throughput in elements = transitions).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use claij_core::store::{Durability, RunStore};
+use claij_core::{Fsm, load_str};
+use claij_engine::{
+    Action, ActionError, ActionInput, ActionOutput, ActionRegistry, BoxFuture, Engine, Outcome,
+    RunOptions, RunStatus,
+};
+use claij_store::CommitStats;
+use claij_testkit::postgres::TestDatabase;
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use serde_json::{Value, json};
+use tokio::runtime::Runtime;
+
+/// Transitions per run.
+const TRANSITIONS: u64 = 200;
+
+/// Runs at once in the `concurrent` group.
+const CONCURRENT_RUNS: u64 = 16;
+
+const LOOP: &str = r##"
+id: ping-pong
+schemas:
+  ball:
+    type: object
+    required: [n, player]
+    properties:
+      n: {type: integer, minimum: 0}
+      player: {type: string, enum: [ping, pong]}
+states:
+  - {id: ping, action: hit}
+  - {id: pong, action: hit}
+  - {id: done, action: end}
+xitions:
+  - id: [start, ping]
+    schema: {$ref: "#/$defs/ball"}
+  - id: [ping, pong]
+    schema: {$ref: "#/$defs/ball"}
+  - id: [pong, ping]
+    schema: {$ref: "#/$defs/ball"}
+  - id: [ping, done]
+    schema: {type: object, required: [n], properties: {n: {type: integer}}}
+  - id: [pong, done]
+    schema: {type: object, required: [n], properties: {n: {type: integer}}}
+"##;
+
+/// Returns the ball to the other player until `n` reaches the limit (the entry and the
+/// end make `TRANSITIONS` transitions in all).
+struct Hit;
+
+impl Action for Hit {
+    fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
+        let n = input.event.get("n").and_then(Value::as_u64).unwrap_or(0) + 1;
+        let me = &*input.state.id;
+        let other = if me == "ping" { "pong" } else { "ping" };
+        let event = if n + 1 >= TRANSITIONS {
+            json!({"id": [me, "done"], "n": n})
+        } else {
+            json!({"id": [me, other], "n": n, "player": other})
+        };
+        Box::pin(std::future::ready(Ok(ActionOutput::event(event).into())))
+    }
+}
+
+/// A store under test, with its commit counters.
+struct Bench {
+    name: String,
+    store: Arc<dyn RunStore>,
+    stats: Box<dyn Fn() -> CommitStats>,
+}
+
+/// Runs the loop once on `store` to completion; returns its trail's length.
+async fn one_run(engine: &Engine, fsm: &Arc<Fsm>, store: &Arc<dyn RunStore>) -> usize {
+    let options = RunOptions {
+        store: Some(store.clone()),
+        ..RunOptions::default()
+    };
+    match engine
+        .run(fsm.clone(), json!({"n": 0, "player": "ping"}), options)
+        .await
+    {
+        Ok(o) if o.status == RunStatus::Completed && o.trail.len() as u64 == TRANSITIONS => {
+            o.trail.len()
+        }
+        other => panic!("the loop did not complete as expected: {other:?}"),
+    }
+}
+
+/// The directory for SQLite files: `target/tmp`, on the disk the build is on (a tmpfs
+/// `/tmp` would make `strict` meaningless).
+fn disk_dir() -> tempfile::TempDir {
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    tempfile::tempdir_in(&base)
+        .unwrap_or_else(|e| panic!("cannot create a directory in {}: {e}", base.display()))
+}
+
+/// The stores to measure, the PostgreSQL database they use (dropped at the end), and why
+/// PostgreSQL is skipped, if it is.
+fn stores(
+    runtime: &Runtime,
+    dir: &tempfile::TempDir,
+) -> (Vec<Bench>, Option<TestDatabase>, Option<String>) {
+    let mut benches = Vec::new();
+    for (name, durability) in [
+        ("normal", Durability::Normal),
+        ("strict", Durability::Strict),
+    ] {
+        let path = dir.path().join(format!("{name}.db"));
+        let store = runtime
+            .block_on(claij_store::open_sqlite(&path, durability))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let counters = store.clone();
+        benches.push(Bench {
+            name: format!("sqlite-{name}"),
+            store,
+            stats: Box::new(move || counters.stats()),
+        });
+    }
+    match claij_testkit::postgres::try_database() {
+        Ok(db) => {
+            let url = db.url();
+            for (name, durability) in [
+                ("normal", Durability::Normal),
+                ("strict", Durability::Strict),
+            ] {
+                let store = runtime
+                    .block_on(claij_store::open_postgres(&url, durability))
+                    .unwrap_or_else(|e| panic!("{e}"));
+                let counters = store.clone();
+                benches.push(Bench {
+                    name: format!("postgres-{name}"),
+                    store,
+                    stats: Box::new(move || counters.stats()),
+                });
+            }
+            (benches, Some(db), None)
+        }
+        Err(why) => (benches, None, Some(why)),
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let mut registry = ActionRegistry::with_builtins();
+    if let Err(e) = registry.register("hit", Arc::new(Hit)) {
+        panic!("{e}");
+    }
+    let engine = Arc::new(Engine::new(Arc::new(registry)));
+    let fsm = match load_str("ping-pong.yaml", LOOP, engine.registry()) {
+        Ok(f) => Arc::new(f),
+        Err(e) => panic!("{e}"),
+    };
+    // As the CLI runs: a multi-threaded runtime with two workers.
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => panic!("{e}"),
+    };
+    let dir = disk_dir();
+    let (benches, database, skipped) = stores(&runtime, &dir);
+    if let Some(why) = &skipped {
+        eprintln!("durable: PostgreSQL benchmarks skipped: {why}");
+    }
+
+    let mut group = c.benchmark_group("durable");
+    group.throughput(Throughput::Elements(TRANSITIONS));
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(5));
+    for bench in &benches {
+        group.bench_function(format!("{}/200-transition run", bench.name), |b| {
+            b.iter(|| runtime.block_on(one_run(&engine, &fsm, &bench.store)))
+        });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("concurrent");
+    group.throughput(Throughput::Elements(TRANSITIONS * CONCURRENT_RUNS));
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(5));
+    for bench in benches.iter().filter(|b| b.name.ends_with("strict")) {
+        let before = (bench.stats)();
+        group.bench_function(
+            format!("{}/{CONCURRENT_RUNS} runs of 200 transitions", bench.name),
+            |b| {
+                b.iter(|| {
+                    runtime.block_on(async {
+                        let mut runs = tokio::task::JoinSet::new();
+                        for _ in 0..CONCURRENT_RUNS {
+                            let (engine, fsm, store) =
+                                (engine.clone(), fsm.clone(), bench.store.clone());
+                            runs.spawn(async move { one_run(&engine, &fsm, &store).await });
+                        }
+                        let mut entries = 0;
+                        while let Some(done) = runs.join_next().await {
+                            entries += done.unwrap_or_else(|e| panic!("a run panicked: {e}"));
+                        }
+                        entries
+                    })
+                })
+            },
+        );
+        let after = (bench.stats)();
+        let commits = after.commits - before.commits;
+        let transactions = (after.transactions - before.transactions).max(1);
+        if commits == 0 {
+            // Filtered out on the command line.
+            continue;
+        }
+        eprintln!(
+            "concurrent/{}: {commits} commits in {transactions} transactions ({:.1} commits \
+             per transaction, largest group {})",
+            bench.name,
+            commits as f64 / transactions as f64,
+            after.largest_group
+        );
+    }
+    group.finish();
+    // The stores (and their connections) first, then their PostgreSQL database.
+    drop(benches);
+    drop(database);
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,20 @@
+//! Test support shared by claij's crates (a dev-dependency only; never published).
+//!
+//! - [`postgres`]: a real PostgreSQL server, started once and shared by every test
+//!   process, with a fresh database per test ([`postgres::database`]), dropped when the
+//!   test ends.
+//! - [`TestStore`]: a throwaway store location on either backend — a SQLite file in a
+//!   temporary directory or a PostgreSQL test database — as the URL that
+//!   `claij_store::open` and `claij --store` take, so one test body can run on both.
+//! - [`Rng`]: a small seeded random source, for tests that pick random points (kill
+//!   times, say) and must be reproducible from the seed they print.
+//!
+//! This crate depends on no claij crate, so every claij crate (claij-store included) can
+//! use it in its tests without a dependency cycle.
+
+pub mod postgres;
+mod rng;
+mod store;
+
+pub use rng::Rng;
+pub use store::{Backend, TestStore};

@@ -1,0 +1,959 @@
+//! The `claij` binary with a store: runs that suspend for a person and are resumed,
+//! inspected, raced, interrupted from other processes, recovered after a SIGKILL and
+//! pruned; stored definitions; store errors. Every test has its own SQLite file.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use claij_core::TrailEntry;
+use serde_json::{Value, json};
+
+/// The request the human-approval example starts from.
+const REQUEST: &str =
+    r#"{"id": ["start", "summarise"], "service": "billing", "version": "2.4.1", "changes": 14}"#;
+/// A valid answer to it.
+const APPROVE: &str = r#"{"id": ["approve", "deploy"], "approver": "ada"}"#;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A process's exit and output, as text.
+#[derive(Debug)]
+struct Out {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Out {
+    fn from(out: std::process::Output) -> Self {
+        Self {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Asserts the exit status; returns self for more checks.
+    #[track_caller]
+    fn exits(self, code: i32) -> Self {
+        assert_eq!(self.code, Some(code), "{self:#?}");
+        self
+    }
+
+    /// Stdout as one JSON value.
+    #[track_caller]
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:#?}"))
+    }
+
+    /// Stdout as JSON lines.
+    #[track_caller]
+    fn json_lines(&self) -> Vec<Value> {
+        self.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+            .collect()
+    }
+}
+
+/// A store of its own (a SQLite file in a temporary directory), named to the binary by
+/// `CLAIJ_STORE`.
+struct Store {
+    dir: tempfile::TempDir,
+}
+
+impl Store {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("claij.db")
+    }
+
+    /// A file path in the store's directory.
+    fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The binary, run from the repository root with this store.
+    fn claij(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_claij"));
+        cmd.current_dir(repo())
+            .stdin(Stdio::null())
+            .env("CLAIJ_STORE", self.db())
+            // Nothing may land in the default store of whoever runs the tests.
+            .env("XDG_DATA_HOME", self.dir.path().join("xdg"))
+            .env_remove("CLAIJ_DURABILITY");
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Out {
+        Out::from(self.claij().args(args).output().expect("claij starts"))
+    }
+
+    /// Starts claij in the background, output captured.
+    fn spawn(&self, args: &[&str]) -> Child {
+        self.claij()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("claij starts")
+    }
+
+    /// Runs the human-approval example until it suspends; returns the run's id.
+    fn suspended_approval(&self, run_id: &str) -> String {
+        let out = self
+            .run(&[
+                "run",
+                "examples/human-approval.yaml",
+                "--run-id",
+                run_id,
+                "--input",
+                REQUEST,
+            ])
+            .exits(3);
+        out.json()["run_id"].as_str().unwrap().to_owned()
+    }
+
+    /// `runs show RUN --json`.
+    fn show(&self, run: &str) -> Value {
+        self.run(&["runs", "show", run, "--json"]).exits(0).json()
+    }
+
+    /// `runs trail RUN --json`, read back as trail entries.
+    fn trail(&self, run: &str) -> Vec<TrailEntry> {
+        self.run(&["runs", "trail", run, "--json"])
+            .exits(0)
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+            .collect()
+    }
+
+    /// Writes an FSM document (JSON) into the store's directory; returns its path.
+    fn document(&self, name: &str, doc: &Value) -> String {
+        let path = self.file(name);
+        std::fs::write(&path, serde_json::to_string_pretty(doc).unwrap()).unwrap();
+        path.display().to_string()
+    }
+}
+
+/// Waits until `ready` holds, for at most 5 s.
+#[track_caller]
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !ready() {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "timed out waiting until {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether a process exists (and is not a zombie).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
+/// A pid written to a file by a test's program (once it is there).
+fn pid_in(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Kills a process the test started (directly or not) when dropped, whatever happened.
+struct KillOnDrop(i32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if alive(self.0) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.0),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// A one-state document whose `command` runs `script` with `sh -c` and ends in `done`.
+fn command_document(id: &str, script: &str) -> Value {
+    json!({
+        "id": id,
+        "states": [
+            {"id": "work", "action": "command", "config": {"argv": ["sh", "-c", script]}},
+            {"id": "done", "action": "end"}
+        ],
+        "xitions": [
+            {"id": ["start", "work"]},
+            {"id": ["work", "done"]}
+        ]
+    })
+}
+
+#[test]
+fn a_waiting_person_suspends_the_run_with_exit_3_and_it_is_listed_and_shown() {
+    let store = Store::new();
+    let out = store
+        .run(&["run", "examples/human-approval.yaml", "--input", REQUEST])
+        .exits(3);
+    let wait = out.json();
+    let run = wait["run_id"].as_str().expect("the wait names the run");
+    assert_eq!(wait["status"], "suspended");
+    assert_eq!(wait["state"], "approve");
+    assert_eq!(
+        wait["waiting_for"],
+        json!([["approve", "deploy"], ["approve", "rejected"]])
+    );
+    assert!(
+        wait["prompt"]
+            .as_str()
+            .unwrap()
+            .starts_with("Approve this deployment?")
+    );
+    assert_eq!(wait["schema"]["oneOf"].as_array().map(Vec::len), Some(2));
+    assert!(
+        out.stderr
+            .contains(&format!("claij runs resume {run} --store sqlite:")),
+        "{}",
+        out.stderr
+    );
+
+    // `runs list`: the table, JSON lines, and both filters.
+    let table = store.run(&["runs", "list"]).exits(0).stdout;
+    let row = table
+        .lines()
+        .find(|l| l.starts_with(run))
+        .unwrap_or_else(|| panic!("{run} not listed: {table}"));
+    assert!(
+        row.contains("human-approval v1") && row.contains("suspended") && row.contains("approve"),
+        "{row}"
+    );
+    let listed = store.run(&["runs", "list", "--json"]).exits(0).json_lines();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["id"], run);
+    assert_eq!(listed[0]["status"], "suspended");
+    assert_eq!(listed[0]["steps"], 2);
+    assert_eq!(listed[0]["wait"]["waiting_for"], wait["waiting_for"]);
+    let ids = |args: &[&str]| -> Vec<Value> {
+        let mut all = vec!["runs", "list", "--json"];
+        all.extend(args);
+        store
+            .run(&all)
+            .exits(0)
+            .json_lines()
+            .iter()
+            .map(|r| r["id"].clone())
+            .collect()
+    };
+    assert_eq!(ids(&["--status", "suspended"]), [json!(run)]);
+    assert_eq!(
+        ids(&["--status", "running", "--status", "suspended"]),
+        [json!(run)]
+    );
+    assert!(ids(&["--status", "completed"]).is_empty());
+    assert_eq!(ids(&["--fsm", "human-approval"]), [json!(run)]);
+    assert!(ids(&["--fsm", "template-pipeline"]).is_empty());
+    let none = store.run(&["runs", "list", "--status", "failed"]).exits(0);
+    assert!(none.stderr.contains("no runs match"), "{}", none.stderr);
+
+    // `runs show`: the text and the JSON.
+    let text = store.run(&["runs", "show", run]).exits(0).stdout;
+    for line in [
+        format!("run       {run}"),
+        "status    suspended".into(),
+        "state     approve".into(),
+        "waits for [approve, deploy], [approve, rejected]".into(),
+        "asking    Approve this deployment?".into(),
+        "schema    {\"oneOf\":".into(),
+        "last      {\"id\":[\"summarise\",\"approve\"]".into(),
+    ] {
+        assert!(text.contains(&line), "no `{line}` in:\n{text}");
+    }
+    let shown = store.show(run);
+    assert_eq!(shown["status"], "suspended");
+    assert_eq!(shown["wait"]["prompt"], wait["prompt"]);
+    assert_eq!(shown["wait"]["schema"], wait["schema"]);
+    assert_eq!(shown["wait"]["waiting_for"], wait["waiting_for"]);
+    assert_eq!(
+        shown["last_event"]["summary"],
+        "Deploy billing 2.4.1 (14 changes)"
+    );
+    assert_eq!(shown["owner"], Value::Null, "a suspended run has no owner");
+}
+
+#[test]
+fn a_refused_resume_exits_2_and_changes_nothing() {
+    let store = Store::new();
+    let run = store.suspended_approval("refused");
+    let shown = store.show(&run);
+    let trail = store
+        .run(&["runs", "trail", &run, "--json"])
+        .exits(0)
+        .stdout;
+
+    let out = store
+        .run(&[
+            "runs",
+            "resume",
+            &run,
+            "--input",
+            r#"{"id": ["approve", "deploy"], "approver": "x"}"#,
+        ])
+        .exits(2);
+    assert!(
+        out.stderr
+            .contains("the input does not satisfy the schema of [approve, deploy]")
+            && out.stderr.contains("/approver"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+
+    let out = store
+        .run(&[
+            "runs",
+            "resume",
+            &run,
+            "--input",
+            r#"{"id": ["approve", "ship"]}"#,
+        ])
+        .exits(2);
+    assert!(
+        out.stderr
+            .contains("waits for one of: [approve, deploy], [approve, rejected]"),
+        "{}",
+        out.stderr
+    );
+
+    let out = store.run(&["runs", "resume", &run]).exits(2);
+    assert!(
+        out.stderr.contains("give it with --input"),
+        "{}",
+        out.stderr
+    );
+
+    let out = store
+        .run(&["runs", "resume", &run, "--input", "{not json"])
+        .exits(2);
+    assert!(out.stderr.contains("not valid JSON"), "{}", out.stderr);
+
+    assert_eq!(store.show(&run), shown, "the run changed");
+    assert_eq!(
+        store
+            .run(&["runs", "trail", &run, "--json"])
+            .exits(0)
+            .stdout,
+        trail,
+        "the trail changed"
+    );
+}
+
+#[test]
+fn a_valid_resume_completes_the_run_and_the_trail_shows_all_of_it() {
+    let store = Store::new();
+    let run = store.suspended_approval("approved");
+    let out = store
+        .run(&["runs", "resume", &run, "--input", APPROVE])
+        .exits(0);
+    assert_eq!(out.json(), serde_json::from_str::<Value>(APPROVE).unwrap());
+    assert!(
+        out.stderr
+            .contains(&format!("run {run} completed in state `deploy`")),
+        "{}",
+        out.stderr
+    );
+
+    let table = store.run(&["runs", "trail", &run]).exits(0).stdout;
+    let rows: Vec<&str> = table.lines().collect();
+    assert_eq!(rows.len(), 4, "{table}");
+    assert!(
+        rows[0].contains("SEQ") && rows[0].contains("TRANSITION"),
+        "{table}"
+    );
+    for (row, (seq, hop)) in rows[1..].iter().zip([
+        ("0", "start → summarise"),
+        ("1", "summarise → approve"),
+        ("2", "approve → deploy"),
+    ]) {
+        assert!(
+            row.trim_start().starts_with(seq) && row.contains(hop),
+            "{row}"
+        );
+    }
+
+    let trail = store.trail(&run);
+    assert_eq!(trail.iter().map(|e| e.seq).collect::<Vec<_>>(), [0, 1, 2]);
+    assert!(
+        trail
+            .iter()
+            .all(|e| e.is_transition() && &*e.fsm == "human-approval")
+    );
+    assert_eq!(trail[2].to.as_deref(), Some("deploy"));
+    assert_eq!(trail[2].event["approver"], "ada");
+
+    let shown = store.show(&run);
+    assert_eq!(shown["status"], "completed");
+    assert_eq!(shown["state"], "deploy");
+    assert_eq!(shown["wait"], Value::Null);
+
+    // Once answered, the run waits for nothing.
+    let out = store
+        .run(&["runs", "resume", &run, "--input", APPROVE])
+        .exits(1);
+    assert!(
+        out.stderr.contains("is completed, not suspended"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(store.trail(&run).len(), 3);
+}
+
+#[test]
+fn of_two_resumes_started_together_exactly_one_wins() {
+    let store = Store::new();
+    // A few rounds, so the loser loses at different points (the claim, or finding the
+    // run no longer suspended).
+    for round in 0..3 {
+        let run = store.suspended_approval(&format!("race-{round}"));
+        let reject = r#"{"id": ["approve", "rejected"], "reason": "not today"}"#;
+        let racers: Vec<Child> = [APPROVE, reject]
+            .iter()
+            .map(|input| store.spawn(&["runs", "resume", &run, "--quiet", "--input", input]))
+            .collect();
+        let outs: Vec<Out> = racers
+            .into_iter()
+            .map(|c| Out::from(c.wait_with_output().unwrap()))
+            .collect();
+        let winners: Vec<usize> = (0..2).filter(|&i| outs[i].code == Some(0)).collect();
+        assert_eq!(winners.len(), 1, "round {round}: {outs:#?}");
+        let (winner, loser) = (&outs[winners[0]], &outs[1 - winners[0]]);
+        assert_eq!(loser.code, Some(1), "{loser:#?}");
+        assert!(
+            loser.stderr.contains("not suspended") && loser.stderr.contains("another resume"),
+            "round {round}: {loser:#?}"
+        );
+        assert!(loser.stdout.is_empty(), "{loser:#?}");
+
+        // The trail holds the winner's answer, once.
+        let trail = store.trail(&run);
+        assert_eq!(trail.len(), 3, "{trail:#?}");
+        assert_eq!(trail[2].event, winner.json());
+        let shown = store.show(&run);
+        assert_eq!(shown["status"], "completed");
+        assert_eq!(shown["state"], trail[2].to.as_deref().unwrap());
+    }
+}
+
+#[test]
+fn interrupting_a_suspended_run_records_interrupted() {
+    let store = Store::new();
+    let run = store.suspended_approval("stop-waiting");
+    let out = store.run(&["runs", "interrupt", &run]).exits(0);
+    assert_eq!(
+        out.stdout.trim(),
+        format!("run {run} interrupted in state `approve`")
+    );
+    let shown = store.show(&run);
+    assert_eq!(shown["status"], "interrupted");
+    assert_eq!(shown["wait"], Value::Null);
+    let trail = store.trail(&run);
+    let last = trail.last().unwrap();
+    assert_eq!(last.seq, 2);
+    assert_eq!(&*last.from, "approve");
+    assert_eq!(
+        last.failure.as_ref().map(|f| f.kind.to_string()).as_deref(),
+        Some("interrupted")
+    );
+
+    // Finished runs cannot be interrupted, or answered.
+    let out = store.run(&["runs", "interrupt", &run]).exits(1);
+    assert!(
+        out.stderr.contains("a finished run cannot be interrupted"),
+        "{}",
+        out.stderr
+    );
+    store
+        .run(&["runs", "resume", &run, "--input", APPROVE])
+        .exits(1);
+}
+
+#[test]
+fn interrupting_a_running_run_from_another_process_stops_it_and_its_program() {
+    let store = Store::new();
+    let pidfile = store.file("pid");
+    let doc = store.document(
+        "slow.json",
+        &command_document(
+            "slow",
+            &format!("echo $$ > {}; exec sleep 30", pidfile.display()),
+        ),
+    );
+    let child = store.spawn(&["run", &doc, "--run-id", "busy"]);
+    let runner = KillOnDrop(child.id() as i32);
+    wait_until(
+        "the run is listed as running and its program started",
+        || {
+            let running = store
+                .run(&["runs", "list", "--status", "running", "--json"])
+                .json_lines();
+            running.iter().any(|r| r["id"] == "busy") && pid_in(&pidfile).is_some()
+        },
+    );
+    let program = KillOnDrop(pid_in(&pidfile).unwrap());
+    assert!(alive(program.0));
+
+    let asked = Instant::now();
+    let out = store.run(&["runs", "interrupt", "busy"]).exits(0);
+    assert_eq!(out.stdout.trim(), "run busy interrupted in state `work`");
+    let first = Out::from(child.wait_with_output().unwrap()).exits(1);
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "the run took {:?} to stop",
+        asked.elapsed()
+    );
+    assert!(first.stderr.contains("interrupted"), "{}", first.stderr);
+    wait_until("the program is gone", || !alive(program.0));
+    drop(runner);
+
+    assert_eq!(store.show("busy")["status"], "interrupted");
+    let trail = store.trail("busy");
+    assert_eq!(
+        trail
+            .last()
+            .and_then(|e| e.failure.as_ref())
+            .map(|f| f.kind.to_string())
+            .as_deref(),
+        Some("interrupted")
+    );
+}
+
+#[test]
+fn resume_all_finishes_a_run_whose_process_was_killed() {
+    let store = Store::new();
+    let marker = store.file("first-attempt-pid");
+    // The first attempt records its pid and hangs; the next one answers at once, with
+    // the idempotency key it was given.
+    let script = format!(
+        r#"if [ ! -e {m} ]; then echo $$ > {m}; exec sleep 30; fi; printf '{{"id": ["work", "done"], "key": "%s"}}' "$CLAIJ_IDEMPOTENCY_KEY""#,
+        m = marker.display()
+    );
+    let doc = store.document("crashy.json", &command_document("crashy", &script));
+    let mut child = store.spawn(&["run", &doc, "--run-id", "crashed"]);
+    let runner = KillOnDrop(child.id() as i32);
+    wait_until("the first attempt started", || pid_in(&marker).is_some());
+    // Its program is left behind by the SIGKILL (nothing can clean up after one).
+    let _orphan = KillOnDrop(pid_in(&marker).unwrap());
+    child.kill().unwrap();
+    // Reaped: a zombie would still look alive to the dead-owner check.
+    let status = child.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9)
+    );
+    drop(runner);
+
+    let shown = store.run(&["runs", "show", "crashed"]).exits(0).stdout;
+    assert!(shown.contains("status    running"), "{shown}");
+    assert!(shown.contains("(process gone"), "{shown}");
+
+    let out = store.run(&["runs", "resume", "--all"]).exits(0);
+    assert_eq!(
+        out.json_lines(),
+        [json!({"run_id": "crashed", "status": "completed", "state": "done"})]
+    );
+    assert!(
+        out.stderr
+            .contains("resuming run crashed (running in `work`)"),
+        "{}",
+        out.stderr
+    );
+    let trail = store.trail("crashed");
+    assert_eq!(trail.len(), 2, "{trail:#?}");
+    assert_eq!(trail[1].to.as_deref(), Some("done"));
+    assert_eq!(
+        trail[1].event["key"], "crashed:1",
+        "the attempt made again has the key of the one cut off"
+    );
+
+    let again = store.run(&["runs", "resume", "--all"]).exits(0);
+    assert!(again.stdout.is_empty());
+    assert!(
+        again.stderr.contains("nothing to resume"),
+        "{}",
+        again.stderr
+    );
+}
+
+#[test]
+fn prune_deletes_only_the_finished_runs_it_is_asked_to() {
+    let store = Store::new();
+    store
+        .run(&[
+            "run",
+            "examples/template-pipeline.yaml",
+            "--run-id",
+            "done",
+            "--input",
+            "@examples/inputs/order.json",
+        ])
+        .exits(0);
+    store.suspended_approval("waiting");
+    store.suspended_approval("stopped");
+    store.run(&["runs", "interrupt", "stopped"]).exits(0);
+
+    let out = store.run(&["runs", "prune", "--older-than", "1h"]).exits(0);
+    assert_eq!(out.stdout.trim(), "pruned 0 run(s)");
+
+    let out = store
+        .run(&[
+            "runs",
+            "prune",
+            "--older-than",
+            "0s",
+            "--status",
+            "completed",
+        ])
+        .exits(0);
+    assert_eq!(out.stdout.trim(), "pruned 1 run(s)");
+    let mut left: Vec<String> = store
+        .run(&["runs", "list", "--json"])
+        .json_lines()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}",
+                r["id"].as_str().unwrap(),
+                r["status"].as_str().unwrap()
+            )
+        })
+        .collect();
+    left.sort();
+    assert_eq!(left, ["stopped interrupted", "waiting suspended"]);
+    let out = store.run(&["runs", "trail", "done"]).exits(1);
+    assert!(
+        out.stderr.contains("`done` is not in the store"),
+        "{}",
+        out.stderr
+    );
+
+    let out = store
+        .run(&[
+            "runs",
+            "prune",
+            "--older-than",
+            "0s",
+            "--status",
+            "suspended",
+        ])
+        .exits(2);
+    assert!(out.stderr.contains("only finished runs"), "{}", out.stderr);
+    assert_eq!(store.run(&["runs", "list", "--json"]).json_lines().len(), 2);
+}
+
+#[test]
+fn defs_list_and_show_the_stored_definitions() {
+    let store = Store::new();
+    let run = store.suspended_approval("pinned");
+    let hash = store.show(&run)["hash"].as_str().unwrap().to_owned();
+    assert_eq!(hash.len(), 64);
+
+    let table = store.run(&["defs", "list"]).exits(0).stdout;
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("human-approval"))
+        .unwrap_or_else(|| panic!("{table}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[..3], ["human-approval", "1", &hash[..12]], "{row}");
+    let listed = store.run(&["defs", "list", "--json"]).exits(0).json_lines();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["fsm"], "human-approval");
+    assert_eq!(listed[0]["version"], 1);
+    assert_eq!(listed[0]["hash"], hash.as_str());
+
+    let document = store
+        .run(&["defs", "show", "human-approval"])
+        .exits(0)
+        .json();
+    assert_eq!(document["id"], "human-approval");
+    assert_eq!(document["states"][1]["action"], "human");
+    for args in [
+        &["defs", "show", "human-approval", "--version", "1"][..],
+        &["defs", "show", "human-approval", "--hash", &hash[..8]][..],
+    ] {
+        assert_eq!(store.run(args).exits(0).json(), document, "{args:?}");
+    }
+    let out = store
+        .run(&["defs", "show", "human-approval", "--version", "2"])
+        .exits(1);
+    assert!(
+        out.stderr
+            .contains("no stored definition of `human-approval` v2"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn the_store_can_be_named_after_the_subcommand_and_strict_durability_works() {
+    let store = Store::new();
+    let other = store.file("other.db").display().to_string();
+    store
+        .run(&[
+            "run",
+            "examples/human-approval.yaml",
+            "--store",
+            &other,
+            "--durability",
+            "strict",
+            "--run-id",
+            "elsewhere",
+            "--input",
+            REQUEST,
+        ])
+        .exits(3);
+    let listed = store
+        .run(&["runs", "list", "--json", "--store", &other])
+        .exits(0)
+        .json_lines();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["id"], "elsewhere");
+    assert!(
+        store
+            .run(&["runs", "list", "--json"])
+            .exits(0)
+            .stdout
+            .is_empty(),
+        "CLAIJ_STORE's store holds nothing"
+    );
+    store
+        .claij()
+        .env("CLAIJ_DURABILITY", "strict")
+        .args([
+            "runs",
+            "--store",
+            &other,
+            "resume",
+            "elsewhere",
+            "--input",
+            APPROVE,
+        ])
+        .output()
+        .map(Out::from)
+        .unwrap()
+        .exits(0);
+    let out = Out::from(
+        store
+            .claij()
+            .env("CLAIJ_DURABILITY", "sloppy")
+            .args(["runs", "list"])
+            .output()
+            .unwrap(),
+    )
+    .exits(2);
+    assert!(out.stderr.contains("sloppy"), "{}", out.stderr);
+}
+
+#[test]
+fn runs_and_defs_need_a_store() {
+    let store = Store::new();
+    for args in [
+        &["runs", "list", "--store", "memory"][..],
+        &["runs", "--store", "memory", "show", "x"][..],
+        &["defs", "list", "--store", "memory"][..],
+    ] {
+        let out = store.run(args).exits(2);
+        assert!(
+            out.stderr
+                .contains("this command needs a store; `--store memory` keeps nothing"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    let out = Out::from(
+        store
+            .claij()
+            .env("CLAIJ_STORE", "memory")
+            .args(["runs", "list"])
+            .output()
+            .unwrap(),
+    )
+    .exits(2);
+    assert!(out.stderr.contains("needs a store"), "{}", out.stderr);
+    // `claij run` without a store cannot suspend: it says what to do.
+    let out = Out::from(
+        store
+            .claij()
+            .args(["run", "examples/human-approval.yaml", "--store", "memory"])
+            .args(["--input", REQUEST])
+            .output()
+            .unwrap(),
+    )
+    .exits(1);
+    assert!(out.stderr.contains("no terminal"), "{}", out.stderr);
+}
+
+/// A server that speaks just enough of the PostgreSQL protocol to ask for a password
+/// in clear text and refuse it; returns its port and the password it was sent.
+fn postgres_refusing_passwords() -> (u16, std::thread::JoinHandle<Option<String>>) {
+    fn message(conn: &mut std::net::TcpStream) -> Option<Vec<u8>> {
+        let mut len = [0u8; 4];
+        conn.read_exact(&mut len).ok()?;
+        let mut body = vec![0; (u32::from_be_bytes(len) as usize).checked_sub(4)?];
+        conn.read_exact(&mut body).ok()?;
+        Some(body)
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().ok()?;
+        conn.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        // SSL or GSS encryption requests are declined; then comes the startup message.
+        loop {
+            let body = message(&mut conn)?;
+            match body.get(..4) {
+                Some([4, 210, 22, 47] | [4, 210, 22, 48]) => conn.write_all(b"N").ok()?,
+                _ => break,
+            }
+        }
+        conn.write_all(&[b'R', 0, 0, 0, 8, 0, 0, 0, 3]).ok()?; // cleartext password, please
+        let mut tag = [0u8; 1];
+        conn.read_exact(&mut tag).ok()?;
+        let password = message(&mut conn)?;
+        let mut fields = Vec::new();
+        for (code, text) in [
+            (b'S', "FATAL"),
+            (b'V', "FATAL"),
+            (b'C', "28P01"),
+            (b'M', "password authentication failed for user \"ada\""),
+        ] {
+            fields.push(code);
+            fields.extend_from_slice(text.as_bytes());
+            fields.push(0);
+        }
+        fields.push(0);
+        let mut error = vec![b'E'];
+        error.extend_from_slice(&(fields.len() as u32 + 4).to_be_bytes());
+        error.extend_from_slice(&fields);
+        conn.write_all(&error).ok()?;
+        Some(String::from_utf8_lossy(password.strip_suffix(&[0]).unwrap_or(&password)).into_owned())
+    });
+    (port, server)
+}
+
+#[test]
+fn postgres_errors_never_show_the_password() {
+    let store = Store::new();
+    // A wrong password: the server refuses it.
+    let (port, server) = postgres_refusing_passwords();
+    let url = format!("postgres://ada:s3cret-pw@127.0.0.1:{port}/claij");
+    let out = store.run(&["runs", "list", "--store", &url]).exits(2);
+    assert_eq!(
+        server.join().unwrap().as_deref(),
+        Some("s3cret-pw"),
+        "the password reached the server"
+    );
+    assert!(
+        out.stderr.contains("password authentication failed")
+            && out.stderr.contains(&format!("127.0.0.1:{port}")),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("s3cret"), "{}", out.stderr);
+
+    // Nor does help, which shows where options come from in the environment.
+    for args in [&["run", "--help"][..], &["runs", "list", "--help"][..]] {
+        let out = Out::from(
+            store
+                .claij()
+                .env("CLAIJ_STORE", &url)
+                .args(args)
+                .output()
+                .unwrap(),
+        )
+        .exits(0);
+        assert!(out.stdout.contains("CLAIJ_STORE"), "{}", out.stdout);
+        assert!(!out.stdout.contains("s3cret"), "{args:?}: {}", out.stdout);
+    }
+
+    // A port nobody listens on, the password in the user part or in the query.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for url in [
+        format!("postgres://ada:s3cret-pw@127.0.0.1:{closed}/claij"),
+        format!("postgresql://ada@127.0.0.1:{closed}/claij?sslmode=disable&password=s3cret-pw"),
+    ] {
+        for args in [
+            &["runs", "list", "--store", &url][..],
+            &["defs", "list", "--store", &url][..],
+            &[
+                "run",
+                "examples/human-approval.yaml",
+                "--store",
+                &url,
+                "--input",
+                REQUEST,
+            ][..],
+        ] {
+            let out = store.run(args).exits(2);
+            assert!(
+                out.stderr.contains("cannot open the store")
+                    && out.stderr.contains(&format!("127.0.0.1:{closed}")),
+                "{args:?}: {}",
+                out.stderr
+            );
+            assert!(!out.stderr.contains("s3cret"), "{args:?}: {}", out.stderr);
+            assert!(out.stdout.is_empty());
+        }
+    }
+}
+
+#[test]
+fn a_closed_stderr_or_stdout_stops_nothing() {
+    let store = Store::new();
+    // Progress cannot be written (`claij run … 2>&1 | head -1`): the run still completes.
+    let mut child = store.spawn(&[
+        "run",
+        "examples/template-pipeline.yaml",
+        "--run-id",
+        "unwatched",
+        "--input",
+        "@examples/inputs/order.json",
+    ]);
+    drop(child.stderr.take());
+    let out = Out::from(child.wait_with_output().unwrap()).exits(0);
+    assert_eq!(out.json()["id"], json!(["invoice", "done"]));
+    assert_eq!(store.show("unwatched")["status"], "completed");
+
+    // A listing whose reader went away (`claij runs list | head -1`) ends quietly.
+    for args in [
+        &["runs", "list"][..],
+        &["runs", "trail", "unwatched", "--json"][..],
+        &["defs", "show", "template-pipeline"][..],
+    ] {
+        let mut child = store.spawn(args);
+        drop(child.stdout.take());
+        let out = Out::from(child.wait_with_output().unwrap()).exits(0);
+        assert!(!out.stderr.contains("panicked"), "{args:?}: {}", out.stderr);
+    }
+}
