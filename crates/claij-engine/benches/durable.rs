@@ -12,20 +12,19 @@
 //! `cargo bench -p claij-engine --bench durable`; criterion reports time per transition
 //! and transitions per second (throughput in elements = transitions).
 
+mod common;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use claij_core::Fsm;
 use claij_core::store::{Durability, RunStore};
-use claij_core::{Fsm, load_str};
-use claij_engine::{
-    Action, ActionError, ActionInput, ActionOutput, ActionRegistry, BoxFuture, Engine, Outcome,
-    RunOptions, RunStatus,
-};
+use claij_engine::{Engine, RunOptions, RunStatus};
 use claij_store::CommitStats;
 use claij_testkit::postgres::TestDatabase;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::runtime::Runtime;
 
 /// Transitions per run.
@@ -33,50 +32,6 @@ const TRANSITIONS: u64 = 200;
 
 /// Runs at once in the `concurrent` group.
 const CONCURRENT_RUNS: u64 = 16;
-
-const LOOP: &str = r##"
-id: ping-pong
-schemas:
-  ball:
-    type: object
-    required: [n, player]
-    properties:
-      n: {type: integer, minimum: 0}
-      player: {type: string, enum: [ping, pong]}
-states:
-  - {id: ping, action: hit}
-  - {id: pong, action: hit}
-  - {id: done, action: end}
-xitions:
-  - id: [start, ping]
-    schema: {$ref: "#/$defs/ball"}
-  - id: [ping, pong]
-    schema: {$ref: "#/$defs/ball"}
-  - id: [pong, ping]
-    schema: {$ref: "#/$defs/ball"}
-  - id: [ping, done]
-    schema: {type: object, required: [n], properties: {n: {type: integer}}}
-  - id: [pong, done]
-    schema: {type: object, required: [n], properties: {n: {type: integer}}}
-"##;
-
-/// Returns the ball to the other player until `n` reaches the limit (the entry and the
-/// end make `TRANSITIONS` transitions in all).
-struct Hit;
-
-impl Action for Hit {
-    fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
-        let n = input.event.get("n").and_then(Value::as_u64).unwrap_or(0) + 1;
-        let me = &*input.state.id;
-        let other = if me == "ping" { "pong" } else { "ping" };
-        let event = if n + 1 >= TRANSITIONS {
-            json!({"id": [me, "done"], "n": n})
-        } else {
-            json!({"id": [me, other], "n": n, "player": other})
-        };
-        Box::pin(std::future::ready(Ok(ActionOutput::event(event).into())))
-    }
-}
 
 /// A store under test, with its commit counters.
 struct Bench {
@@ -156,15 +111,8 @@ fn stores(
 }
 
 fn bench(c: &mut Criterion) {
-    let mut registry = ActionRegistry::with_builtins();
-    if let Err(e) = registry.register("hit", Arc::new(Hit)) {
-        panic!("{e}");
-    }
-    let engine = Arc::new(Engine::new(Arc::new(registry)));
-    let fsm = match load_str("ping-pong.yaml", LOOP, engine.registry()) {
-        Ok(f) => Arc::new(f),
-        Err(e) => panic!("{e}"),
-    };
+    let (engine, fsm) = common::ping_pong(TRANSITIONS);
+    let engine = Arc::new(engine);
     // As the CLI runs: a multi-threaded runtime with two workers.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -278,12 +278,25 @@ impl RunState<'_> {
     /// Commits what is not committed yet (no-op without a store, or when nothing
     /// changed), renewing the lease.
     async fn checkpoint(&mut self, status: RunStatus, state: &str) -> Result<(), StoreError> {
-        let Some(durable) = &self.durable else {
-            return Ok(());
-        };
         if self.committed == self.trail.len() && !self.context_dirty {
             return Ok(());
         }
+        let lease_until = self.durable.as_ref().map(Durable::lease_until);
+        self.commit(status, state, None, lease_until).await
+    }
+
+    /// Writes the uncommitted trail delta, the position, the context if it changed, the
+    /// wait and the lease (`None` releases it) — nothing without a store.
+    async fn commit(
+        &mut self,
+        status: RunStatus,
+        state: &str,
+        wait: Option<Wait>,
+        lease_until: Option<SystemTime>,
+    ) -> Result<(), StoreError> {
+        let Some(durable) = &self.durable else {
+            return Ok(());
+        };
         durable
             .store
             .commit(Checkpoint {
@@ -293,8 +306,8 @@ impl RunState<'_> {
                 status,
                 state: state.to_owned(),
                 context: self.context_dirty.then(|| self.context.clone()),
-                wait: None,
-                lease_until: Some(durable.lease_until()),
+                wait,
+                lease_until,
             })
             .await?;
         self.committed = self.trail.len();
@@ -586,27 +599,16 @@ impl RunState<'_> {
         state: &str,
         wait: Option<Wait>,
     ) -> Result<RunOutcome, StoreError> {
-        if let Some(durable) = &self.durable {
-            if durable.lost.load(Ordering::SeqCst) {
-                return Err(StoreError::LostLease {
-                    run: self.run_id.clone(),
-                });
-            }
-            durable
-                .store
-                .commit(Checkpoint {
-                    run_id: self.run_id.clone(),
-                    owner: durable.owner.clone(),
-                    entries: self.trail[self.committed..].to_vec(),
-                    status,
-                    state: state.to_owned(),
-                    context: self.context_dirty.then(|| self.context.clone()),
-                    wait: wait.clone(),
-                    lease_until: None,
-                })
-                .await?;
-            self.committed = self.trail.len();
+        if self
+            .durable
+            .as_ref()
+            .is_some_and(|d| d.lost.load(Ordering::SeqCst))
+        {
+            return Err(StoreError::LostLease {
+                run: self.run_id.clone(),
+            });
         }
+        self.commit(status, state, wait.clone(), None).await?;
         for o in &self.observers {
             o.run_finished(&self.run_id, status);
         }

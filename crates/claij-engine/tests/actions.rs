@@ -1,5 +1,6 @@
 //! The built-in actions that need no model: command, transform, human, reserved names.
 
+use claij_testkit::process::alive;
 use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -133,19 +134,6 @@ async fn command_capture_mode_routes_by_exit_code() {
     let config = json!({"argv": ["sh", "-c", "exit 2"], "output": "capture", "routes": {"0": "done", "*": "fix"}});
     let out = run(&engine, &one_command(&config.to_string()), json!({})).await;
     assert_eq!(out.result.unwrap()["id"], json!(["work", "fix"]));
-}
-
-fn alive(pid: i32) -> bool {
-    // A zombie has been killed; only its parent's reaping is left.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z'),
-        Err(_) => false,
-    }
 }
 
 async fn read_pids(path: &Path) -> Vec<i32> {

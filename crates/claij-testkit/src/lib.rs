@@ -13,6 +13,7 @@
 //! use it in its tests without a dependency cycle.
 
 pub mod postgres;
+pub mod process;
 mod rng;
 mod store;
 

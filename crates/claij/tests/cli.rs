@@ -1,6 +1,7 @@
 //! The `claij` binary, end to end: validate, run (progress, trail, exit codes,
 //! interruption), graph, schema.
 
+use claij_testkit::process::alive;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -267,18 +268,6 @@ fn human_without_a_terminal_fails_clearly() {
         1,
         "not retried: {stderr}"
     );
-}
-
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z'),
-        Err(_) => false,
-    }
 }
 
 #[test]

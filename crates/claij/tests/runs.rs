@@ -2,6 +2,7 @@
 //! inspected, raced, interrupted from other processes, recovered after a SIGKILL and
 //! pruned; stored definitions; store errors. Every test has its own SQLite file.
 
+use claij_testkit::process::alive;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -158,19 +159,6 @@ fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
             "timed out waiting until {what}"
         );
         std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Whether a process exists (and is not a zombie).
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z'),
-        Err(_) => false,
     }
 }
 

@@ -1,0 +1,70 @@
+//! The workload both benchmarks share: a two-state ping-pong loop of a deterministic
+//! native action, with schema validation on every transition.
+
+use std::sync::Arc;
+
+use claij_core::{Fsm, load_str};
+use claij_engine::{
+    Action, ActionError, ActionInput, ActionOutput, ActionRegistry, BoxFuture, Engine, Outcome,
+};
+use serde_json::{Value, json};
+
+const LOOP: &str = r##"
+id: ping-pong
+schemas:
+  ball:
+    type: object
+    required: [n, player]
+    properties:
+      n: {type: integer, minimum: 0}
+      player: {type: string, enum: [ping, pong]}
+states:
+  - {id: ping, action: hit}
+  - {id: pong, action: hit}
+  - {id: done, action: end}
+xitions:
+  - id: [start, ping]
+    schema: {$ref: "#/$defs/ball"}
+  - id: [ping, pong]
+    schema: {$ref: "#/$defs/ball"}
+  - id: [pong, ping]
+    schema: {$ref: "#/$defs/ball"}
+  - id: [ping, done]
+    schema: {type: object, required: [n], properties: {n: {type: integer}}}
+  - id: [pong, done]
+    schema: {type: object, required: [n], properties: {n: {type: integer}}}
+"##;
+
+/// Returns the ball to the other player until the run's trail holds `transitions`
+/// entries (the entry and the end included).
+struct Hit {
+    transitions: u64,
+}
+
+impl Action for Hit {
+    fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
+        let n = input.event.get("n").and_then(Value::as_u64).unwrap_or(0) + 1;
+        let me = &*input.state.id;
+        let other = if me == "ping" { "pong" } else { "ping" };
+        let event = if n + 1 >= self.transitions {
+            json!({"id": [me, "done"], "n": n})
+        } else {
+            json!({"id": [me, other], "n": n, "player": other})
+        };
+        Box::pin(std::future::ready(Ok(ActionOutput::event(event).into())))
+    }
+}
+
+/// An engine with the `hit` action, and the ping-pong FSM whose runs take `transitions`
+/// transitions.
+pub fn ping_pong(transitions: u64) -> (Engine, Arc<Fsm>) {
+    let mut registry = ActionRegistry::with_builtins();
+    if let Err(e) = registry.register("hit", Arc::new(Hit { transitions })) {
+        panic!("{e}");
+    }
+    let engine = Engine::new(Arc::new(registry));
+    match load_str("ping-pong.yaml", LOOP, engine.registry()) {
+        Ok(fsm) => (engine, Arc::new(fsm)),
+        Err(e) => panic!("{e}"),
+    }
+}
