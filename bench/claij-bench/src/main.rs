@@ -37,31 +37,7 @@ use tokio::runtime::Runtime;
 use tokio::sync::watch;
 
 /// The ping-pong loop (the same document as the engine's criterion benchmarks).
-const LOOP: &str = r##"
-id: ping-pong
-schemas:
-  ball:
-    type: object
-    required: [n, player]
-    properties:
-      n: {type: integer, minimum: 0}
-      player: {type: string, enum: [ping, pong]}
-states:
-  - {id: ping, action: hit}
-  - {id: pong, action: hit}
-  - {id: done, action: end}
-xitions:
-  - id: [start, ping]
-    schema: {$ref: "#/$defs/ball"}
-  - id: [ping, pong]
-    schema: {$ref: "#/$defs/ball"}
-  - id: [pong, ping]
-    schema: {$ref: "#/$defs/ball"}
-  - id: [ping, done]
-    schema: {type: object, required: [n], properties: {n: {type: integer}}}
-  - id: [pong, done]
-    schema: {type: object, required: [n], properties: {n: {type: integer}}}
-"##;
+const LOOP: &str = include_str!("../../workloads/ping-pong.yaml");
 
 /// W3's loop: every step's event carries the chunk it appends to the history.
 const GROWTH: &str = r##"

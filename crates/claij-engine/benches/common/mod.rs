@@ -9,31 +9,8 @@ use claij_engine::{
 };
 use serde_json::{Value, json};
 
-const LOOP: &str = r##"
-id: ping-pong
-schemas:
-  ball:
-    type: object
-    required: [n, player]
-    properties:
-      n: {type: integer, minimum: 0}
-      player: {type: string, enum: [ping, pong]}
-states:
-  - {id: ping, action: hit}
-  - {id: pong, action: hit}
-  - {id: done, action: end}
-xitions:
-  - id: [start, ping]
-    schema: {$ref: "#/$defs/ball"}
-  - id: [ping, pong]
-    schema: {$ref: "#/$defs/ball"}
-  - id: [pong, ping]
-    schema: {$ref: "#/$defs/ball"}
-  - id: [ping, done]
-    schema: {type: object, required: [n], properties: {n: {type: integer}}}
-  - id: [pong, done]
-    schema: {type: object, required: [n], properties: {n: {type: integer}}}
-"##;
+/// The ping-pong document, shared with `bench/claij-bench`.
+const LOOP: &str = include_str!("../../../../bench/workloads/ping-pong.yaml");
 
 /// Returns the ball to the other player until the run's trail holds `transitions`
 /// entries (the entry and the end included).
