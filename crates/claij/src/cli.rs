@@ -102,6 +102,48 @@ pub enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// MCP: serve workflows and bots as MCP tools.
+    Mcp {
+        /// What to do.
+        #[command(subcommand)]
+        command: McpCommand,
+    },
+}
+
+/// `claij mcp …`
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Serve FSMs and bots as MCP tools, over stdio (default) or streamable HTTP.
+    ///
+    /// Per FSM: ID_start, ID_continue, ID_status (runs are kept in the store, so they
+    /// survive a restart). Per bot folder (B behaviors of A actions): BOT,
+    /// BOT_close_current_action, BOT_restart, BOT_BEHAVIOR and BOT_BEHAVIOR_ACTION — 3 + B
+    /// + B×A tools. A bot's workflow state is kept in
+    /// WORKSPACE/.claij/bots/BOT/workflow_state.json. See docs/MCP-SERVER.md.
+    #[command(after_help = "Examples:
+  claij mcp serve --bot examples/bots/story-writer --workspace ~/stories
+  claij mcp serve examples/human-approval.yaml --http 127.0.0.1:8765   # http://127.0.0.1:8765/mcp")]
+    Serve(McpServeArgs),
+}
+
+/// The options of `claij mcp serve`.
+#[derive(Debug, Args)]
+pub struct McpServeArgs {
+    /// FSM documents to serve as tools.
+    pub files: Vec<PathBuf>,
+    /// A bot folder to serve (repeatable).
+    #[arg(long = "bot", value_name = "DIR")]
+    pub bots: Vec<PathBuf>,
+    /// Serve streamable HTTP at http://ADDR/mcp instead of stdio (e.g. 127.0.0.1:8765;
+    /// port 0 picks a free one, printed on stderr).
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
+    /// Where bots keep their workflow state and work (default: the current directory).
+    #[arg(long, value_name = "DIR", env = "CLAIJ_WORKSPACE")]
+    pub workspace: Option<PathBuf>,
+    /// Where runs are kept.
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 /// Where runs are kept, and how durably.

@@ -1,0 +1,492 @@
+//! The bot → behavior → action tools of one bot: generation from its folder, and the
+//! calls (continue, jump to a behavior, run an action, close the current action,
+//! restart). For B behaviors of A actions each: 3 + B + B×A tools.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::bot_folder::{Bot, BotErrors, Completion, load_bot};
+use crate::fsm_tools::{self, Runtime};
+use crate::tool::{ToolOutput, ToolSpec};
+use crate::workflow_state::{
+    self, CompletedAction, Position, StateError, WorkflowState, action_path, after,
+    behavior_path, resolve,
+};
+
+/// Which bot tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BotVerb {
+    /// `{bot}`: the current action of the current behavior.
+    Continue,
+    /// `{bot}_{behavior}`: that behavior's current action.
+    Behavior(usize),
+    /// `{bot}_{behavior}_{action}`: that action, directly.
+    Action(usize, usize),
+    /// `{bot}_close_current_action`.
+    Close,
+    /// `{bot}_restart`.
+    Restart,
+}
+
+/// One served bot: its folder (reloadable) and its workflow state file.
+pub struct BotHost {
+    dir: PathBuf,
+    state_file: PathBuf,
+    workspace: PathBuf,
+    bot: RwLock<Arc<Bot>>,
+    /// Serialises the read-modify-write of the state file within this process.
+    lock: tokio::sync::Mutex<()>,
+}
+
+fn patterns_line(patterns: &[String]) -> String {
+    if patterns.is_empty() {
+        String::new()
+    } else {
+        format!("\nTrigger patterns: {}", patterns.join(", "))
+    }
+}
+
+fn input_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "input": {
+                "type": "object",
+                "description": "Only for actions that run a workflow (FSM): the workflow's input event (default: the action's configured input)."
+            }
+        }
+    })
+}
+
+impl BotHost {
+    /// Loads the bot in `dir`; its state lives under `workspace`.
+    pub fn load(dir: &Path, workspace: &Path, runtime: &Runtime) -> Result<Self, BotErrors> {
+        let bot = load_bot(dir, runtime.engine.registry())?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            state_file: workflow_state::state_file(workspace, &bot.name),
+            workspace: workspace.to_path_buf(),
+            bot: RwLock::new(Arc::new(bot)),
+            lock: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The bot as last loaded.
+    pub fn bot(&self) -> Arc<Bot> {
+        match self.bot.read() {
+            Ok(b) => b.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Its workflow state file.
+    pub fn state_file(&self) -> &Path {
+        &self.state_file
+    }
+
+    /// Its tools, in order: `{bot}`, `{bot}_close_current_action`, `{bot}_restart`, then
+    /// per behavior `{bot}_{behavior}` followed by its `{bot}_{behavior}_{action}` tools.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        let bot = self.bot();
+        let mut out = Vec::new();
+        let order = bot
+            .behaviors
+            .iter()
+            .map(|b| b.name.as_str())
+            .collect::<Vec<_>>()
+            .join(" → ");
+        let about = bot
+            .description
+            .as_deref()
+            .map(|d| format!("{d}\n"))
+            .unwrap_or_default();
+        out.push(ToolSpec {
+            name: bot.name.clone(),
+            description: format!(
+                "{about}Continue with {}: runs the current action of the current behavior (from the persisted workflow state) and returns its instructions. Behaviors in order: {order}.{}",
+                bot.name,
+                patterns_line(&bot.trigger_patterns)
+            ),
+            input_schema: input_schema(),
+        });
+        out.push(ToolSpec {
+            name: format!("{}_close_current_action", bot.name),
+            description: format!(
+                "Mark the current action of {} complete (call it when the person agrees the action is done) and move to the next action; after a behavior's last action, to the next behavior's first.\nTrigger patterns: done, finished, close (the )?(current )?action, next step",
+                bot.name
+            ),
+            input_schema: json!({"type": "object", "properties": {}}),
+        });
+        out.push(ToolSpec {
+            name: format!("{}_restart", bot.name),
+            description: format!(
+                "Reload {}'s folder and its workflow state, and say where the workflow stands.\nTrigger patterns: restart, reload",
+                bot.name
+            ),
+            input_schema: json!({"type": "object", "properties": {}}),
+        });
+        for behavior in &bot.behaviors {
+            let actions = behavior
+                .actions
+                .iter()
+                .map(|a| a.name.as_str())
+                .collect::<Vec<_>>()
+                .join(" → ");
+            out.push(ToolSpec {
+                name: format!("{}_{}", bot.name, behavior.name),
+                description: format!(
+                    "{}Work on the behavior `{}` of {}: runs its current action and makes it the current behavior. Actions in order: {actions}.{}",
+                    behavior
+                        .description
+                        .as_deref()
+                        .map(|d| format!("{d}\n"))
+                        .unwrap_or_default(),
+                    behavior.name,
+                    bot.name,
+                    patterns_line(&behavior.trigger_patterns)
+                ),
+                input_schema: input_schema(),
+            });
+            for action in &behavior.actions {
+                out.push(ToolSpec {
+                    name: format!("{}_{}_{}", bot.name, behavior.name, action.name),
+                    description: format!(
+                        "{}Run the action `{}` of the behavior `{}` of {} directly: it becomes the current action (it does not complete; `{}_close_current_action` does).{}",
+                        action
+                            .description
+                            .as_deref()
+                            .map(|d| format!("{d}\n"))
+                            .unwrap_or_default(),
+                        action.name,
+                        behavior.name,
+                        bot.name,
+                        bot.name,
+                        patterns_line(&action.trigger_patterns)
+                    ),
+                    input_schema: input_schema(),
+                });
+            }
+        }
+        out
+    }
+
+    /// Which of this bot's tools `name` is.
+    pub fn route(&self, name: &str) -> Option<BotVerb> {
+        let bot = self.bot();
+        if name == bot.name {
+            return Some(BotVerb::Continue);
+        }
+        let rest = name.strip_prefix(&bot.name)?.strip_prefix('_')?;
+        match rest {
+            "close_current_action" => return Some(BotVerb::Close),
+            "restart" => return Some(BotVerb::Restart),
+            _ => {}
+        }
+        for (b, behavior) in bot.behaviors.iter().enumerate() {
+            if rest == behavior.name {
+                return Some(BotVerb::Behavior(b));
+            }
+            if let Some(action) = rest
+                .strip_prefix(&behavior.name)
+                .and_then(|r| r.strip_prefix('_'))
+                && let Some(a) = behavior.actions.iter().position(|x| x.name == action)
+            {
+                return Some(BotVerb::Action(b, a));
+            }
+        }
+        None
+    }
+
+    fn load_state(&self) -> Result<WorkflowState, ToolOutput> {
+        workflow_state::load(&self.state_file).map_err(|e| self.state_error(e))
+    }
+
+    fn save_state(&self, state: &WorkflowState) -> Result<(), ToolOutput> {
+        workflow_state::save(&self.state_file, state).map_err(|e| self.state_error(e))
+    }
+
+    fn state_error(&self, e: StateError) -> ToolOutput {
+        tracing::error!(bot = %self.bot().name, "{e}");
+        ToolOutput::error(e.to_string())
+    }
+
+    /// Calls one of this bot's tools.
+    pub async fn call(
+        &self,
+        verb: BotVerb,
+        args: &Map<String, Value>,
+        runtime: &Runtime,
+        cancel: CancellationToken,
+    ) -> ToolOutput {
+        let _guard = self.lock.lock().await;
+        let result = match verb {
+            BotVerb::Restart => return self.restart(runtime),
+            BotVerb::Close => self.close(),
+            BotVerb::Continue | BotVerb::Behavior(_) | BotVerb::Action(..) => {
+                self.run(verb, args, runtime, cancel).await
+            }
+        };
+        result.unwrap_or_else(|e| e)
+    }
+
+    async fn run(
+        &self,
+        verb: BotVerb,
+        args: &Map<String, Value>,
+        runtime: &Runtime,
+        cancel: CancellationToken,
+    ) -> Result<ToolOutput, ToolOutput> {
+        let bot = self.bot();
+        let mut state = self.load_state()?;
+        let position = match verb {
+            BotVerb::Action(b, a) => Position::At(b, a),
+            BotVerb::Behavior(b) => resolve(&bot, &state, Some(b)),
+            _ => resolve(&bot, &state, None),
+        };
+        let Position::At(b, a) = position else {
+            return Ok(ToolOutput::json(json!({
+                "status": "all_complete",
+                "bot": bot.name,
+                "message": format!(
+                    "Every behavior of {} is complete. Jump to a behavior (`{}_<behavior>`) or an action to revisit it.",
+                    bot.name, bot.name
+                ),
+                "workflow_state": self.state_file.display().to_string(),
+            })));
+        };
+        let stamp = workflow_state::now();
+        state.current_behavior = Some(behavior_path(&bot, b));
+        state.current_action = Some(action_path(&bot, b, a));
+        state.timestamp = Some(stamp.clone());
+        self.save_state(&state)?;
+
+        let behavior = &bot.behaviors[b];
+        let action = &behavior.actions[a];
+        let mut out = json!({
+            "status": "in_progress",
+            "bot": bot.name,
+            "behavior": behavior.name,
+            "action": action.name,
+            "instructions": instructions(&bot, b, a, &self.workspace),
+            "workspace": self.workspace.display().to_string(),
+            "workflow_state": self.state_file.display().to_string(),
+        });
+        if let Some(fsm) = &action.fsm {
+            let input = args.get("input").cloned().unwrap_or_else(|| fsm.input.clone());
+            match fsm_tools::start(runtime, &fsm.fsm, input, cancel).await {
+                ToolOutput::Json(run) => out["fsm_run"] = run,
+                ToolOutput::Error(message) => {
+                    return Err(ToolOutput::error(format!(
+                        "the action `{}` runs the workflow `{}` ({}), which refused: {message}",
+                        action.name,
+                        fsm.fsm.id,
+                        fsm.file.display()
+                    )));
+                }
+            }
+        }
+        if action.completes == Completion::OnRun {
+            let next = complete(&bot, &mut state, b, a);
+            self.save_state(&state)?;
+            out["status"] = json!("completed");
+            out["next"] = position_json(&bot, next);
+        } else {
+            let next = after(&bot, b, a);
+            out["next"] = position_json(&bot, next);
+        }
+        Ok(ToolOutput::json(out))
+    }
+
+    fn close(&self) -> Result<ToolOutput, ToolOutput> {
+        let bot = self.bot();
+        let mut state = self.load_state()?;
+        let Position::At(b, a) = resolve(&bot, &state, None) else {
+            return Ok(ToolOutput::json(json!({
+                "status": "all_complete",
+                "bot": bot.name,
+                "message": format!("Every behavior of {} is already complete; nothing to close.", bot.name),
+            })));
+        };
+        let next = complete(&bot, &mut state, b, a);
+        self.save_state(&state)?;
+        let crossed = match next {
+            Position::At(nb, _) => nb != b,
+            Position::AllComplete => true,
+        };
+        let message = match next {
+            Position::At(nb, na) if nb != b => format!(
+                "Closed {}.{}: the behavior `{}` is complete. Next: the behavior `{}`, action `{}`.",
+                bot.behaviors[b].name,
+                bot.behaviors[b].actions[a].name,
+                bot.behaviors[b].name,
+                bot.behaviors[nb].name,
+                bot.behaviors[nb].actions[na].name
+            ),
+            Position::At(nb, na) => format!(
+                "Closed {}.{}. Next: {}.{}.",
+                bot.behaviors[b].name,
+                bot.behaviors[b].actions[a].name,
+                bot.behaviors[nb].name,
+                bot.behaviors[nb].actions[na].name
+            ),
+            Position::AllComplete => format!(
+                "Closed {}.{}: all behaviors of {} are complete.",
+                bot.behaviors[b].name,
+                bot.behaviors[b].actions[a].name,
+                bot.name
+            ),
+        };
+        Ok(ToolOutput::json(json!({
+            "status": "completed",
+            "bot": bot.name,
+            "completed": {"behavior": bot.behaviors[b].name, "action": bot.behaviors[b].actions[a].name},
+            "next": position_json(&bot, next),
+            "behavior_complete": crossed,
+            "all_behaviors_complete": next == Position::AllComplete,
+            "message": message,
+        })))
+    }
+
+    fn restart(&self, runtime: &Runtime) -> ToolOutput {
+        let before: Vec<String> = self.specs().into_iter().map(|s| s.name).collect();
+        match load_bot(&self.dir, runtime.engine.registry()) {
+            Ok(bot) => {
+                let bot = Arc::new(bot);
+                if bot.name != self.bot().name {
+                    return ToolOutput::error(format!(
+                        "{} now names the bot {:?}, not {:?}: renaming a bot needs a restart of the server",
+                        self.dir.join(crate::bot_folder::BOT_FILE).display(),
+                        bot.name,
+                        self.bot().name
+                    ));
+                }
+                match self.bot.write() {
+                    Ok(mut slot) => *slot = bot,
+                    Err(poisoned) => *poisoned.into_inner() = bot,
+                }
+            }
+            Err(e) => {
+                tracing::error!("{e}");
+                return ToolOutput::error(format!("{e}\nThe bot as loaded before is kept."));
+            }
+        }
+        let bot = self.bot();
+        let state = match self.load_state() {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        let after: Vec<String> = self.specs().into_iter().map(|s| s.name).collect();
+        ToolOutput::json(json!({
+            "status": "restarted",
+            "bot": bot.name,
+            "behaviors": bot.behaviors.iter().map(|b| &b.name).collect::<Vec<_>>(),
+            "tools": after.len(),
+            "tools_changed": before != after,
+            "current": position_json(&bot, resolve(&bot, &state, None)),
+            "completed_actions": state.completed_actions.len(),
+            "workflow_state": self.state_file.display().to_string(),
+        }))
+    }
+}
+
+/// Marks action `(b, a)` complete and makes the one after it current; returns it.
+fn complete(bot: &Bot, state: &mut WorkflowState, b: usize, a: usize) -> Position {
+    let stamp = workflow_state::now();
+    state.completed_actions.push(CompletedAction {
+        action_state: action_path(bot, b, a),
+        timestamp: stamp.clone(),
+    });
+    let next = after(bot, b, a);
+    match next {
+        Position::At(nb, na) => {
+            state.current_behavior = Some(behavior_path(bot, nb));
+            state.current_action = Some(action_path(bot, nb, na));
+        }
+        Position::AllComplete => {
+            state.current_behavior = None;
+            state.current_action = None;
+        }
+    }
+    state.timestamp = Some(stamp);
+    next
+}
+
+fn position_json(bot: &Bot, p: Position) -> Value {
+    match p {
+        Position::At(b, a) => json!({
+            "behavior": bot.behaviors[b].name,
+            "action": bot.behaviors[b].actions[a].name,
+        }),
+        Position::AllComplete => Value::Null,
+    }
+}
+
+/// The instructions of action `(b, a)`, assembled from the behavior folder's files:
+/// descriptions, the instructions file, templates, guardrails, rules, and how to finish.
+pub fn instructions(bot: &Bot, b: usize, a: usize, workspace: &Path) -> String {
+    let behavior = &bot.behaviors[b];
+    let action = &behavior.actions[a];
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# {} — behavior `{}` ({} of {}), action `{}` ({} of {})",
+        bot.name,
+        behavior.name,
+        b + 1,
+        bot.behaviors.len(),
+        action.name,
+        a + 1,
+        behavior.actions.len()
+    );
+    if let Some(d) = &behavior.description {
+        let _ = writeln!(s, "\n{}", d.trim_end());
+    }
+    if let Some(d) = &action.description {
+        let _ = writeln!(s, "\n## Action\n\n{}", d.trim_end());
+    }
+    if let Some(text) = &action.instructions {
+        let _ = writeln!(s, "\n## Instructions\n\n{}", text.trim_end());
+    }
+    for (path, text) in &action.templates {
+        let _ = writeln!(
+            s,
+            "\n## Template `{path}`\n\nFill in this template:\n\n```\n{}\n```",
+            text.trim_end()
+        );
+    }
+    if !behavior.key_questions.is_empty() || !behavior.evidence.is_empty() {
+        let _ = writeln!(s, "\n## Guardrails");
+        if !behavior.key_questions.is_empty() {
+            let _ = writeln!(s, "\nKey questions — settle these with the person before going on:");
+            for q in &behavior.key_questions {
+                let _ = writeln!(s, "- {q}");
+            }
+        }
+        if !behavior.evidence.is_empty() {
+            let _ = writeln!(s, "\nEvidence — gather it and show it:");
+            for e in &behavior.evidence {
+                let _ = writeln!(s, "- {e}");
+            }
+        }
+    }
+    if !behavior.rules.is_empty() {
+        let _ = writeln!(s, "\n## Rules\n");
+        for r in &behavior.rules {
+            let _ = writeln!(s, "- {r}");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\n## When done\n\nWork in {}. When the person agrees this action is done, call `{}_close_current_action`.",
+        workspace.display(),
+        bot.name
+    );
+    if action.completes == Completion::OnRun {
+        let _ = writeln!(s, "This action completes itself once it has run.");
+    }
+    s
+}

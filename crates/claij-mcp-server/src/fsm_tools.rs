@@ -1,0 +1,379 @@
+//! FSMs as tools: for an FSM `ID`, `ID_start` (its input schema is the union of the
+//! FSM's entry transitions), `ID_continue` (a suspended run, given the input it waits
+//! for) and `ID_status` (a run's status, what it waits for, and its trail). Runs live in
+//! the store, so they survive a restart of the server.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use claij_core::store::{RunFilter, RunRecord, RunStore, StoreError};
+use claij_core::{Fsm, RunStatus};
+use claij_engine::{Engine, RunError, RunOptions, RunOutcome};
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::tool::{ToolOutput, ToolSpec};
+
+/// What FSM runs need: the engine (with the durable registry) and the store.
+#[derive(Clone)]
+pub struct Runtime {
+    /// Runs FSMs; `human` states suspend the run.
+    pub engine: Arc<Engine>,
+    /// Where runs are kept.
+    pub store: Arc<dyn RunStore>,
+}
+
+/// Which FSM tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsmVerb {
+    /// `ID_start`.
+    Start,
+    /// `ID_continue`.
+    Continue,
+    /// `ID_status`.
+    Status,
+}
+
+impl FsmVerb {
+    /// Every verb, in tool order.
+    pub const ALL: [FsmVerb; 3] = [FsmVerb::Start, FsmVerb::Continue, FsmVerb::Status];
+
+    fn suffix(self) -> &'static str {
+        match self {
+            FsmVerb::Start => "start",
+            FsmVerb::Continue => "continue",
+            FsmVerb::Status => "status",
+        }
+    }
+}
+
+/// The name of an FSM's tool.
+pub fn tool_name(fsm: &Fsm, verb: FsmVerb) -> String {
+    format!("{}_{}", fsm.id, verb.suffix())
+}
+
+fn with_defs(fsm: &Fsm, mut schema: Map<String, Value>) -> Value {
+    if !fsm.schemas.is_empty() {
+        schema.insert("$defs".into(), Value::Object(fsm.schemas.clone()));
+    }
+    Value::Object(schema)
+}
+
+/// The start tool's input schema: the union of the entry transitions' schemas (with one
+/// entry, `id` may be left out: it is added).
+pub fn start_schema(fsm: &Fsm) -> Value {
+    let mut branches: Vec<Value> = fsm
+        .entries
+        .iter()
+        .map(|&t| {
+            fsm.transitions[t]
+                .effective
+                .clone()
+                .unwrap_or_else(|| json!({"type": "object"}))
+        })
+        .collect();
+    if branches.len() == 1 {
+        let mut only = branches.pop().unwrap_or_else(|| json!({}));
+        if let Some(Value::Array(required)) = only.get_mut("required") {
+            required.retain(|r| r != "id");
+        }
+        let mut map = match only {
+            Value::Object(m) => m,
+            other => Map::from_iter([("allOf".to_owned(), json!([other]))]),
+        };
+        map.insert("type".into(), json!("object"));
+        return with_defs(fsm, map);
+    }
+    let mut map = Map::new();
+    map.insert("type".into(), json!("object"));
+    map.insert("oneOf".into(), Value::Array(branches));
+    with_defs(fsm, map)
+}
+
+/// The continue tool's input schema: a run id and the input event; the event must take
+/// one of the transitions the run waits on (`ID_status` shows their schema). Transitions
+/// leaving the FSM's `human` states are listed as the forms it can take.
+pub fn continue_schema(fsm: &Fsm) -> Value {
+    let waited: Vec<Value> = fsm
+        .states
+        .iter()
+        .filter(|s| &*s.action == "human")
+        .flat_map(|s| s.outgoing.iter())
+        .filter_map(|&t| fsm.transitions[t].effective.clone())
+        .collect();
+    let mut input = Map::new();
+    input.insert("type".into(), json!("object"));
+    input.insert(
+        "description".into(),
+        json!("The event the run waits for: its `id` names the transition [state, next] to take."),
+    );
+    if !waited.is_empty() {
+        input.insert("anyOf".into(), Value::Array(waited));
+    }
+    let mut schema = Map::new();
+    schema.insert("type".into(), json!("object"));
+    schema.insert(
+        "properties".into(),
+        json!({"run_id": {"type": "string", "description": "The run to continue."}, "input": input}),
+    );
+    schema.insert("required".into(), json!(["run_id", "input"]));
+    with_defs(fsm, schema)
+}
+
+/// The tools of one FSM.
+pub fn specs(fsm: &Fsm) -> Vec<ToolSpec> {
+    let about = fsm
+        .description
+        .as_deref()
+        .map(|d| format!(" ({d})"))
+        .unwrap_or_default();
+    FsmVerb::ALL
+        .iter()
+        .map(|&verb| {
+            let (description, schema) = match verb {
+                FsmVerb::Start => (
+                    format!(
+                        "Start a run of the workflow `{}` v{}{about}. The arguments are the input event; its `id` picks the entry ({}). Returns the run's id and how it ended, or what it waits for when it suspends.",
+                        fsm.id,
+                        fsm.version,
+                        fsm.entries
+                            .iter()
+                            .map(|&t| fsm.transitions[t].id_value.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    start_schema(fsm),
+                ),
+                FsmVerb::Continue => (
+                    format!(
+                        "Continue a suspended run of `{}` with the input it waits for (see `{}`). An input that does not fit changes nothing and is answered with the problem.",
+                        fsm.id,
+                        tool_name(fsm, FsmVerb::Status)
+                    ),
+                    continue_schema(fsm),
+                ),
+                FsmVerb::Status => (
+                    format!(
+                        "Status of a run of `{}`: state, what it waits for (and its schema), result, and its trail. Without `run_id`, the latest runs of this workflow.",
+                        fsm.id
+                    ),
+                    json!({"type": "object", "properties": {
+                        "run_id": {"type": "string", "description": "The run."},
+                        "trail": {"type": "boolean", "description": "Include the trail (default true)."}
+                    }}),
+                ),
+            };
+            ToolSpec {
+                name: tool_name(fsm, verb),
+                description,
+                input_schema: schema,
+            }
+        })
+        .collect()
+}
+
+/// A run's outcome as a tool result.
+pub fn outcome_json(outcome: &RunOutcome) -> Value {
+    let mut out = json!({
+        "run_id": outcome.run_id,
+        "status": outcome.status,
+        "state": outcome.state,
+        "steps": outcome.trail.iter().filter(|e| e.is_transition()).count(),
+    });
+    match outcome.status {
+        RunStatus::Completed => out["result"] = outcome.result.clone().unwrap_or(Value::Null),
+        RunStatus::Suspended => {
+            if let Some(w) = &outcome.wait {
+                out["waiting_for"] = json!(w.transitions.iter().map(|(f, t)| json!([f, t])).collect::<Vec<_>>());
+                out["prompt"] = json!(w.prompt);
+                out["schema"] = w.schema.clone();
+            }
+        }
+        _ => {
+            if let Some(f) = outcome.trail.iter().rev().find_map(|e| e.failure.as_deref()) {
+                out["failure"] = json!(f);
+            }
+        }
+    }
+    out
+}
+
+fn at(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+fn record_json(r: &RunRecord) -> Value {
+    json!({
+        "run_id": r.id,
+        "fsm": r.fsm_id,
+        "version": r.version,
+        "status": r.status,
+        "state": r.state,
+        "steps": r.trail_len,
+        "waiting_for": r.wait.as_ref().map(|w| w.transitions.iter().map(|(f, t)| json!([f, t])).collect::<Vec<_>>()),
+        "prompt": r.wait.as_ref().and_then(|w| w.prompt.clone()),
+        "schema": r.wait.as_ref().map(|w| &w.schema),
+        "created_at": at(r.created_at),
+        "updated_at": at(r.updated_at),
+    })
+}
+
+/// A run error as a tool error naming the problem.
+pub fn run_error(e: &RunError) -> ToolOutput {
+    ToolOutput::error(match e {
+        RunError::Input(i) => format!("input refused (nothing changed): {i}"),
+        other => other.to_string(),
+    })
+}
+
+/// Calls an FSM tool.
+pub async fn call(
+    runtime: &Runtime,
+    fsm: &Arc<Fsm>,
+    verb: FsmVerb,
+    args: Map<String, Value>,
+    cancel: CancellationToken,
+) -> ToolOutput {
+    match verb {
+        FsmVerb::Start => start(runtime, fsm, Value::Object(args), cancel).await,
+        FsmVerb::Continue => {
+            let Some(run_id) = args.get("run_id").and_then(Value::as_str) else {
+                return ToolOutput::error("`run_id` (a string) is required");
+            };
+            let Some(input) = args.get("input").cloned() else {
+                return ToolOutput::error(
+                    "`input` (the event the run waits for) is required",
+                );
+            };
+            resume(runtime, fsm, run_id, input, cancel).await
+        }
+        FsmVerb::Status => {
+            let trail = args.get("trail").and_then(Value::as_bool).unwrap_or(true);
+            match args.get("run_id").and_then(Value::as_str) {
+                Some(run_id) => status(runtime, fsm, run_id, trail).await,
+                None => {
+                    let filter = RunFilter {
+                        statuses: Vec::new(),
+                        fsm_id: Some(fsm.id.to_string()),
+                        updated_before: None,
+                        limit: Some(20),
+                    };
+                    match runtime.store.runs(&filter).await {
+                        Ok(runs) => ToolOutput::json(json!({
+                            "runs": runs.iter().map(record_json).collect::<Vec<_>>()
+                        })),
+                        Err(e) => ToolOutput::error(format!("the store failed: {e}")),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Starts a run of `fsm` from `input` and reports how it ended or what it waits for.
+pub async fn start(
+    runtime: &Runtime,
+    fsm: &Arc<Fsm>,
+    input: Value,
+    cancel: CancellationToken,
+) -> ToolOutput {
+    let options = RunOptions {
+        store: Some(runtime.store.clone()),
+        cancel,
+        ..RunOptions::default()
+    };
+    match runtime.engine.run(fsm.clone(), input, options).await {
+        Ok(outcome) => ToolOutput::json(outcome_json(&outcome)),
+        Err(e) => run_error(&e),
+    }
+}
+
+async fn resume(
+    runtime: &Runtime,
+    fsm: &Arc<Fsm>,
+    run_id: &str,
+    input: Value,
+    cancel: CancellationToken,
+) -> ToolOutput {
+    let record = match runtime.store.run(run_id).await {
+        Ok(r) => r,
+        Err(StoreError::NotFound { .. }) => {
+            return ToolOutput::error(format!("there is no run `{run_id}`"));
+        }
+        Err(e) => return ToolOutput::error(format!("the store failed: {e}")),
+    };
+    if record.fsm_id != *fsm.id {
+        return ToolOutput::error(format!(
+            "run `{run_id}` is a run of `{}`, not of `{}`",
+            record.fsm_id, fsm.id
+        ));
+    }
+    if record.status != RunStatus::Suspended {
+        return ToolOutput::error(format!(
+            "run `{run_id}` is {}, not suspended: it waits for no input; nothing changed",
+            record.status
+        ));
+    }
+    let pinned = match pinned(runtime, &record).await {
+        Ok(f) => f,
+        Err(message) => return ToolOutput::error(message),
+    };
+    let options = RunOptions {
+        store: Some(runtime.store.clone()),
+        cancel,
+        ..RunOptions::default()
+    };
+    match runtime.engine.resume(pinned, run_id, Some(input), options).await {
+        Ok(outcome) => ToolOutput::json(outcome_json(&outcome)),
+        Err(e) => run_error(&e),
+    }
+}
+
+/// The definition a run is pinned to, from the store.
+async fn pinned(runtime: &Runtime, record: &RunRecord) -> Result<Arc<Fsm>, String> {
+    let definition = runtime
+        .store
+        .definition(&record.fsm_id, record.version, Some(&record.hash))
+        .await
+        .map_err(|e| format!("the definition run `{}` is pinned to: {e}", record.id))?;
+    let name = format!("{}@v{} (stored)", definition.fsm_id, definition.version);
+    claij_core::load_value(&name, definition.document, runtime.engine.registry())
+        .map(Arc::new)
+        .map_err(|d| format!("the definition run `{}` is pinned to no longer loads: {d}", record.id))
+}
+
+async fn status(runtime: &Runtime, fsm: &Fsm, run_id: &str, with_trail: bool) -> ToolOutput {
+    let record = match runtime.store.run(run_id).await {
+        Ok(r) => r,
+        Err(StoreError::NotFound { .. }) => {
+            return ToolOutput::error(format!("there is no run `{run_id}`"));
+        }
+        Err(e) => return ToolOutput::error(format!("the store failed: {e}")),
+    };
+    if record.fsm_id != *fsm.id {
+        return ToolOutput::error(format!(
+            "run `{run_id}` is a run of `{}`, not of `{}`",
+            record.fsm_id, fsm.id
+        ));
+    }
+    let trail = match runtime.store.trail(run_id, 0).await {
+        Ok(t) => t,
+        Err(e) => return ToolOutput::error(format!("the store failed: {e}")),
+    };
+    let mut out = record_json(&record);
+    if record.status == RunStatus::Completed {
+        out["result"] = trail
+            .iter()
+            .rev()
+            .find(|e| e.is_transition())
+            .map(|e| e.event.clone())
+            .unwrap_or(Value::Null);
+    }
+    if let Some(f) = trail.iter().rev().take_while(|e| !e.is_transition()).find_map(|e| e.failure.as_deref()) {
+        out["last_failure"] = json!(f);
+    }
+    if with_trail {
+        out["trail"] = json!(trail);
+    }
+    ToolOutput::json(out)
+}

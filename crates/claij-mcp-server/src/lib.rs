@@ -1,0 +1,28 @@
+//! # claij-mcp-server
+//!
+//! claij workflows as MCP tools, over stdio and streamable HTTP (`rmcp`):
+//!
+//! - **FSMs as tools** ([`fsm_tools`]): `ID_start`, `ID_continue`, `ID_status` per FSM;
+//!   runs live in the store, so they survive a restart of the server.
+//! - **Bots** ([`bot_folder`], [`bot_tools`], [`workflow_state`]): the bot → behavior →
+//!   action decomposition generated from a bot's folder of config, with its workflow
+//!   state persisted in one file and explicit completion through a close tool.
+//!
+//! Build a [`McpServer`] from a [`Runtime`], FSMs and [`BotHost`]s, then
+//! [`serve_stdio`] or [`serve_http`]. The formats are documented in docs/MCP-SERVER.md.
+
+pub mod bot_folder;
+pub mod bot_tools;
+pub mod fsm_tools;
+pub mod handler;
+pub mod serve;
+pub mod tool;
+pub mod workflow_state;
+
+pub use bot_folder::{Bot, BotErrors, BotProblem, load_bot};
+pub use bot_tools::{BotHost, BotVerb};
+pub use fsm_tools::Runtime;
+pub use handler::{DuplicateTool, McpServer};
+pub use serve::{HTTP_PATH, ServeError, serve_http, serve_stdio};
+pub use tool::{ToolOutput, ToolSpec};
+pub use workflow_state::{STATE_FILE, WorkflowState};

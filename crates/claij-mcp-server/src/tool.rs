@@ -1,0 +1,64 @@
+//! Tools as plain data, independent of the MCP SDK: what a tool is (name, description,
+//! input schema) and what a call returns (a JSON value, or an error message for the
+//! caller). The handler turns them into MCP messages.
+
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool};
+use serde_json::Value;
+
+/// A tool as listed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    /// Its name.
+    pub name: String,
+    /// What it does (with trigger patterns, for bots).
+    pub description: String,
+    /// Its input schema (a JSON Schema object with `type: object`).
+    pub input_schema: Value,
+}
+
+impl ToolSpec {
+    /// The MCP tool.
+    pub fn to_tool(&self) -> Tool {
+        let schema: JsonObject = match &self.input_schema {
+            Value::Object(m) => m.clone(),
+            _ => JsonObject::default(),
+        };
+        Tool::new(self.name.clone(), self.description.clone(), schema)
+    }
+}
+
+/// What a tool call returns.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolOutput {
+    /// A result (also given as text, pretty JSON).
+    Json(Value),
+    /// A problem the caller should read (`isError: true`).
+    Error(String),
+}
+
+impl ToolOutput {
+    /// A JSON result.
+    pub fn json(value: Value) -> Self {
+        ToolOutput::Json(value)
+    }
+
+    /// An error result.
+    pub fn error(message: impl Into<String>) -> Self {
+        ToolOutput::Error(message.into())
+    }
+
+    /// The MCP result: structured content plus the same JSON as text, or an error.
+    pub fn into_result(self) -> CallToolResult {
+        match self {
+            ToolOutput::Json(value) => {
+                let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string());
+                let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+                if value.is_object() {
+                    result.structured_content = Some(value);
+                }
+                result
+            }
+            ToolOutput::Error(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! A bot's workflow state: which behavior and action are current, and which actions were
+//! completed when. Kept in ONE file, `<workspace>/.claij/bots/<bot>/workflow_state.json`,
+//! read again on every tool call (never trusted from memory) and written atomically.
+//!
+//! Which action is current (see [`resolve`]): `current_action` when it names an action of
+//! the bot; otherwise the action after the last completed one (of the behavior asked
+//! for, or of `current_behavior`); otherwise the first action.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bot_folder::Bot;
+
+/// The state file's name.
+pub const STATE_FILE: &str = "workflow_state.json";
+
+/// The persisted workflow state of one bot.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkflowState {
+    /// `bot.behavior` of the current behavior.
+    #[serde(default)]
+    pub current_behavior: Option<String>,
+    /// `bot.behavior.action` of the current action.
+    #[serde(default)]
+    pub current_action: Option<String>,
+    /// When the state last changed (RFC 3339).
+    #[serde(default)]
+    pub timestamp: Option<String>,
+    /// Every completion, oldest first.
+    #[serde(default)]
+    pub completed_actions: Vec<CompletedAction>,
+}
+
+/// One completed action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompletedAction {
+    /// `bot.behavior.action`.
+    pub action_state: String,
+    /// When it was completed (RFC 3339).
+    pub timestamp: String,
+}
+
+/// The state file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// It exists but is not a valid workflow state: never reset silently.
+    #[error(
+        "the workflow state file {} is corrupt: {message}. Fix or delete it (deleting starts the bot from its first action)",
+        file.display()
+    )]
+    Corrupt {
+        /// The file.
+        file: PathBuf,
+        /// Why it cannot be read.
+        message: String,
+    },
+    /// It could not be read or written.
+    #[error("the workflow state file {}: {source}", file.display())]
+    Io {
+        /// The file.
+        file: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// Where a bot's state file lives under a workspace.
+pub fn state_file(workspace: &Path, bot: &str) -> PathBuf {
+    workspace
+        .join(".claij")
+        .join("bots")
+        .join(bot)
+        .join(STATE_FILE)
+}
+
+/// The current time in RFC 3339 (microseconds, UTC).
+pub fn now() -> String {
+    humantime::format_rfc3339_micros(SystemTime::now()).to_string()
+}
+
+/// Reads the state file: the default (empty) state when it does not exist.
+pub fn load(file: &Path) -> Result<WorkflowState, StateError> {
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(WorkflowState::default()),
+        Err(source) => {
+            return Err(StateError::Io {
+                file: file.to_path_buf(),
+                source,
+            });
+        }
+    };
+    serde_json::from_str(&text).map_err(|e| StateError::Corrupt {
+        file: file.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+/// Writes the state file atomically (a temporary file renamed over it).
+pub fn save(file: &Path, state: &WorkflowState) -> Result<(), StateError> {
+    let io = |source| StateError::Io {
+        file: file.to_path_buf(),
+        source,
+    };
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let text = serde_json::to_string_pretty(state)
+        .map_err(|e| io(std::io::Error::other(e.to_string())))?;
+    let tmp = file.with_extension("json.tmp");
+    std::fs::write(&tmp, text + "\n").map_err(io)?;
+    std::fs::rename(&tmp, file).map_err(io)
+}
+
+/// A position in a bot's workflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Position {
+    /// Behavior and action indices.
+    At(usize, usize),
+    /// Every behavior is complete.
+    AllComplete,
+}
+
+/// `bot.behavior`.
+pub fn behavior_path(bot: &Bot, b: usize) -> String {
+    format!("{}.{}", bot.name, bot.behaviors[b].name)
+}
+
+/// `bot.behavior.action`.
+pub fn action_path(bot: &Bot, b: usize, a: usize) -> String {
+    format!(
+        "{}.{}.{}",
+        bot.name, bot.behaviors[b].name, bot.behaviors[b].actions[a].name
+    )
+}
+
+/// The behavior a `bot.behavior` path (or a bare behavior name) names.
+pub fn parse_behavior(bot: &Bot, path: &str) -> Option<usize> {
+    let name = match path.split_once('.') {
+        Some((b, rest)) if b == bot.name => rest,
+        Some(_) => return None,
+        None => path,
+    };
+    bot.behaviors.iter().position(|b| b.name == name)
+}
+
+/// The action a `bot.behavior.action` path names.
+pub fn parse_action(bot: &Bot, path: &str) -> Option<(usize, usize)> {
+    let mut parts = path.split('.');
+    let (Some(b), Some(beh), Some(act), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    if b != bot.name {
+        return None;
+    }
+    let bi = bot.behaviors.iter().position(|x| x.name == beh)?;
+    let ai = bot.behaviors[bi].actions.iter().position(|x| x.name == act)?;
+    Some((bi, ai))
+}
+
+/// The position after action `a` of behavior `b`: its `next`, else the next behavior's
+/// first action, else all complete.
+pub fn after(bot: &Bot, b: usize, a: usize) -> Position {
+    match bot.behaviors[b].actions[a].next {
+        Some(n) => Position::At(b, n),
+        None if b + 1 < bot.behaviors.len() => Position::At(b + 1, 0),
+        None => Position::AllComplete,
+    }
+}
+
+/// The current action per the precedence rules, within behavior `scope` when given (the
+/// behavior tool) or anywhere (the bot tool and the close tool):
+///
+/// 1. `current_action`, when it names an action of the bot (in `scope`, if given);
+/// 2. otherwise the action after the last completed one of the behavior (`scope`, else
+///    `current_behavior`, else the behavior of the last completion) — crossing into the
+///    next behavior only without a scope;
+/// 3. otherwise the first action (of `scope`, else of the bot).
+pub fn resolve(bot: &Bot, state: &WorkflowState, scope: Option<usize>) -> Position {
+    if let Some((b, a)) = state
+        .current_action
+        .as_deref()
+        .and_then(|p| parse_action(bot, p))
+        && scope.is_none_or(|s| s == b)
+    {
+        return Position::At(b, a);
+    }
+    let last_completed_of = |b: usize| {
+        state
+            .completed_actions
+            .iter()
+            .rev()
+            .filter_map(|c| parse_action(bot, &c.action_state))
+            .find(|(cb, _)| *cb == b)
+    };
+    let behavior = scope
+        .or_else(|| {
+            state
+                .current_behavior
+                .as_deref()
+                .and_then(|p| parse_behavior(bot, p))
+        })
+        .or_else(|| {
+            state
+                .completed_actions
+                .iter()
+                .rev()
+                .find_map(|c| parse_action(bot, &c.action_state))
+                .map(|(b, _)| b)
+        });
+    let Some(b) = behavior else {
+        return Position::At(0, 0);
+    };
+    match last_completed_of(b) {
+        Some((b, a)) => match (after(bot, b, a), scope) {
+            (Position::At(nb, _), Some(s)) if nb != s => Position::At(s, 0),
+            (Position::AllComplete, Some(s)) => Position::At(s, 0),
+            (p, _) => p,
+        },
+        None => Position::At(b, 0),
+    }
+}

