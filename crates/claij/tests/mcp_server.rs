@@ -218,8 +218,9 @@ fn inspector(args: &[String]) -> serde_json::Value {
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("inspector output is JSON ({e}):\n{stdout}"))
 }
 
+/// The tool names of an Inspector `tools/list` answer (`{"result": {"tools": …}}`).
 fn tool_names(listing: &serde_json::Value) -> Vec<String> {
-    listing["tools"]
+    listing["result"]["tools"]
         .as_array()
         .unwrap_or_else(|| panic!("a tools list: {listing}"))
         .iter()
