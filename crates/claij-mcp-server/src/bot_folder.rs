@@ -263,9 +263,17 @@ impl Loader<'_> {
     fn patterns(&mut self, file: &Path, what: &str, patterns: &[String]) {
         for p in patterns {
             if let Err(e) = Regex::new(p) {
+                // The regex crate's message spans lines (pattern, caret, reason): keep the reason.
+                let text = e.to_string();
+                let reason = text
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or_default()
+                    .trim_start_matches("error: ");
                 self.problem(
                     file,
-                    format!("{what}: the trigger pattern {p:?} is not a valid regular expression: {e}"),
+                    format!("{what}: the trigger pattern {p:?} is not a valid regular expression: {reason}"),
                 );
             }
         }
@@ -373,7 +381,11 @@ fn behavior_folders(l: &mut Loader<'_>, dir: &Path) -> BTreeMap<String, Vec<Path
                 .collect();
             paths.sort();
             for p in paths {
-                let folder = p.file_name().unwrap_or_default().to_string_lossy().into_owned();
+                let folder = p
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned();
                 out.entry(strip_number_prefix(&folder).to_owned())
                     .or_default()
                     .push(p);
@@ -387,7 +399,11 @@ fn behavior_folders(l: &mut Loader<'_>, dir: &Path) -> BTreeMap<String, Vec<Path
 fn load_behavior(l: &mut Loader<'_>, name: &str, dir: &Path) -> Option<Behavior> {
     let file = dir.join(BEHAVIOR_FILE);
     let config: BehaviorFile = l.yaml(&file)?;
-    l.patterns(&file, &format!("the behavior {name:?}"), &config.trigger_patterns);
+    l.patterns(
+        &file,
+        &format!("the behavior {name:?}"),
+        &config.trigger_patterns,
+    );
     let guardrails_file = dir.join(GUARDRAILS_FILE);
     let guardrails: GuardrailsFile = if guardrails_file.exists() {
         l.yaml(&guardrails_file).unwrap_or_default()
@@ -458,14 +474,20 @@ fn load_behavior(l: &mut Loader<'_>, name: &str, dir: &Path) -> Option<Behavior>
         let fsm = a.fsm.as_ref().and_then(|rel| {
             let path = dir.join(rel);
             if !path.exists() {
-                l.problem(&file, format!("{what}: its FSM file {} is missing", path.display()));
+                l.problem(
+                    &file,
+                    format!("{what}: its FSM file {} is missing", path.display()),
+                );
                 return None;
             }
             match claij_core::load_file(&path, l.catalog) {
                 Ok(fsm) => Some(FsmAction {
                     fsm: Arc::new(fsm),
                     file: path,
-                    input: a.fsm_input.clone().unwrap_or_else(|| Value::Object(Default::default())),
+                    input: a
+                        .fsm_input
+                        .clone()
+                        .unwrap_or_else(|| Value::Object(Default::default())),
                 }),
                 Err(d) => {
                     l.problem(&path, format!("the FSM of {what} is invalid: {d}"));

@@ -13,8 +13,8 @@ use crate::bot_folder::{Bot, BotErrors, Completion, load_bot};
 use crate::fsm_tools::{self, Runtime};
 use crate::tool::{ToolOutput, ToolSpec};
 use crate::workflow_state::{
-    self, CompletedAction, Position, StateError, WorkflowState, action_path, after,
-    behavior_path, resolve,
+    self, CompletedAction, Position, StateError, WorkflowState, action_path, after, behavior_path,
+    resolve,
 };
 
 /// Which bot tool.
@@ -276,7 +276,10 @@ impl BotHost {
             "workflow_state": self.state_file.display().to_string(),
         });
         if let Some(fsm) = &action.fsm {
-            let input = args.get("input").cloned().unwrap_or_else(|| fsm.input.clone());
+            let input = args
+                .get("input")
+                .cloned()
+                .unwrap_or_else(|| fsm.input.clone());
             match fsm_tools::start(runtime, &fsm.fsm, input, cancel).await {
                 ToolOutput::Json(run) => out["fsm_run"] = run,
                 ToolOutput::Error(message) => {
@@ -335,9 +338,7 @@ impl BotHost {
             ),
             Position::AllComplete => format!(
                 "Closed {}.{}: all behaviors of {} are complete.",
-                bot.behaviors[b].name,
-                bot.behaviors[b].actions[a].name,
-                bot.name
+                bot.behaviors[b].name, bot.behaviors[b].actions[a].name, bot.name
             ),
         };
         Ok(ToolOutput::json(json!({
@@ -461,7 +462,10 @@ pub fn instructions(bot: &Bot, b: usize, a: usize, workspace: &Path) -> String {
     if !behavior.key_questions.is_empty() || !behavior.evidence.is_empty() {
         let _ = writeln!(s, "\n## Guardrails");
         if !behavior.key_questions.is_empty() {
-            let _ = writeln!(s, "\nKey questions — settle these with the person before going on:");
+            let _ = writeln!(
+                s,
+                "\nKey questions — settle these with the person before going on:"
+            );
             for q in &behavior.key_questions {
                 let _ = writeln!(s, "- {q}");
             }

@@ -184,13 +184,23 @@ pub fn outcome_json(outcome: &RunOutcome) -> Value {
         RunStatus::Completed => out["result"] = outcome.result.clone().unwrap_or(Value::Null),
         RunStatus::Suspended => {
             if let Some(w) = &outcome.wait {
-                out["waiting_for"] = json!(w.transitions.iter().map(|(f, t)| json!([f, t])).collect::<Vec<_>>());
+                out["waiting_for"] = json!(
+                    w.transitions
+                        .iter()
+                        .map(|(f, t)| json!([f, t]))
+                        .collect::<Vec<_>>()
+                );
                 out["prompt"] = json!(w.prompt);
                 out["schema"] = w.schema.clone();
             }
         }
         _ => {
-            if let Some(f) = outcome.trail.iter().rev().find_map(|e| e.failure.as_deref()) {
+            if let Some(f) = outcome
+                .trail
+                .iter()
+                .rev()
+                .find_map(|e| e.failure.as_deref())
+            {
                 out["failure"] = json!(f);
             }
         }
@@ -241,9 +251,7 @@ pub async fn call(
                 return ToolOutput::error("`run_id` (a string) is required");
             };
             let Some(input) = args.get("input").cloned() else {
-                return ToolOutput::error(
-                    "`input` (the event the run waits for) is required",
-                );
+                return ToolOutput::error("`input` (the event the run waits for) is required");
             };
             resume(runtime, fsm, run_id, input, cancel).await
         }
@@ -323,7 +331,11 @@ async fn resume(
         cancel,
         ..RunOptions::default()
     };
-    match runtime.engine.resume(pinned, run_id, Some(input), options).await {
+    match runtime
+        .engine
+        .resume(pinned, run_id, Some(input), options)
+        .await
+    {
         Ok(outcome) => ToolOutput::json(outcome_json(&outcome)),
         Err(e) => run_error(&e),
     }
@@ -339,7 +351,12 @@ async fn pinned(runtime: &Runtime, record: &RunRecord) -> Result<Arc<Fsm>, Strin
     let name = format!("{}@v{} (stored)", definition.fsm_id, definition.version);
     claij_core::load_value(&name, definition.document, runtime.engine.registry())
         .map(Arc::new)
-        .map_err(|d| format!("the definition run `{}` is pinned to no longer loads: {d}", record.id))
+        .map_err(|d| {
+            format!(
+                "the definition run `{}` is pinned to no longer loads: {d}",
+                record.id
+            )
+        })
 }
 
 async fn status(runtime: &Runtime, fsm: &Fsm, run_id: &str, with_trail: bool) -> ToolOutput {
@@ -369,7 +386,12 @@ async fn status(runtime: &Runtime, fsm: &Fsm, run_id: &str, with_trail: bool) ->
             .map(|e| e.event.clone())
             .unwrap_or(Value::Null);
     }
-    if let Some(f) = trail.iter().rev().take_while(|e| !e.is_transition()).find_map(|e| e.failure.as_deref()) {
+    if let Some(f) = trail
+        .iter()
+        .rev()
+        .take_while(|e| !e.is_transition())
+        .find_map(|e| e.failure.as_deref())
+    {
         out["last_failure"] = json!(f);
     }
     if with_trail {

@@ -82,7 +82,12 @@ impl McpServer {
             }
         }
         for bot in &self.inner.bots {
-            let origin = bot.bot().dir.join(crate::bot_folder::BOT_FILE).display().to_string();
+            let origin = bot
+                .bot()
+                .dir
+                .join(crate::bot_folder::BOT_FILE)
+                .display()
+                .to_string();
             for spec in bot.specs() {
                 out.push((spec, origin.clone()));
             }
@@ -92,7 +97,10 @@ impl McpServer {
 
     /// Every tool, in order: FSM tools, then each bot's.
     pub fn tools(&self) -> Vec<ToolSpec> {
-        self.tools_with_origin().into_iter().map(|(s, _)| s).collect()
+        self.tools_with_origin()
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect()
     }
 
     fn route(&self, name: &str) -> Option<Route<'_>> {

@@ -51,7 +51,8 @@ impl ToolOutput {
     pub fn into_result(self) -> CallToolResult {
         match self {
             ToolOutput::Json(value) => {
-                let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string());
+                let text =
+                    serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string());
                 let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
                 if value.is_object() {
                     result.structured_content = Some(value);

@@ -158,7 +158,10 @@ pub fn parse_action(bot: &Bot, path: &str) -> Option<(usize, usize)> {
         return None;
     }
     let bi = bot.behaviors.iter().position(|x| x.name == beh)?;
-    let ai = bot.behaviors[bi].actions.iter().position(|x| x.name == act)?;
+    let ai = bot.behaviors[bi]
+        .actions
+        .iter()
+        .position(|x| x.name == act)?;
     Some((bi, ai))
 }
 
@@ -222,5 +225,144 @@ pub fn resolve(bot: &Bot, state: &WorkflowState, scope: Option<usize>) -> Positi
             (p, _) => p,
         },
         None => Position::At(b, 0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use claij_engine::ActionRegistry;
+
+    use super::*;
+    use crate::bot_folder::load_bot;
+
+    fn bot() -> Bot {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/bots/story-writer");
+        load_bot(&dir, &ActionRegistry::durable()).expect("the example bot loads")
+    }
+
+    fn state(current: Option<&str>, completed: &[&str]) -> WorkflowState {
+        WorkflowState {
+            current_behavior: None,
+            current_action: current.map(str::to_owned),
+            timestamp: None,
+            completed_actions: completed
+                .iter()
+                .map(|c| CompletedAction {
+                    action_state: (*c).to_owned(),
+                    timestamp: now(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_example_bot_has_four_behaviors_of_five_actions() {
+        let bot = bot();
+        assert_eq!(bot.name, "story_writer");
+        let names: Vec<_> = bot.behaviors.iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(names, ["shape", "characters", "draft", "revise"]);
+        assert!(bot.behaviors.iter().all(|b| b.actions.len() == 5));
+    }
+
+    #[test]
+    fn a_missing_state_starts_at_the_first_action() {
+        let bot = bot();
+        assert_eq!(
+            resolve(&bot, &WorkflowState::default(), None),
+            Position::At(0, 0)
+        );
+        assert_eq!(
+            resolve(&bot, &WorkflowState::default(), Some(2)),
+            Position::At(2, 0)
+        );
+    }
+
+    #[test]
+    fn a_valid_current_action_wins_over_completed_actions() {
+        let bot = bot();
+        let s = state(
+            Some("story_writer.shape.gather_context"),
+            &[
+                "story_writer.shape.gather_context",
+                "story_writer.shape.define_premise",
+            ],
+        );
+        assert_eq!(resolve(&bot, &s, None), Position::At(0, 1));
+        // The behavior tool of another behavior does not take it.
+        assert_eq!(resolve(&bot, &s, Some(1)), Position::At(1, 0));
+    }
+
+    #[test]
+    fn an_invalid_current_action_falls_back_to_the_one_after_the_last_completed() {
+        let bot = bot();
+        for current in [
+            None,
+            Some("story_writer.shape.no_such_action"),
+            Some("other_bot.shape.gather_context"),
+        ] {
+            let s = state(
+                current,
+                &[
+                    "story_writer.shape.initialize_project",
+                    "story_writer.shape.gather_context",
+                ],
+            );
+            assert_eq!(resolve(&bot, &s, None), Position::At(0, 2), "{current:?}");
+        }
+        // After a behavior's last action: the next behavior's first (not within a scope).
+        let s = state(None, &["story_writer.shape.write_logline"]);
+        assert_eq!(resolve(&bot, &s, None), Position::At(1, 0));
+        assert_eq!(resolve(&bot, &s, Some(0)), Position::At(0, 0));
+        // Within a scope, the last completion of that behavior counts.
+        let s = state(
+            None,
+            &[
+                "story_writer.draft.outline_plot",
+                "story_writer.shape.gather_context",
+            ],
+        );
+        assert_eq!(resolve(&bot, &s, Some(2)), Position::At(2, 1));
+        // After the very last action: all complete.
+        let s = state(None, &["story_writer.revise.final_approval"]);
+        assert_eq!(resolve(&bot, &s, None), Position::AllComplete);
+    }
+
+    #[test]
+    fn current_behavior_picks_the_behavior_of_the_fallback() {
+        let bot = bot();
+        let mut s = state(
+            None,
+            &[
+                "story_writer.characters.list_cast",
+                "story_writer.shape.gather_context",
+            ],
+        );
+        s.current_behavior = Some("story_writer.characters".into());
+        assert_eq!(resolve(&bot, &s, None), Position::At(1, 1));
+    }
+
+    #[test]
+    fn state_files_round_trip_and_corrupt_ones_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = state_file(dir.path(), "story_writer");
+        assert_eq!(
+            load(&file).expect("missing is empty"),
+            WorkflowState::default()
+        );
+        let s = state(
+            Some("story_writer.shape.gather_context"),
+            &["story_writer.shape.initialize_project"],
+        );
+        save(&file, &s).expect("save");
+        assert_eq!(load(&file).expect("load"), s);
+        std::fs::write(&file, "{\"completed_actions\": 3}").expect("write");
+        let err = load(&file).expect_err("corrupt");
+        assert!(matches!(err, StateError::Corrupt { .. }), "{err}");
+        assert!(
+            err.to_string().contains(&file.display().to_string()),
+            "{err}"
+        );
     }
 }

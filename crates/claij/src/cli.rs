@@ -117,8 +117,8 @@ pub enum McpCommand {
     ///
     /// Per FSM: ID_start, ID_continue, ID_status (runs are kept in the store, so they
     /// survive a restart). Per bot folder (B behaviors of A actions): BOT,
-    /// BOT_close_current_action, BOT_restart, BOT_BEHAVIOR and BOT_BEHAVIOR_ACTION — 3 + B
-    /// + B×A tools. A bot's workflow state is kept in
+    /// BOT_close_current_action, BOT_restart, BOT_BEHAVIOR and BOT_BEHAVIOR_ACTION, that is
+    /// 3 + B + B×A tools. A bot's workflow state is kept in
     /// WORKSPACE/.claij/bots/BOT/workflow_state.json. See docs/MCP-SERVER.md.
     #[command(after_help = "Examples:
   claij mcp serve --bot examples/bots/story-writer --workspace ~/stories

@@ -152,7 +152,10 @@ impl HttpServer {
         let url = rx
             .recv_timeout(Duration::from_secs(60))
             .expect("the server prints its URL");
-        assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"), "{url}");
+        assert!(
+            url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
+            "{url}"
+        );
         Self { child, url }
     }
 
@@ -161,7 +164,10 @@ impl HttpServer {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
         let status = self.child.wait().expect("wait");
-        assert!(status.success(), "the HTTP server stops cleanly on SIGTERM: {status}");
+        assert!(
+            status.success(),
+            "the HTTP server stops cleanly on SIGTERM: {status}"
+        );
     }
 }
 
@@ -215,7 +221,8 @@ fn inspector(args: &[String]) -> serde_json::Value {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("inspector output is JSON ({e}):\n{stdout}"))
+    serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("inspector output is JSON ({e}):\n{stdout}"))
 }
 
 /// The tool names of an Inspector `tools/list` answer (`{"result": {"tools": …}}`).
@@ -246,11 +253,14 @@ fn inspector_lists_the_tools_over_stdio_and_http() {
         "story_writer_draft",
         "story_writer_draft_assemble_manuscript",
     ] {
-        assert!(over_stdio.iter().any(|n| n == name), "{name} in {over_stdio:?}");
+        assert!(
+            over_stdio.iter().any(|n| n == name),
+            "{name} in {over_stdio:?}"
+        );
     }
 
     let server = HttpServer::start(&scratch);
-    let over_http = tool_names(&inspector(&[server.url.clone()]));
+    let over_http = tool_names(&inspector(std::slice::from_ref(&server.url)));
     assert_eq!(over_http, over_stdio, "both transports list the same tools");
     server.stop();
 }
@@ -368,7 +378,13 @@ fn duplicate_behavior_folders_stop_the_server() {
 #[test]
 fn a_behavior_listed_twice_stops_the_server() {
     refused(
-        |bot| edit(&bot.join("bot.yaml"), "[shape, characters,", "[shape, shape, characters,"),
+        |bot| {
+            edit(
+                &bot.join("bot.yaml"),
+                "[shape, characters,",
+                "[shape, shape, characters,",
+            )
+        },
         "bot.yaml",
         "listed twice",
     );

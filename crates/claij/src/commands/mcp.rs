@@ -57,7 +57,11 @@ async fn serve(args: McpServeArgs) -> u8 {
             }
         }
     }
-    let workspace = match args.workspace.clone().map_or_else(std::env::current_dir, Ok) {
+    let workspace = match args
+        .workspace
+        .clone()
+        .map_or_else(std::env::current_dir, Ok)
+    {
         Ok(w) => w,
         Err(e) => {
             note!("claij: cannot find the current directory (give --workspace): {e}");
