@@ -155,7 +155,7 @@ impl BotHost {
                 out.push(ToolSpec {
                     name: format!("{}_{}_{}", bot.name, behavior.name, action.name),
                     description: format!(
-                        "{}Run the action `{}` of the behavior `{}` of {} directly: it becomes the current action (it does not complete; `{}_close_current_action` does).{}",
+                        "{}Run the action `{}` of the behavior `{}` of {} directly: it becomes the current action ({}).{}",
                         action
                             .description
                             .as_deref()
@@ -164,7 +164,13 @@ impl BotHost {
                         action.name,
                         behavior.name,
                         bot.name,
-                        bot.name,
+                        match action.completes {
+                            Completion::OnClose => format!(
+                                "it does not complete; `{}_close_current_action` does",
+                                bot.name
+                            ),
+                            Completion::OnRun => "it completes itself once it has run".to_owned(),
+                        },
                         patterns_line(&action.trigger_patterns)
                     ),
                     input_schema: input_schema(),

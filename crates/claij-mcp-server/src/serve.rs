@@ -48,10 +48,13 @@ pub async fn serve_stdio(server: McpServer) -> Result<(), ServeError> {
 }
 
 /// Serves streamable HTTP at `http://ADDR/mcp` until `shutdown` is cancelled.
-/// `on_bound` is told the address actually bound (port 0 picks a free port).
+/// `on_bound` is told the address actually bound (port 0 picks a free port). Requests are
+/// accepted when their `Host` is a loopback name, the bound address, or one of
+/// `allowed_hosts` (names or `name:port`): a guard against DNS rebinding.
 pub async fn serve_http(
     server: McpServer,
     addr: SocketAddr,
+    allowed_hosts: &[String],
     shutdown: CancellationToken,
     on_bound: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
@@ -69,6 +72,7 @@ pub async fn serve_http(
         config.allowed_hosts.push(bound.ip().to_string());
         config.allowed_hosts.push(bound.to_string());
     }
+    config.allowed_hosts.extend(allowed_hosts.iter().cloned());
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),

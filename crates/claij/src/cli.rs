@@ -138,6 +138,10 @@ pub struct McpServeArgs {
     /// port 0 picks a free one, printed on stderr).
     #[arg(long, value_name = "ADDR")]
     pub http: Option<std::net::SocketAddr>,
+    /// Over HTTP, also accept requests for this host name (repeatable; `name` or
+    /// `name:port`). Loopback names and the bound address are always accepted.
+    #[arg(long = "allow-host", value_name = "HOST", requires = "http")]
+    pub allow_hosts: Vec<String>,
     /// Where bots keep their workflow state and work (default: the current directory).
     #[arg(long, value_name = "DIR", env = "CLAIJ_WORKSPACE")]
     pub workspace: Option<PathBuf>,

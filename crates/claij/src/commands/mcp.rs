@@ -104,7 +104,7 @@ async fn serve(args: McpServeArgs) -> u8 {
         Some(addr) => {
             let shutdown = CancellationToken::new();
             stop_on_signals(shutdown.clone());
-            serve_http(server, addr, shutdown, |bound| {
+            serve_http(server, addr, &args.allow_hosts, shutdown, |bound| {
                 note!(
                     "claij: serving {tools} MCP tool(s) at http://{bound}{}; runs kept in {}",
                     claij_mcp_server::HTTP_PATH,
