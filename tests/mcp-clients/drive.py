@@ -22,6 +22,7 @@ Prints one line per step ("ok: ...") and "PHASE passed" at the end.
 import argparse
 import asyncio
 import json
+import os
 import sys
 
 from mcp.client.client import Client
@@ -151,6 +152,25 @@ async def bot2(client, opts):
     text = await error_text(client, f"{BOT}_close_current_action")
     check("corrupt" in text, "close refuses a corrupt state too", text)
     check(open(opts.state_file).read() == "{ not json", "the corrupt file is left as it was")
+
+    # The file is read on every call: edits made while the server runs count.
+    # An invalid current action falls back to the action after the last completed one.
+    edited = json.loads(saved)
+    edited["current_action"] = f"{BOT}.characters.no_such_action"
+    with open(opts.state_file, "w") as f:
+        json.dump(edited, f)
+    r = await ok_json(client, BOT)
+    check((r["behavior"], r["action"]) == ("characters", "build_protagonist"),
+          "an invalid current action falls back to the one after the last completed", r)
+    edited["current_action"] = f"{BOT}.draft.draft_middle"
+    with open(opts.state_file, "w") as f:
+        json.dump(edited, f)
+    r = await ok_json(client, BOT)
+    check((r["behavior"], r["action"]) == ("draft", "draft_middle"), "a valid current action wins", r)
+    # A missing file starts at the beginning.
+    os.remove(opts.state_file)
+    r = await ok_json(client, BOT)
+    check((r["behavior"], r["action"]) == ("shape", "initialize_project"), "a missing state starts at the beginning", r)
     with open(opts.state_file, "w") as f:
         f.write(saved)
 
