@@ -8,7 +8,9 @@ use std::time::Duration;
 use rmcp::model::{ClientRequest, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, PeerRequestOptions, RoleClient, RunningService, ServiceError};
 use serde_json::{Value, json};
-use tokio::sync::{RwLock, watch};
+use std::sync::RwLock;
+
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::catalog::Catalog;
@@ -17,6 +19,9 @@ use crate::handler::{Handler, Shared};
 use crate::hooks::{ElicitationHandler, SamplingHandler};
 use crate::process::{DEFAULT_GRACE, Ending, ServerProcess, StderrTail};
 use crate::spec::{ServerSpec, Transport};
+
+/// How long the handshake may take (whatever the request timeout).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Notifications kept between requests at most (the oldest are dropped).
 const MAX_PENDING_NOTES: usize = 1000;
@@ -124,7 +129,7 @@ impl Connection {
                 let (mut process, stdout, stdin) = ServerProcess::spawn(&spec.transport)
                     .map_err(|e| connect_error(format!("cannot run `{command}`: {e}"), &None))?;
                 let started = tokio::time::timeout(
-                    spec.timeout,
+                    CONNECT_TIMEOUT,
                     handler.serve_with_lifecycle((stdout, stdin), lifecycle),
                 )
                 .await;
@@ -133,7 +138,7 @@ impl Connection {
                     failed => {
                         let message = match failed {
                             Ok(Err(e)) => e.to_string(),
-                            _ => format!("no answer to the handshake within {:?}", spec.timeout),
+                            _ => format!("no answer to the handshake within {CONNECT_TIMEOUT:?}"),
                         };
                         process.shutdown(Duration::from_millis(200)).await;
                         return Err(connect_error(message, &Some(process.stderr())));
@@ -144,7 +149,7 @@ impl Connection {
                 let transport =
                     rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
                 let started = tokio::time::timeout(
-                    spec.timeout,
+                    CONNECT_TIMEOUT,
                     handler.serve_with_lifecycle(transport, lifecycle),
                 )
                 .await;
@@ -153,7 +158,7 @@ impl Connection {
                     Ok(Err(e)) => return Err(connect_error(e.to_string(), &None)),
                     Err(_) => {
                         return Err(connect_error(
-                            format!("no answer from {url} within {:?}", spec.timeout),
+                            format!("no answer from {url} within {CONNECT_TIMEOUT:?}"),
                             &None,
                         ));
                     }
@@ -213,13 +218,8 @@ impl Connection {
     }
 
     /// The cached tools, resources and prompts.
-    pub async fn catalog(&self) -> Catalog {
-        self.shared.catalog.read().await.clone()
-    }
-
-    /// The cached lists without waiting (`None` while a refresh writes them).
-    pub fn try_catalog(&self) -> Option<Catalog> {
-        self.shared.catalog.try_read().ok().map(|c| c.clone())
+    pub fn catalog(&self) -> Catalog {
+        self.shared.catalog.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Bumped on every catalog refresh (first listing included).

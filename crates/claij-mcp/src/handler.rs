@@ -17,7 +17,9 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use serde_json::{Value, json};
-use tokio::sync::{RwLock, watch};
+use std::sync::RwLock;
+
+use tokio::sync::watch;
 
 use crate::catalog::{Catalog, ListKind};
 use crate::hooks::{ElicitationHandler, SamplingHandler};
@@ -50,7 +52,7 @@ impl Shared {
             .and_then(|info| serde_json::to_value(&info.capabilities).ok())
             .unwrap_or(Value::Null);
         let wants = |k: ListKind| kinds.is_empty() || kinds.contains(&k);
-        let mut next = self.catalog.read().await.clone();
+        let mut next = self.catalog.read().unwrap_or_else(|p| p.into_inner()).clone();
         if wants(ListKind::Tools) && caps.get("tools").is_some() {
             match peer.list_all_tools().await {
                 Ok(tools) => next.tools = to_values(tools),
@@ -69,7 +71,7 @@ impl Shared {
                 Err(e) => tracing::warn!(server = %self.name, "prompts/list failed: {e}"),
             }
         }
-        *self.catalog.write().await = next;
+        *self.catalog.write().unwrap_or_else(|p| p.into_inner()) = next;
         self.generation.send_modify(|g| *g += 1);
     }
 }
