@@ -38,9 +38,13 @@ pub(crate) fn expand(document: &Value, found: &mut Collector) -> Value {
     let mut added_states = Vec::new();
     let mut added_xitions = Vec::new();
     for (i, state) in states.iter().enumerate() {
-        let Some(given) = state.get("servers") else { continue };
+        let Some(given) = state.get("servers") else {
+            continue;
+        };
         let at = JsonPath::root().join("states").join(i).join("servers");
-        let Some(id) = state["id"].as_str() else { continue };
+        let Some(id) = state["id"].as_str() else {
+            continue;
+        };
         let mut names = Vec::new();
         match given {
             Value::Array(list) => {
@@ -142,6 +146,10 @@ fn known(servers: &Map<String, Value>) -> String {
     if servers.is_empty() {
         "none".to_owned()
     } else {
-        servers.keys().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+        servers
+            .keys()
+            .map(|k| format!("`{k}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }

@@ -83,7 +83,10 @@ impl Action for McpAction {
                 .declare_fsm(input.fsm)
                 .map_err(|e| ActionError::fatal(e.to_string()))?;
             let allowed: Vec<String> = match config["servers"].as_array() {
-                Some(list) => list.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect(),
+                Some(list) => list
+                    .iter()
+                    .filter_map(|s| s.as_str().map(str::to_owned))
+                    .collect(),
                 None => input.fsm.servers.keys().cloned().collect(),
             };
             let requests: Vec<Value> = match input.event.get("requests") {
@@ -137,7 +140,11 @@ impl Action for McpAction {
                         }
                         item["result"] = result;
                     }
-                    Reply::Error { code, message, data } => {
+                    Reply::Error {
+                        code,
+                        message,
+                        data,
+                    } => {
                         item["error"] = json!({"code": code, "message": message});
                         if let Some(data) = data {
                             item["error"]["data"] = data;

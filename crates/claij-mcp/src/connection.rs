@@ -6,7 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{ClientRequest, ProtocolVersion};
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, PeerRequestOptions, RoleClient, RunningService, ServiceError};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, PeerRequestOptions, RoleClient, RunningService,
+    ServiceError,
+};
 use serde_json::{Value, json};
 use std::sync::RwLock;
 
@@ -100,7 +103,11 @@ impl std::fmt::Debug for Connection {
 impl Connection {
     /// Connects to `spec` (starting the process for a stdio server), performs the
     /// handshake and lists the server's tools, resources and prompts.
-    pub async fn connect(name: &str, spec: &ServerSpec, hooks: ClientHooks) -> Result<Self, McpError> {
+    pub async fn connect(
+        name: &str,
+        spec: &ServerSpec,
+        hooks: ClientHooks,
+    ) -> Result<Self, McpError> {
         let (generation_tx, generation) = watch::channel(0);
         let shared = Arc::new(Shared {
             name: name.to_owned(),
@@ -112,7 +119,9 @@ impl Connection {
             notes: Mutex::new(Vec::new()),
             refreshing: tokio::sync::Mutex::new(()),
         });
-        let handler = Handler { shared: shared.clone() };
+        let handler = Handler {
+            shared: shared.clone(),
+        };
         // Newest first: `server/discover` (2026-07-28) when the server speaks it, else the
         // `initialize` handshake offering 2025-11-25 (the server may answer older).
         let lifecycle = ClientLifecycleMode::Auto {
@@ -170,7 +179,10 @@ impl Connection {
             .peer_info()
             .and_then(|info| serde_json::to_value(&*info).ok())
             .unwrap_or(Value::Null);
-        let protocol = info["protocolVersion"].as_str().unwrap_or_default().to_owned();
+        let protocol = info["protocolVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         shared.refresh(&peer, &[]).await;
         Ok(Self {
             name: name.to_owned(),
@@ -214,12 +226,19 @@ impl Connection {
 
     /// The tail of the server's stderr (stdio servers).
     pub fn stderr_tail(&self) -> String {
-        self.stderr.as_ref().map(StderrTail::text).unwrap_or_default()
+        self.stderr
+            .as_ref()
+            .map(StderrTail::text)
+            .unwrap_or_default()
     }
 
     /// The cached tools, resources and prompts.
     pub fn catalog(&self) -> Catalog {
-        self.shared.catalog.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.shared
+            .catalog
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Bumped on every catalog refresh (first listing included).
@@ -248,8 +267,9 @@ impl Connection {
         params: Value,
         cancel: &CancellationToken,
     ) -> Result<Exchange, McpError> {
-        let request: ClientRequest = serde_json::from_value(json!({"method": method, "params": params}))
-            .map_err(|e| McpError::BadRequest(format!("`{method}`: {e}")))?;
+        let request: ClientRequest =
+            serde_json::from_value(json!({"method": method, "params": params}))
+                .map_err(|e| McpError::BadRequest(format!("`{method}`: {e}")))?;
         if let ClientRequest::CustomRequest(_) = request {
             return Err(McpError::BadRequest(format!("unknown method `{method}`")));
         }
@@ -302,7 +322,9 @@ impl Connection {
     fn take_notes(&self, token: Option<&Value>) -> Vec<Value> {
         let mut notes = self.shared.notes.lock().unwrap_or_else(|p| p.into_inner());
         let all = std::mem::take(&mut *notes);
-        let Some(token) = token else { return Vec::new() };
+        let Some(token) = token else {
+            return Vec::new();
+        };
         all.into_iter()
             .filter(|n| n["kind"] != "progress" || &n["progressToken"] == token)
             .take(MAX_PENDING_NOTES)

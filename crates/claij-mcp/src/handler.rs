@@ -41,7 +41,10 @@ pub(crate) struct Shared {
 
 impl Shared {
     fn note(&self, note: Value) {
-        self.notes.lock().unwrap_or_else(|p| p.into_inner()).push(note);
+        self.notes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(note);
     }
 
     /// Re-lists `kinds` (all when empty) from the server and bumps the generation.
@@ -52,7 +55,11 @@ impl Shared {
             .and_then(|info| serde_json::to_value(&info.capabilities).ok())
             .unwrap_or(Value::Null);
         let wants = |k: ListKind| kinds.is_empty() || kinds.contains(&k);
-        let mut next = self.catalog.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut next = self
+            .catalog
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         if wants(ListKind::Tools) && caps.get("tools").is_some() {
             match peer.list_all_tools().await {
                 Ok(tools) => next.tools = to_values(tools),
@@ -127,11 +134,15 @@ impl ClientHandler for Handler {
         _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
         let Some(sampling) = &self.shared.sampling else {
-            return Err(ErrorData::invalid_request("sampling is not supported", None));
+            return Err(ErrorData::invalid_request(
+                "sampling is not supported",
+                None,
+            ));
         };
         let request = serde_json::to_value(&params)
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        self.shared.note(json!({"kind": "sampling", "at": now(), "request": request}));
+        self.shared
+            .note(json!({"kind": "sampling", "at": now(), "request": request}));
         let answer = sampling
             .create_message(&self.shared.name, request)
             .await
@@ -155,8 +166,15 @@ impl ClientHandler for Handler {
         };
         let request = serde_json::to_value(&request)
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        if request.get("mode").and_then(Value::as_str).is_some_and(|m| m != "form") {
-            return Err(ErrorData::invalid_params("only form elicitation is supported", None));
+        if request
+            .get("mode")
+            .and_then(Value::as_str)
+            .is_some_and(|m| m != "form")
+        {
+            return Err(ErrorData::invalid_params(
+                "only form elicitation is supported",
+                None,
+            ));
         }
         let message = request["message"].as_str().unwrap_or_default().to_owned();
         let schema = request["requestedSchema"].clone();
@@ -175,7 +193,12 @@ impl ClientHandler for Handler {
         &self,
         _context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        let roots: Vec<Value> = self.shared.roots.iter().map(|uri| json!({"uri": uri})).collect();
+        let roots: Vec<Value> = self
+            .shared
+            .roots
+            .iter()
+            .map(|uri| json!({"uri": uri}))
+            .collect();
         serde_json::from_value(json!({"roots": roots}))
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))
     }

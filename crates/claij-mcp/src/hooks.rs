@@ -17,8 +17,11 @@ use serde_json::{Value, json};
 /// error carrying its message.
 pub trait SamplingHandler: Send + Sync {
     /// Produces the model's message for `request`.
-    fn create_message<'a>(&'a self, server: &'a str, request: Value)
-    -> BoxFuture<'a, Result<Value, String>>;
+    fn create_message<'a>(
+        &'a self,
+        server: &'a str,
+        request: Value,
+    ) -> BoxFuture<'a, Result<Value, String>>;
 }
 
 /// A person's answer to an elicitation.

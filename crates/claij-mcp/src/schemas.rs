@@ -114,7 +114,9 @@ fn branch(server: &str, method: &str, description: Option<&Value>, params: Value
 pub fn request_branches(server: &str, catalog: &Catalog) -> Vec<Value> {
     let mut out = Vec::new();
     for tool in &catalog.tools {
-        let Some(name) = tool["name"].as_str() else { continue };
+        let Some(name) = tool["name"].as_str() else {
+            continue;
+        };
         out.push(branch(
             server,
             "tools/call",
@@ -150,7 +152,10 @@ pub fn request_branches(server: &str, catalog: &Catalog) -> Vec<Value> {
         out.push(branch(
             server,
             "resources/read",
-            Some(&json!(format!("Read a resource of `{server}`: {}", listing.join("; ")))),
+            Some(&json!(format!(
+                "Read a resource of `{server}`: {}",
+                listing.join("; ")
+            ))),
             json!({
                 "type": "object",
                 "required": ["uri"],
@@ -160,11 +165,15 @@ pub fn request_branches(server: &str, catalog: &Catalog) -> Vec<Value> {
         ));
     }
     for prompt in &catalog.prompts {
-        let Some(name) = prompt["name"].as_str() else { continue };
+        let Some(name) = prompt["name"].as_str() else {
+            continue;
+        };
         let mut properties = Map::new();
         let mut required = Vec::new();
         for arg in prompt["arguments"].as_array().into_iter().flatten() {
-            let Some(arg_name) = arg["name"].as_str() else { continue };
+            let Some(arg_name) = arg["name"].as_str() else {
+                continue;
+            };
             let mut p = json!({"type": "string"});
             if let Some(d) = arg.get("description").filter(|d| d.is_string()) {
                 p["description"] = d.clone();
@@ -191,7 +200,12 @@ pub fn request_branches(server: &str, catalog: &Catalog) -> Vec<Value> {
         if !required.is_empty() {
             params["required"] = json!(["name", "arguments"]);
         }
-        out.push(branch(server, "prompts/get", prompt.get("description"), params));
+        out.push(branch(
+            server,
+            "prompts/get",
+            prompt.get("description"),
+            params,
+        ));
     }
     out
 }
@@ -329,7 +343,10 @@ mod tests {
     fn names_parse() {
         assert_eq!(
             parse_name("mcp:request"),
-            Some(SchemaName { servers: None, kind: SchemaKind::Request })
+            Some(SchemaName {
+                servers: None,
+                kind: SchemaKind::Request
+            })
         );
         assert_eq!(
             parse_name("mcp:a,b.c:response"),
@@ -341,7 +358,10 @@ mod tests {
         assert_eq!(parse_name("mcp:tools"), None);
         assert_eq!(parse_name("mcp:a b:request"), None);
         assert_eq!(parse_name("other:request"), None);
-        assert_eq!(schema_name(&["a".into(), "b".into()], SchemaKind::Request), "mcp:a,b:request");
+        assert_eq!(
+            schema_name(&["a".into(), "b".into()], SchemaKind::Request),
+            "mcp:a,b:request"
+        );
     }
 
     fn catalog() -> Catalog {
@@ -352,7 +372,9 @@ mod tests {
                     "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}
             })],
             resources: vec![json!({"uri": "demo://a", "name": "a"})],
-            prompts: vec![json!({"name": "args-prompt", "arguments": [{"name": "city", "required": true}, {"name": "state"}]})],
+            prompts: vec![
+                json!({"name": "args-prompt", "arguments": [{"name": "city", "required": true}, {"name": "state"}]}),
+            ],
         }
     }
 
@@ -385,6 +407,8 @@ mod tests {
     #[test]
     fn no_tools_means_no_valid_request() {
         let compiled = CompiledSchema::compile(request_schema(&[])).unwrap();
-        assert!(!compiled.is_valid(&json!({"requests": [{"server": "x", "method": "tools/call", "params": {}}]})));
+        assert!(!compiled.is_valid(
+            &json!({"requests": [{"server": "x", "method": "tools/call", "params": {}}]})
+        ));
     }
 }

@@ -78,7 +78,9 @@ impl ServerSpec {
                 Transport::Http { url }
             }
             (None, Some(_)) => {
-                return Err(bad("`args`, `env` and `cwd` belong to `command` servers".into()));
+                return Err(bad(
+                    "`args`, `env` and `cwd` belong to `command` servers".into()
+                ));
             }
             _ => return Err(bad("give either `command` (stdio) or `url` (HTTP)".into())),
         };
@@ -133,9 +135,8 @@ fn parse_timeout(value: Option<&Value>) -> Result<Duration, String> {
             .filter(|s| *s > 0.0 && s.is_finite())
             .map(Duration::from_secs_f64)
             .ok_or_else(|| format!("timeout `{n}` is not a positive number of seconds")),
-        Some(Value::String(s)) => {
-            humantime::parse_duration(s).map_err(|e| format!("timeout `{s}` is not a duration: {e}"))
-        }
+        Some(Value::String(s)) => humantime::parse_duration(s)
+            .map_err(|e| format!("timeout `{s}` is not a duration: {e}")),
         Some(other) => Err(format!("timeout `{other}` is not a duration")),
     }
 }

@@ -52,19 +52,33 @@ fn text_of(reply: &Reply) -> String {
 async fn close(c: Connection) {
     let pid = c.pid().expect("a stdio server has a pid");
     c.shutdown_with_grace(Duration::from_millis(500)).await;
-    assert!(!in_process_table(pid), "server {pid} left behind (running or zombie)");
+    assert!(
+        !in_process_table(pid),
+        "server {pid} left behind (running or zombie)"
+    );
 }
 
 #[tokio::test]
 async fn lists_calls_reads_and_gets() {
     let c = connect(&common::everything(), ClientHooks::default()).await;
     assert_eq!(c.protocol_version(), "2025-11-25");
-    assert_eq!(c.server_info()["serverInfo"]["name"], "mcp-servers/everything");
+    assert_eq!(
+        c.server_info()["serverInfo"]["name"],
+        "mcp-servers/everything"
+    );
     let catalog = c.catalog();
     let sum = catalog.tool("get-sum").expect("get-sum is listed");
     assert_eq!(sum["inputSchema"]["properties"]["a"]["type"], "number");
-    assert!(catalog.tool("trigger-sampling-request").is_none(), "no sampling advertised");
-    assert!(catalog.resources.iter().any(|r| r["uri"] == "demo://resource/static/document/architecture.md"));
+    assert!(
+        catalog.tool("trigger-sampling-request").is_none(),
+        "no sampling advertised"
+    );
+    assert!(
+        catalog
+            .resources
+            .iter()
+            .any(|r| r["uri"] == "demo://resource/static/document/architecture.md")
+    );
     assert!(catalog.prompts.iter().any(|p| p["name"] == "args-prompt"));
 
     let reply = call(&c, "get-sum", json!({"a": 2, "b": 40})).await;
@@ -78,8 +92,15 @@ async fn lists_calls_reads_and_gets() {
         )
         .await
         .unwrap();
-    let Reply::Result(read) = read.reply else { panic!("{:?}", read.reply) };
-    assert!(read["contents"][0]["text"].as_str().is_some_and(|t| !t.is_empty()), "{read}");
+    let Reply::Result(read) = read.reply else {
+        panic!("{:?}", read.reply)
+    };
+    assert!(
+        read["contents"][0]["text"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty()),
+        "{read}"
+    );
 
     let prompt = c
         .request(
@@ -89,17 +110,31 @@ async fn lists_calls_reads_and_gets() {
         )
         .await
         .unwrap();
-    let Reply::Result(prompt) = prompt.reply else { panic!("{:?}", prompt.reply) };
-    assert!(prompt["messages"].to_string().contains("Lisbon"), "{prompt}");
+    let Reply::Result(prompt) = prompt.reply else {
+        panic!("{:?}", prompt.reply)
+    };
+    assert!(
+        prompt["messages"].to_string().contains("Lisbon"),
+        "{prompt}"
+    );
 
     // An unknown tool is a result with isError; an unknown prompt a JSON-RPC error.
-    let Reply::Result(unknown) = call(&c, "no-such-tool", json!({})).await else { panic!() };
+    let Reply::Result(unknown) = call(&c, "no-such-tool", json!({})).await else {
+        panic!()
+    };
     assert_eq!(unknown["isError"], true);
     let bad = c
-        .request("prompts/get", json!({"name": "no-such-prompt"}), &CancellationToken::new())
+        .request(
+            "prompts/get",
+            json!({"name": "no-such-prompt"}),
+            &CancellationToken::new(),
+        )
         .await
         .unwrap();
-    assert!(matches!(&bad.reply, Reply::Error { message, .. } if !message.is_empty()), "{bad:?}");
+    assert!(
+        matches!(&bad.reply, Reply::Error { message, .. } if !message.is_empty()),
+        "{bad:?}"
+    );
     close(c).await;
 }
 
@@ -115,7 +150,10 @@ async fn the_cache_follows_list_changed() {
         json!({"name": "hello.txt.gz", "data": "data:text/plain;base64,aGVsbG8gd29ybGQ=", "outputType": "resourceLink"}),
     )
     .await;
-    assert!(matches!(&reply, Reply::Result(r) if r["isError"] != true), "{reply:?}");
+    assert!(
+        matches!(&reply, Reply::Result(r) if r["isError"] != true),
+        "{reply:?}"
+    );
     tokio::time::timeout(Duration::from_secs(20), async {
         loop {
             let seen_now = c.generation();
@@ -128,7 +166,11 @@ async fn the_cache_follows_list_changed() {
     .await
     .expect("the new resource was never listed");
     assert!(c.generation() > seen);
-    assert!(c.catalog().resources.iter().any(|r| r["uri"].as_str().is_some_and(|u| u.contains("hello.txt.gz"))));
+    assert!(c.catalog().resources.iter().any(|r| {
+        r["uri"]
+            .as_str()
+            .is_some_and(|u| u.contains("hello.txt.gz"))
+    }));
     close(c).await;
 }
 
@@ -144,8 +186,11 @@ async fn progress_notifications_come_with_the_result() {
         .await
         .unwrap();
     assert!(matches!(exchange.reply, Reply::Result(_)), "{exchange:?}");
-    let progress: Vec<&Value> =
-        exchange.notifications.iter().filter(|n| n["kind"] == "progress").collect();
+    let progress: Vec<&Value> = exchange
+        .notifications
+        .iter()
+        .filter(|n| n["kind"] == "progress")
+        .collect();
     assert_eq!(progress.len(), 4, "{:?}", exchange.notifications);
     assert_eq!(progress[3]["progress"], 4.0);
     assert_eq!(progress[3]["total"], 4.0);
@@ -156,11 +201,17 @@ async fn progress_notifications_come_with_the_result() {
 struct Canned(Mutex<Vec<Value>>);
 
 impl SamplingHandler for Canned {
-    fn create_message<'a>(&'a self, server: &'a str, request: Value) -> BoxFuture<'a, Result<Value, String>> {
+    fn create_message<'a>(
+        &'a self,
+        server: &'a str,
+        request: Value,
+    ) -> BoxFuture<'a, Result<Value, String>> {
         Box::pin(async move {
             assert_eq!(server, "everything");
             self.0.lock().unwrap().push(request);
-            Ok(json!({"role": "assistant", "content": {"type": "text", "text": "Paris, of course"}, "model": "canned", "stopReason": "endTurn"}))
+            Ok(
+                json!({"role": "assistant", "content": {"type": "text", "text": "Paris, of course"}, "model": "canned", "stopReason": "endTurn"}),
+            )
         })
     }
 }
@@ -206,18 +257,34 @@ async fn sampling_elicitation_and_roots_are_answered() {
     .await
     .expect("trigger-sampling-request never listed");
 
-    let reply = call(&c, "trigger-sampling-request", json!({"prompt": "Capital of France?", "maxTokens": 20})).await;
+    let reply = call(
+        &c,
+        "trigger-sampling-request",
+        json!({"prompt": "Capital of France?", "maxTokens": 20}),
+    )
+    .await;
     assert!(text_of(&reply).contains("Paris, of course"), "{reply:?}");
     let asked = sampling.0.lock().unwrap().clone();
-    assert!(asked[0]["messages"].to_string().contains("Capital of France?"), "{asked:?}");
+    assert!(
+        asked[0]["messages"]
+            .to_string()
+            .contains("Capital of France?"),
+        "{asked:?}"
+    );
 
     let reply = call(&c, "trigger-elicitation-request", json!({})).await;
     let text = text_of(&reply);
     assert!(text.contains("Ada"), "{text}");
-    assert!(person.shown.lock().unwrap().contains("asks"), "the person was shown the request");
+    assert!(
+        person.shown.lock().unwrap().contains("asks"),
+        "the person was shown the request"
+    );
 
     let reply = call(&c, "get-roots-list", json!({})).await;
-    assert!(text_of(&reply).contains("file:///srv/claij-root"), "{reply:?}");
+    assert!(
+        text_of(&reply).contains("file:///srv/claij-root"),
+        "{reply:?}"
+    );
     close(c).await;
 }
 
@@ -226,7 +293,11 @@ async fn a_crash_mid_call_is_an_error_with_the_stderr_tail() {
     let bin = common::server_bin("mcp-server-everything");
     let spec = ServerSpec::command(
         "sh",
-        ["-c".into(), "echo 'fatal: the disk is on fire' >&2; exec \"$0\"".into(), bin],
+        [
+            "-c".into(),
+            "echo 'fatal: the disk is on fire' >&2; exec \"$0\"".into(),
+            bin,
+        ],
     );
     let c = Arc::new(connect(&spec, ClientHooks::default()).await);
     let pid = c.pid().unwrap();
@@ -241,9 +312,15 @@ async fn a_crash_mid_call_is_an_error_with_the_stderr_tail() {
             .await
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
     let outcome = call.await.unwrap();
-    let Err(e @ McpError::Gone { .. }) = outcome else { panic!("{outcome:?}") };
+    let Err(e @ McpError::Gone { .. }) = outcome else {
+        panic!("{outcome:?}")
+    };
     assert!(e.to_string().contains("the disk is on fire"), "{e}");
     assert!(c.is_closed());
     c.shutdown().await;
@@ -254,7 +331,12 @@ async fn a_crash_mid_call_is_an_error_with_the_stderr_tail() {
 async fn a_hung_call_times_out_and_is_cancelled() {
     let spec = common::everything().with_timeout(Duration::from_millis(800));
     let c = connect(&spec, ClientHooks::default()).await;
-    let reply = call(&c, "trigger-long-running-operation", json!({"duration": 30, "steps": 3})).await;
+    let reply = call(
+        &c,
+        "trigger-long-running-operation",
+        json!({"duration": 30, "steps": 3}),
+    )
+    .await;
     assert!(matches!(reply, Reply::Timeout(_)), "{reply:?}");
     // The connection is still good.
     let reply = call(&c, "get-sum", json!({"a": 1, "b": 1})).await;
@@ -278,7 +360,10 @@ async fn an_interrupt_cancels_the_call() {
             &cancel,
         )
         .await;
-    assert!(matches!(&outcome, Err(e) if e.to_string().contains("interrupted")), "{outcome:?}");
+    assert!(
+        matches!(&outcome, Err(e) if e.to_string().contains("interrupted")),
+        "{outcome:?}"
+    );
     close(c).await;
 }
 
@@ -291,7 +376,10 @@ async fn a_server_ignoring_end_of_input_is_terminated() {
     let reply = call(&c, "toggle-subscriber-updates", json!({})).await;
     assert!(matches!(reply, Reply::Result(_)));
     let ending = c.shutdown_with_grace(Duration::from_millis(700)).await;
-    assert!(matches!(ending, Some(Ending::Terminated | Ending::Killed)), "{ending:?}");
+    assert!(
+        matches!(ending, Some(Ending::Terminated | Ending::Killed)),
+        "{ending:?}"
+    );
     assert!(!in_process_table(pid));
 }
 
@@ -299,12 +387,18 @@ async fn a_server_ignoring_end_of_input_is_terminated() {
 async fn a_process_ignoring_sigterm_is_killed_and_reaped() {
     let spec = ServerSpec::command(
         "sh",
-        ["-c".into(), "trap '' TERM; while :; do sleep 1; done".into()],
+        [
+            "-c".into(),
+            "trap '' TERM; while :; do sleep 1; done".into(),
+        ],
     );
     let (mut process, stdout, stdin) = ServerProcess::spawn(&spec.transport).unwrap();
     drop((stdout, stdin));
     let pid = process.pid();
-    assert_eq!(process.shutdown(Duration::from_millis(300)).await, Ending::Killed);
+    assert_eq!(
+        process.shutdown(Duration::from_millis(300)).await,
+        Ending::Killed
+    );
     assert!(!in_process_table(pid));
 }
 
@@ -313,7 +407,11 @@ async fn garbage_on_stdout_is_skipped() {
     let bin = common::server_bin("mcp-server-everything");
     let spec = ServerSpec::command(
         "sh",
-        ["-c".into(), "echo 'hello, I am not JSON'; echo '{\"half\": '; echo '[1,2'; exec \"$0\"".into(), bin],
+        [
+            "-c".into(),
+            "echo 'hello, I am not JSON'; echo '{\"half\": '; echo '[1,2'; exec \"$0\"".into(),
+            bin,
+        ],
     );
     let c = connect(&spec, ClientHooks::default()).await;
     let reply = call(&c, "get-sum", json!({"a": 20, "b": 3})).await;
@@ -323,12 +421,21 @@ async fn garbage_on_stdout_is_skipped() {
 
 #[tokio::test]
 async fn a_server_that_is_not_there_or_dies_at_once_is_a_clear_error() {
-    let e = Connection::connect("nope", &ServerSpec::command("/nonexistent/mcp-server", []), ClientHooks::default())
+    let e = Connection::connect(
+        "nope",
+        &ServerSpec::command("/nonexistent/mcp-server", []),
+        ClientHooks::default(),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.to_string().contains("/nonexistent/mcp-server"), "{e}");
+    let spec = ServerSpec::command(
+        "sh",
+        ["-c".into(), "echo 'no config file' >&2; exit 3".into()],
+    );
+    let e = Connection::connect("dies", &spec, ClientHooks::default())
         .await
         .unwrap_err();
-    assert!(e.to_string().contains("/nonexistent/mcp-server"), "{e}");
-    let spec = ServerSpec::command("sh", ["-c".into(), "echo 'no config file' >&2; exit 3".into()]);
-    let e = Connection::connect("dies", &spec, ClientHooks::default()).await.unwrap_err();
     assert!(e.to_string().contains("no config file"), "{e}");
 }
 
@@ -350,8 +457,13 @@ async fn streamable_http() {
     let url = format!("http://127.0.0.1:{port}/mcp");
     let mut connected = None;
     for _ in 0..100 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-            connected = Some(Connection::connect("web", &ServerSpec::http(&url), ClientHooks::default()).await);
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            connected = Some(
+                Connection::connect("web", &ServerSpec::http(&url), ClientHooks::default()).await,
+            );
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -9,7 +9,9 @@ use claij_mcp::ServerSpec;
 pub fn bin_dir() -> PathBuf {
     let cache = std::env::var_os("CLAIJ_CACHE_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/claij"));
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/claij")
+        });
     cache.join("mcp-servers/node_modules/.bin")
 }
 
