@@ -102,6 +102,37 @@ pub enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Talk to MCP servers.
+    Mcp {
+        /// What to do.
+        #[command(subcommand)]
+        command: McpCommand,
+    },
+}
+
+/// `claij mcp …`.
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// List a server's tools, resources and prompts.
+    ///
+    /// Starts the server given after `--` (a program and its arguments, no shell) or
+    /// connects to `--url`, performs the handshake, prints what it offers and shuts it
+    /// down. Exits 0, or 2 when the server cannot be reached.
+    #[command(after_help = "Examples:
+  claij mcp tools -- npx -y @modelcontextprotocol/server-everything
+  claij mcp tools --json -- mcp-server-filesystem .
+  claij mcp tools --url http://127.0.0.1:3001/mcp")]
+    Tools {
+        /// A streamable HTTP endpoint instead of a command.
+        #[arg(long, conflicts_with = "command")]
+        url: Option<String>,
+        /// Print JSON (`server`, `protocolVersion`, `tools`, `resources`, `prompts`).
+        #[arg(long)]
+        json: bool,
+        /// The server's program and arguments, after `--`.
+        #[arg(last = true, required_unless_present = "url", value_name = "CMD ARGS")]
+        command: Vec<String>,
+    },
 }
 
 /// Where runs are kept, and how durably.

@@ -2,6 +2,7 @@
 
 mod defs;
 mod graph;
+mod mcp;
 mod run;
 mod runs;
 mod validate;
@@ -40,7 +41,9 @@ pub async fn dispatch(cli: Cli) -> u8 {
             Ok(store) => defs::defs(store.as_ref(), command).await,
             Err(e) => return usage(e),
         },
+        Command::Mcp { command } => Ok(mcp::mcp(command).await),
     };
+    crate::mcp::shutdown().await;
     result.unwrap_or_else(|e| {
         // The reader of our output went away (`| head`): stop quietly, like other tools.
         let broken_pipe = e.chain().any(|cause| {
