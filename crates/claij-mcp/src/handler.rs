@@ -161,8 +161,8 @@ impl ClientHandler for Handler {
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
         let Some(elicitation) = &self.shared.elicitation else {
-            return Ok(serde_json::from_value(json!({"action": "decline"}))
-                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?);
+            return serde_json::from_value(json!({"action": "decline"}))
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None));
         };
         let request = serde_json::to_value(&request)
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
