@@ -26,9 +26,6 @@ use crate::spec::{ServerSpec, Transport};
 /// How long the handshake may take (whatever the request timeout).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Notifications kept between requests at most (the oldest are dropped).
-const MAX_PENDING_NOTES: usize = 1000;
-
 /// What a client offers servers beyond plain requests.
 #[derive(Clone, Default)]
 pub struct ClientHooks {
@@ -273,7 +270,6 @@ impl Connection {
         if let ClientRequest::CustomRequest(_) = request {
             return Err(McpError::BadRequest(format!("unknown method `{method}`")));
         }
-        self.take_notes(None);
         let options = PeerRequestOptions::with_timeout(self.spec.timeout);
         let handle = self
             .peer
@@ -304,31 +300,30 @@ impl Connection {
             },
             Err(ServiceError::Timeout { timeout }) => Reply::Timeout(timeout),
             Err(ServiceError::Cancelled { reason }) => {
-                return Err(McpError::BadRequest(format!(
-                    "`{method}` cancelled: {}",
-                    reason.unwrap_or_default()
-                )));
+                return Err(McpError::Cancelled {
+                    server: self.name.clone(),
+                    method: method.to_owned(),
+                    reason: reason.unwrap_or_default(),
+                });
             }
             Err(e) => return Err(self.gone_after_exit(method, e.to_string()).await),
         };
         Ok(Exchange {
             reply,
-            notifications: self.take_notes(Some(&token)),
+            notifications: self.take_notes(&token),
         })
     }
 
-    /// Takes the pending notifications: progress only for `token` (others dropped), all
-    /// the rest.
-    fn take_notes(&self, token: Option<&Value>) -> Vec<Value> {
+    /// Takes the notifications that belong to this request: progress for its `token`,
+    /// and every log, sampling and elicitation note (those of a concurrent request may
+    /// land here too); progress for other requests stays for them.
+    fn take_notes(&self, token: &Value) -> Vec<Value> {
         let mut notes = self.shared.notes.lock().unwrap_or_else(|p| p.into_inner());
-        let all = std::mem::take(&mut *notes);
-        let Some(token) = token else {
-            return Vec::new();
-        };
-        all.into_iter()
-            .filter(|n| n["kind"] != "progress" || &n["progressToken"] == token)
-            .take(MAX_PENDING_NOTES)
-            .collect()
+        let (mine, others): (Vec<Value>, Vec<Value>) = std::mem::take(&mut *notes)
+            .into_iter()
+            .partition(|n| n["kind"] != "progress" || &n["progressToken"] == token);
+        *notes = others;
+        mine
     }
 
     fn gone(&self, method: &str, message: String) -> McpError {

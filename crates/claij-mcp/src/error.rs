@@ -36,6 +36,16 @@ pub enum McpError {
         /// The tail of its stderr, when it is a process.
         stderr: String,
     },
+    /// The request was cancelled (the run was interrupted).
+    #[error("`{method}` on `{server}` was cancelled: {reason}")]
+    Cancelled {
+        /// The server's name.
+        server: String,
+        /// The request.
+        method: String,
+        /// Why.
+        reason: String,
+    },
     /// A request is malformed (unknown method, params not an object).
     #[error("bad MCP request: {0}")]
     BadRequest(String),

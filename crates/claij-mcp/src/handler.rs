@@ -24,6 +24,9 @@ use tokio::sync::watch;
 use crate::catalog::{Catalog, ListKind};
 use crate::hooks::{ElicitationHandler, SamplingHandler};
 
+/// Notifications kept until a request collects them, at most (the oldest are dropped).
+const MAX_PENDING_NOTES: usize = 1000;
+
 /// What a connection shares with its handler.
 pub(crate) struct Shared {
     pub name: String,
