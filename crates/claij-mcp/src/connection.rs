@@ -339,14 +339,14 @@ impl Connection {
     async fn gone_after_exit(&self, method: &str, message: String) -> McpError {
         let mut message = message;
         if let Some(process) = self.process.lock().await.as_mut() {
-            for _ in 0..20 {
+            for _ in 0..40 {
                 if let Some(status) = process.try_exited() {
                     message = format!("{message} (the server exited: {status})");
+                    process.drain_stderr(Duration::from_millis(500)).await;
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(25)).await;
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
         self.gone(method, message)
     }

@@ -44,10 +44,11 @@ pub(crate) struct Shared {
 
 impl Shared {
     fn note(&self, note: Value) {
-        self.notes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(note);
+        let mut notes = self.notes.lock().unwrap_or_else(|p| p.into_inner());
+        if notes.len() >= MAX_PENDING_NOTES {
+            notes.remove(0);
+        }
+        notes.push(note);
     }
 
     /// Re-lists `kinds` (all when empty) from the server and bumps the generation.

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::AsyncReadExt;
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::task::JoinHandle;
 
 use crate::spec::Transport;
 
@@ -56,13 +57,16 @@ pub struct ServerProcess {
     child: Child,
     pid: u32,
     stderr: StderrTail,
+    stderr_reader: Option<JoinHandle<()>>,
     reaped: Option<ExitStatus>,
 }
 
 impl ServerProcess {
     /// Starts `transport` (which must be `Stdio`), returning the process and the pipes the
-    /// MCP transport uses.
-    pub fn spawn(transport: &Transport) -> std::io::Result<(Self, ChildStdout, ChildStdin)> {
+    /// MCP transport uses: its stdin, and its stdout through a relay that keeps reading
+    /// (and discarding) after the transport lets go, so a server writing its last words
+    /// during shutdown is not killed by a broken pipe.
+    pub fn spawn(transport: &Transport) -> std::io::Result<(Self, DuplexStream, ChildStdin)> {
         let Transport::Stdio {
             command,
             args,
@@ -85,11 +89,25 @@ impl ServerProcess {
         }
         let mut child = cmd.spawn()?;
         let pid = child.id().unwrap_or_default();
-        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+        let (Some(mut stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
             return Err(std::io::Error::other("the child's pipes are missing"));
         };
+        let (theirs, mut ours) = tokio::io::duplex(64 * 1024);
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 16 * 1024];
+            let mut relaying = true;
+            while let Ok(n) = stdout.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                if relaying && ours.write_all(&buf[..n]).await.is_err() {
+                    relaying = false;
+                }
+            }
+            // Dropping `ours` tells the transport the server's output ended.
+        });
         let stderr = StderrTail::default();
-        if let Some(mut pipe) = child.stderr.take() {
+        let stderr_reader = child.stderr.take().map(|mut pipe| {
             let tail = stderr.clone();
             tokio::spawn(async move {
                 let mut buf = [0u8; 1024];
@@ -99,16 +117,17 @@ impl ServerProcess {
                     }
                     tail.push(&buf[..n]);
                 }
-            });
-        }
+            })
+        });
         Ok((
             Self {
                 child,
                 pid,
                 stderr,
+                stderr_reader,
                 reaped: None,
             },
-            stdout,
+            theirs,
             stdin,
         ))
     }
@@ -121,6 +140,13 @@ impl ServerProcess {
     /// The tail of its stderr so far.
     pub fn stderr(&self) -> StderrTail {
         self.stderr.clone()
+    }
+
+    /// Waits (at most `wait`) until everything the process wrote to stderr has been read.
+    pub async fn drain_stderr(&mut self, wait: Duration) {
+        if let Some(reader) = self.stderr_reader.take() {
+            let _ = tokio::time::timeout(wait, reader).await;
+        }
     }
 
     /// Its exit status, if it has exited (reaping it).
@@ -173,6 +199,7 @@ impl ServerProcess {
         };
         // Whatever the leader did, leave nothing of its group behind.
         self.signal(Signal::SIGKILL);
+        self.drain_stderr(Duration::from_millis(500)).await;
         ending
     }
 }

@@ -1,6 +1,6 @@
 //! `@modelcontextprotocol/server-memory` (npm, installed by scripts/setup/mcp-servers):
-//! a server configured through `env` and `cwd` as a document would, its tools and its
-//! knowledge-graph resource read back.
+//! a server configured through `env` as a document would, its graph written and read
+//! back; and `cwd` reaching `@modelcontextprotocol/server-filesystem`.
 
 mod common;
 
@@ -9,14 +9,14 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test]
-async fn env_and_cwd_reach_the_server_and_its_graph_is_read_back() {
+async fn env_reaches_the_server_and_its_graph_is_read_back() {
     let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("graph.jsonl");
     let spec = ServerSpec::from_value(
         "memory",
         &json!({
             "command": common::server_bin("mcp-server-memory"),
-            "env": {"MEMORY_FILE_PATH": "graph.jsonl"},
-            "cwd": dir.path(),
+            "env": {"MEMORY_FILE_PATH": file},
             "timeout": "20s"
         }),
     )
@@ -43,8 +43,7 @@ async fn env_and_cwd_reach_the_server_and_its_graph_is_read_back() {
         matches!(&created.reply, Reply::Result(r) if r["isError"] != true),
         "{created:?}"
     );
-    // MEMORY_FILE_PATH is relative: it lands in the server's cwd.
-    let saved = std::fs::read_to_string(dir.path().join("graph.jsonl")).unwrap();
+    let saved = std::fs::read_to_string(&file).unwrap();
     assert!(saved.contains("Ada"), "{saved}");
 
     let graph = c
@@ -65,4 +64,31 @@ async fn env_and_cwd_reach_the_server_and_its_graph_is_read_back() {
     let pid = c.pid().unwrap();
     c.shutdown().await;
     assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+}
+
+#[tokio::test]
+async fn cwd_is_the_servers_working_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("marker.txt"), "x").unwrap();
+    let spec = ServerSpec::from_value(
+        "files",
+        &json!({"command": common::server_bin("mcp-server-filesystem"), "args": ["."], "cwd": dir.path()}),
+    )
+    .unwrap();
+    let c = Connection::connect("files", &spec, ClientHooks::default())
+        .await
+        .unwrap();
+    let listing = c
+        .request(
+            "tools/call",
+            json!({"name": "list_directory", "arguments": {"path": dir.path().canonicalize().unwrap()}}),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let Reply::Result(listing) = listing.reply else {
+        panic!("{:?}", listing.reply)
+    };
+    assert!(listing.to_string().contains("marker.txt"), "{listing}");
+    c.shutdown().await;
 }
