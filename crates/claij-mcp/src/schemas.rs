@@ -76,14 +76,33 @@ pub fn schema_name(servers: &[String], kind: SchemaKind) -> String {
     format!("mcp:{}:{kind}", servers.join(","))
 }
 
-/// A tool's input schema made safe to embed: its own `$schema` and `$id` removed (the
-/// document is draft 2020-12; the keywords the servers use mean the same there).
-fn embeddable(schema: &Value) -> Value {
+/// A tool's input schema made safe to embed: its own `$schema` removed (the document is
+/// draft 2020-12; the keywords servers use mean the same there), and, when it has
+/// definitions of its own, an `$id` of its own (`urn:claij-mcp:SERVER:TOOL`) so that its
+/// `#/$defs/…` references resolve inside it, not against the document's shared schemas.
+fn embeddable(server: &str, tool: &str, schema: &Value) -> Value {
     match schema {
         Value::Object(map) => {
             let mut map = map.clone();
             map.remove("$schema");
             map.remove("$id");
+            if map.contains_key("$defs") || map.contains_key("definitions") {
+                let safe = |s: &str| -> String {
+                    s.chars()
+                        .map(|c| {
+                            if c.is_ascii_alphanumeric() || "-._".contains(c) {
+                                c
+                            } else {
+                                '_'
+                            }
+                        })
+                        .collect()
+                };
+                map.insert(
+                    "$id".into(),
+                    json!(format!("urn:claij-mcp:{}:{}", safe(server), safe(tool))),
+                );
+            }
             if !map.contains_key("type") {
                 map.insert("type".into(), json!("object"));
             }
@@ -126,7 +145,7 @@ pub fn request_branches(server: &str, catalog: &Catalog) -> Vec<Value> {
                 "required": ["name", "arguments"],
                 "properties": {
                     "name": {"const": name},
-                    "arguments": embeddable(&tool["inputSchema"]),
+                    "arguments": embeddable(server, name, &tool["inputSchema"]),
                 },
                 "additionalProperties": false,
             }),
@@ -402,6 +421,33 @@ mod tests {
         ] {
             assert!(!compiled.is_valid(&bad), "accepted {bad}");
         }
+    }
+
+    #[test]
+    fn a_tool_schema_with_its_own_defs_resolves_them_itself() {
+        let catalog = Catalog {
+            tools: vec![json!({
+                "name": "add person",
+                "inputSchema": {"type": "object", "required": ["who"],
+                    "properties": {"who": {"$ref": "#/$defs/Person"}},
+                    "$defs": {"Person": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}}}
+            })],
+            ..Catalog::default()
+        };
+        let schema = request_schema(&[("py".into(), catalog)]);
+        // The document's own shared schemas sit at the root, as the engine puts them.
+        let effective = claij_core::schema::compilable_effective(
+            &claij_core::schema::effective_schema("a", "b", Some(&schema)),
+            &serde_json::from_value(json!({"Person": {"type": "integer"}})).unwrap(),
+        );
+        let compiled = CompiledSchema::compile(effective).unwrap();
+        let call = |who: Value| json!({"id": ["a", "b"], "requests": [{"server": "py", "method": "tools/call", "params": {"name": "add person", "arguments": {"who": who}}}]});
+        assert!(
+            compiled.is_valid(&call(json!({"name": "Ada"}))),
+            "{:?}",
+            compiled.issues(&call(json!({"name": "Ada"})))
+        );
+        assert!(!compiled.is_valid(&call(json!(7))));
     }
 
     #[test]
