@@ -129,8 +129,13 @@ impl Action for McpAction {
                     .await
                     .map_err(|e| ActionError::failed(e.to_string()))?;
                 let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
+                let caller = json!({
+                    "run_id": input.run_id,
+                    "state": reply_to,
+                    "config": input.fsm.state(&reply_to).map(|s| s.config.clone()),
+                });
                 let exchange = connection
-                    .request(&method, params, input.cancel)
+                    .request_for(&method, params, input.cancel, Some(caller))
                     .await
                     .map_err(|e| ActionError::failed(e.to_string()))?;
                 match exchange.reply {

@@ -72,6 +72,39 @@ pub struct Exchange {
     pub notifications: Vec<Value>,
 }
 
+/// Keeps a caller registered while its request is in flight (removed on drop, so also
+/// when the request is cancelled).
+struct CallerGuard {
+    shared: Arc<Shared>,
+    id: u64,
+}
+
+impl CallerGuard {
+    fn push(shared: &Arc<Shared>, caller: Value) -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        shared
+            .callers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((id, caller));
+        Self {
+            shared: shared.clone(),
+            id,
+        }
+    }
+}
+
+impl Drop for CallerGuard {
+    fn drop(&mut self) {
+        self.shared
+            .callers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(id, _)| *id != self.id);
+    }
+}
+
 /// A live connection to one MCP server.
 pub struct Connection {
     name: String,
@@ -114,6 +147,7 @@ impl Connection {
             catalog: RwLock::new(Catalog::default()),
             generation: generation_tx,
             notes: Mutex::new(Vec::new()),
+            callers: Mutex::new(Vec::new()),
             refreshing: tokio::sync::Mutex::new(()),
         });
         let handler = Handler {
@@ -264,6 +298,19 @@ impl Connection {
         params: Value,
         cancel: &CancellationToken,
     ) -> Result<Exchange, McpError> {
+        self.request_for(method, params, cancel, None).await
+    }
+
+    /// [`request`](Self::request) on behalf of `caller` (what a [`SamplingHandler`] is
+    /// told while the request is in flight, see there).
+    pub async fn request_for(
+        &self,
+        method: &str,
+        params: Value,
+        cancel: &CancellationToken,
+        caller: Option<Value>,
+    ) -> Result<Exchange, McpError> {
+        let _on_behalf = caller.map(|caller| CallerGuard::push(&self.shared, caller));
         let request: ClientRequest =
             serde_json::from_value(json!({"method": method, "params": params}))
                 .map_err(|e| McpError::BadRequest(format!("`{method}`: {e}")))?;

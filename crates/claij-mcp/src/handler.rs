@@ -38,6 +38,8 @@ pub(crate) struct Shared {
     pub generation: watch::Sender<u64>,
     /// Notifications (progress, logs) not yet collected by a request.
     pub notes: Mutex<Vec<Value>>,
+    /// On whose behalf the requests in flight were made (id, caller), oldest first.
+    pub callers: Mutex<Vec<(u64, Value)>>,
     /// Serialises refreshes.
     pub refreshing: tokio::sync::Mutex<()>,
 }
@@ -147,8 +149,15 @@ impl ClientHandler for Handler {
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         self.shared
             .note(json!({"kind": "sampling", "at": now(), "request": request}));
+        let caller = self
+            .shared
+            .callers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .last()
+            .map(|(_, c)| c.clone());
         let answer = sampling
-            .create_message(&self.shared.name, request)
+            .create_message(&self.shared.name, caller.as_ref(), request)
             .await
             .map_err(|e| ErrorData::internal_error(e, None))?;
         serde_json::from_value(answer.clone()).map_err(|e| {

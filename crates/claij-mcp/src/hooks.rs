@@ -15,11 +15,17 @@ use serde_json::{Value, json};
 /// `CreateMessageResult` as JSON: `{"role": "assistant", "content": {"type": "text",
 /// "text": …}, "model": …, "stopReason": …}`. An `Err` is sent to the server as a JSON-RPC
 /// error carrying its message.
+///
+/// `caller` says on whose behalf the request in flight was made, when a run made it
+/// (the `mcp` action sets it): `{"run_id", "state", "config"}`, `state` being the state
+/// that asked for the call (the `llm` state wearing the hat) and `config` its config, so
+/// the model layer can answer with that state's model.
 pub trait SamplingHandler: Send + Sync {
     /// Produces the model's message for `request`.
     fn create_message<'a>(
         &'a self,
         server: &'a str,
+        caller: Option<&'a Value>,
         request: Value,
     ) -> BoxFuture<'a, Result<Value, String>>;
 }

@@ -204,10 +204,13 @@ impl SamplingHandler for Canned {
     fn create_message<'a>(
         &'a self,
         server: &'a str,
+        caller: Option<&'a Value>,
         request: Value,
     ) -> BoxFuture<'a, Result<Value, String>> {
+        let caller = caller.cloned();
         Box::pin(async move {
             assert_eq!(server, "everything");
+            assert_eq!(caller, Some(json!({"state": "asker"})));
             self.0.lock().unwrap().push(request);
             Ok(
                 json!({"role": "assistant", "content": {"type": "text", "text": "Paris, of course"}, "model": "canned", "stopReason": "endTurn"}),
@@ -257,12 +260,16 @@ async fn sampling_elicitation_and_roots_are_answered() {
     .await
     .expect("trigger-sampling-request never listed");
 
-    let reply = call(
-        &c,
-        "trigger-sampling-request",
-        json!({"prompt": "Capital of France?", "maxTokens": 20}),
-    )
-    .await;
+    let reply = c
+        .request_for(
+            "tools/call",
+            json!({"name": "trigger-sampling-request", "arguments": {"prompt": "Capital of France?", "maxTokens": 20}}),
+            &CancellationToken::new(),
+            Some(json!({"state": "asker"})),
+        )
+        .await
+        .unwrap()
+        .reply;
     assert!(text_of(&reply).contains("Paris, of course"), "{reply:?}");
     let asked = sampling.0.lock().unwrap().clone();
     assert!(
