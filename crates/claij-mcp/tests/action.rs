@@ -184,3 +184,72 @@ async fn a_server_that_crashes_fails_the_attempt_with_its_stderr() {
     client.shutdown().await;
     assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
 }
+
+/// Answers sampling requests, remembering on whose behalf they came.
+struct Recorder(std::sync::Mutex<Vec<Option<Value>>>);
+
+impl claij_mcp::SamplingHandler for Recorder {
+    fn create_message<'a>(
+        &'a self,
+        _server: &'a str,
+        caller: Option<&'a Value>,
+        _request: Value,
+    ) -> claij_engine::BoxFuture<'a, Result<Value, String>> {
+        self.0.lock().unwrap().push(caller.cloned());
+        Box::pin(async {
+            Ok(
+                json!({"role": "assistant", "content": {"type": "text", "text": "sampled"}, "model": "m"}),
+            )
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_sampling_request_during_a_run_names_the_calling_state() {
+    let recorder = Arc::new(Recorder(std::sync::Mutex::new(Vec::new())));
+    let client = McpClient::new(ClientHooks {
+        sampling: Some(recorder.clone()),
+        elicitation: None,
+    });
+    let mut registry = ActionRegistry::with_builtins();
+    claij_mcp::register(&mut registry, &client).unwrap();
+    let fsm = Arc::new(load_value("batch.json", document(everything(), None), &registry).unwrap());
+    client.connect_fsm(&fsm).await.unwrap();
+    let ev = client.connection("ev").unwrap();
+    // Advertising sampling makes the server add its tool after the handshake.
+    tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while ev.catalog().tool("trigger-sampling-request").is_none() {
+            ev.changed_since(ev.generation()).await;
+        }
+    })
+    .await
+    .expect("trigger-sampling-request never listed");
+    let requests = json!([{"server": "ev", "method": "tools/call", "params": {"name": "trigger-sampling-request", "arguments": {"prompt": "hi"}}}]);
+    let engine = Engine::new(Arc::new(registry));
+    let outcome = engine
+        .run(fsm, json!({"requests": requests}), RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed, "{:#?}", outcome.trail);
+    let result = outcome.result.unwrap();
+    assert!(
+        result["results"][0]["result"]
+            .to_string()
+            .contains("sampled"),
+        "{result}"
+    );
+    let callers = recorder.0.lock().unwrap().clone();
+    assert_eq!(callers.len(), 1);
+    let caller = callers[0].clone().unwrap();
+    assert_eq!(caller["state"], "caller");
+    assert_eq!(caller["run_id"], outcome.run_id.as_str());
+    assert!(caller["config"]["template"].is_string(), "{caller}");
+    // The exchange is recorded with the result.
+    assert!(
+        result["results"][0]["notifications"]
+            .to_string()
+            .contains("\"kind\":\"sampling\""),
+        "{result}"
+    );
+    client.shutdown().await;
+}
