@@ -153,3 +153,55 @@ fn known(servers: &Map<String, Value>) -> String {
             .join(", ")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(servers: Value) -> Value {
+        json!({
+            "id": "f",
+            "servers": {"files": {"command": "x"}},
+            "states": [{"id": "a", "action": "llm", "servers": servers}, {"id": "end", "action": "end"}],
+            "xitions": [{"id": ["start", "a"]}, {"id": ["a", "end"]}]
+        })
+    }
+
+    #[test]
+    fn a_hat_adds_its_state_and_transitions() {
+        let mut found = Collector::new("f.json");
+        let out = expand(&doc(json!(["files"])), &mut found);
+        assert!(found.is_empty());
+        assert_eq!(out["states"][2]["id"], "a.mcp");
+        assert_eq!(out["states"][2]["config"], json!({"servers": ["files"]}));
+        assert_eq!(out["xitions"][2]["id"], json!(["a", "a.mcp"]));
+        assert_eq!(out["xitions"][2]["schema"], "mcp:files:request");
+        assert_eq!(out["xitions"][3]["id"], json!(["a.mcp", "a"]));
+        assert_eq!(out["xitions"][3]["schema"], "mcp:files:response");
+    }
+
+    #[test]
+    fn inline_servers_are_lifted_and_conflicts_reported() {
+        let mut found = Collector::new("f.json");
+        let out = expand(
+            &doc(json!({"web": {"url": "http://127.0.0.1:1/mcp"}})),
+            &mut found,
+        );
+        assert!(found.is_empty());
+        assert_eq!(out["servers"]["web"]["url"], "http://127.0.0.1:1/mcp");
+        assert_eq!(out["xitions"][2]["schema"], "mcp:web:request");
+
+        let mut found = Collector::new("f.json");
+        expand(&doc(json!({"files": {"command": "y"}})), &mut found);
+        let report = found.finish().unwrap_err().to_string();
+        assert!(report.contains("$.states[0].servers.files"), "{report}");
+
+        let mut found = Collector::new("f.json");
+        expand(&doc(json!(["nope"])), &mut found);
+        let report = found.finish().unwrap_err().to_string();
+        assert!(
+            report.contains("$.states[0].servers[0]") && report.contains("`files`"),
+            "{report}"
+        );
+    }
+}
