@@ -8,6 +8,7 @@
 pub mod catalog;
 pub mod diagnostic;
 pub mod graph;
+pub mod hat;
 pub mod load;
 pub mod metaschema;
 pub mod model;

@@ -63,7 +63,8 @@ pub fn load_value(
         map.remove("transitions");
     }
     crate::metaschema::check(&document, &mut found);
-    let raw = match RawDocument::deserialize(&document) {
+    let expanded = crate::hat::expand(&document, &mut found);
+    let raw = match RawDocument::deserialize(&expanded) {
         Ok(raw) => raw,
         Err(e) => {
             if found.is_empty() {
@@ -92,6 +93,8 @@ struct RawDocument {
     states: Vec<RawState>,
     #[serde(default, alias = "transitions")]
     xitions: Vec<RawTransition>,
+    #[serde(default)]
+    servers: Map<String, Value>,
 }
 
 fn one() -> u32 {
@@ -185,6 +188,7 @@ fn build(
         description: raw.description,
         prompts: raw.prompts.into_vec(),
         schemas: raw.schemas,
+        servers: raw.servers,
         settings,
         states,
         transitions: Vec::new(),

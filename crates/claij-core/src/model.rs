@@ -36,6 +36,9 @@ pub struct Fsm {
     pub prompts: Vec<String>,
     /// Shared schema definitions (exposed to transition schemas as `$defs`).
     pub schemas: Map<String, Value>,
+    /// MCP servers by name (the top-level `servers`, plus those given on states), as
+    /// written: the MCP client parses them.
+    pub servers: Map<String, Value>,
     /// FSM-wide defaults.
     pub settings: FsmSettings,
     /// The states, in document order.

@@ -41,7 +41,8 @@ impl ActionRegistry {
 
     /// The built-in actions: `end`, `transform`, `command`, `human`, and the names
     /// reserved for actions that arrive with later layers (`llm`, `mcp`, `fsm`, `fork`,
-    /// `join`), which load but fail clearly when run.
+    /// `join`), which load but fail clearly when run; likewise the dynamic schema names
+    /// `mcp:…`.
     pub fn with_builtins() -> Self {
         let mut registry = Self::empty();
         let builtins: [(&str, Arc<dyn Action>); 4] = [
@@ -56,6 +57,7 @@ impl ActionRegistry {
         for (name, arrives_with) in actions::RESERVED {
             registry.insert(name, Arc::new(actions::Reserved { name, arrives_with }));
         }
+        registry.register_schemas(Arc::new(actions::ReservedSchemas));
         registry
     }
 
@@ -89,9 +91,10 @@ impl ActionRegistry {
         Ok(())
     }
 
-    /// Adds a provider of dynamic (string-named) schemas.
+    /// Adds a provider of dynamic (string-named) schemas. The latest added comes first:
+    /// a layer's provider takes over names the built-ins only reserve (`mcp:…`).
     pub fn register_schemas(&mut self, provider: Arc<dyn DynamicSchemas>) {
-        self.schemas.push(provider);
+        self.schemas.insert(0, provider);
     }
 
     /// The action registered under `name`.

@@ -102,7 +102,7 @@ pub enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// MCP: serve workflows and bots as MCP tools.
+    /// MCP: serve workflows and bots as MCP tools, and talk to MCP servers.
     Mcp {
         /// What to do.
         #[command(subcommand)]
@@ -124,6 +124,26 @@ pub enum McpCommand {
   claij mcp serve --bot examples/bots/story-writer --workspace ~/stories
   claij mcp serve examples/human-approval.yaml --http 127.0.0.1:8765   # http://127.0.0.1:8765/mcp")]
     Serve(McpServeArgs),
+    /// List a server's tools, resources and prompts.
+    ///
+    /// Starts the server given after `--` (a program and its arguments, no shell) or
+    /// connects to `--url`, performs the handshake, prints what it offers and shuts it
+    /// down. Exits 0, or 2 when the server cannot be reached.
+    #[command(after_help = "Examples:
+  claij mcp tools -- npx -y @modelcontextprotocol/server-everything
+  claij mcp tools --json -- mcp-server-filesystem .
+  claij mcp tools --url http://127.0.0.1:3001/mcp")]
+    Tools {
+        /// A streamable HTTP endpoint instead of a command.
+        #[arg(long, conflicts_with = "command")]
+        url: Option<String>,
+        /// Print JSON (`server`, `protocolVersion`, `tools`, `resources`, `prompts`).
+        #[arg(long)]
+        json: bool,
+        /// The server's program and arguments, after `--`.
+        #[arg(last = true, required_unless_present = "url", value_name = "CMD ARGS")]
+        command: Vec<String>,
+    },
 }
 
 /// The options of `claij mcp serve`.

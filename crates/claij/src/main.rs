@@ -21,6 +21,7 @@ macro_rules! out {
 mod cli;
 mod commands;
 mod input;
+mod mcp;
 mod progress;
 mod store;
 

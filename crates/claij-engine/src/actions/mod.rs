@@ -61,3 +61,21 @@ impl Action for Reserved {
         })
     }
 }
+
+/// Dynamic schema names reserved for later layers: `mcp:…` (the MCP client). Documents
+/// naming them load; resolving one fails clearly until the layer registers its provider
+/// (which then takes precedence, see [`ActionRegistry::register_schemas`](crate::ActionRegistry::register_schemas)).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReservedSchemas;
+
+impl claij_core::DynamicSchemas for ReservedSchemas {
+    fn serves(&self, name: &str) -> bool {
+        name.starts_with("mcp:")
+    }
+
+    fn resolve(&self, name: &str) -> Result<std::sync::Arc<Value>, claij_core::SchemaError> {
+        Err(claij_core::SchemaError::new(format!(
+            "the dynamic schema `{name}` needs the MCP client, which this build has not registered"
+        )))
+    }
+}

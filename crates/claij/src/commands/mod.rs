@@ -3,6 +3,8 @@
 mod defs;
 mod graph;
 mod mcp;
+mod mcp_serve;
+mod mcp_tools;
 mod run;
 mod runs;
 mod validate;
@@ -43,6 +45,7 @@ pub async fn dispatch(cli: Cli) -> u8 {
         },
         Command::Mcp { command } => Ok(mcp::mcp(command).await),
     };
+    crate::mcp::shutdown().await;
     result.unwrap_or_else(|e| {
         // The reader of our output went away (`| head`): stop quietly, like other tools.
         let broken_pipe = e.chain().any(|cause| {

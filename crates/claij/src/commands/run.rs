@@ -14,11 +14,12 @@ use crate::{EXIT_FAILED, EXIT_OK, EXIT_SUSPENDED, EXIT_USAGE, input, store};
 /// An engine whose `human` states suspend the run when there is a store to wait in, and
 /// ask at the terminal when there is not.
 pub fn engine(durable: bool) -> Engine {
-    let registry = if durable {
+    let mut registry = if durable {
         ActionRegistry::durable()
     } else {
         ActionRegistry::with_builtins()
     };
+    crate::mcp::register(&mut registry);
     Engine::new(Arc::new(registry))
 }
 
@@ -39,6 +40,10 @@ pub async fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    if let Err(e) = crate::mcp::connect(&fsm).await {
+        note!("claij: {e}");
+        return EXIT_USAGE;
+    }
     let input = match input::json_argument("input", &args.input) {
         Ok(v) => v,
         Err(e) => {

@@ -279,6 +279,7 @@ async fn pinned_fsm(store: &dyn RunStore, engine: &Engine, record: &RunRecord) -
                 record.id
             )
         })?;
+    crate::mcp::connect(&fsm).await?;
     Ok(Arc::new(fsm))
 }
 

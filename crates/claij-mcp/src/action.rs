@@ -1,0 +1,183 @@
+//! The `mcp` action: runs the requests of its input event against the servers and sends
+//! their results back to the state that asked.
+//!
+//! Input: `{"id": [caller, me], "requests": [{"server", "method", "params"}, …]}` (a
+//! single request without the `requests` array is accepted too). Output:
+//! `{"id": [me, caller], "results": [{"server", "method", "result" | "error",
+//! "notifications"?}, …]}`, in the order of the requests. A tool result with `isError`,
+//! a JSON-RPC error and a timeout are results carrying the server's message under
+//! `error` (or, with `config.on_error: fail`, a failure of the attempt); a server that
+//! cannot be started or goes away mid-call is a failure with the tail of its stderr.
+
+use std::sync::Arc;
+
+use claij_engine::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome};
+use serde_json::{Value, json};
+
+use crate::client::McpClient;
+use crate::connection::Reply;
+
+/// The `mcp` action over an [`McpClient`].
+#[derive(Debug, Clone)]
+pub struct McpAction {
+    client: Arc<McpClient>,
+}
+
+impl McpAction {
+    /// The action, using `client`'s connections.
+    pub fn new(client: Arc<McpClient>) -> Self {
+        Self { client }
+    }
+}
+
+/// The text of a tool result's content (what `isError` results explain themselves with).
+fn content_text(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl Action for McpAction {
+    fn config_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "servers": {
+                    "description": "The servers this state may call (default: every server of the document).",
+                    "type": "array", "items": {"type": "string"}
+                },
+                "reply_to": {
+                    "description": "Where results go (default: the state the request came from).",
+                    "type": "string"
+                },
+                "on_error": {
+                    "description": "`event` (default): errors are results the caller sees; `fail`: an error fails the attempt.",
+                    "enum": ["event", "fail"]
+                }
+            },
+            "additionalProperties": false
+        })
+    }
+
+    fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
+        Box::pin(async move {
+            let config = &input.state.config;
+            let me = input.state.id.to_string();
+            let reply_to = match config["reply_to"].as_str() {
+                Some(to) => to.to_owned(),
+                None if &*input.input_transition.from != claij_core::START => {
+                    input.input_transition.from.to_string()
+                }
+                None => {
+                    return Err(ActionError::fatal(format!(
+                        "state `{me}` is entered from `start`: say where results go with `config.reply_to`"
+                    )));
+                }
+            };
+            let fail_on_error = config["on_error"] == "fail";
+            self.client
+                .declare_fsm(input.fsm)
+                .map_err(|e| ActionError::fatal(e.to_string()))?;
+            let allowed: Vec<String> = match config["servers"].as_array() {
+                Some(list) => list
+                    .iter()
+                    .filter_map(|s| s.as_str().map(str::to_owned))
+                    .collect(),
+                None => input.fsm.servers.keys().cloned().collect(),
+            };
+            let requests: Vec<Value> = match input.event.get("requests") {
+                Some(Value::Array(list)) => list.clone(),
+                Some(other) => {
+                    return Err(ActionError::failed(format!(
+                        "`requests` must be an array of requests, got {other}"
+                    )));
+                }
+                None if input.event.get("method").is_some() => vec![input.event.clone()],
+                None => {
+                    return Err(ActionError::failed(
+                        "the event holds no `requests` (a list of {server, method, params})",
+                    ));
+                }
+            };
+            let mut results = Vec::with_capacity(requests.len());
+            for request in &requests {
+                let server = match request["server"].as_str() {
+                    Some(s) => s.to_owned(),
+                    None if allowed.len() == 1 => allowed[0].clone(),
+                    None => {
+                        return Err(ActionError::failed(format!(
+                            "request {request} names no `server` (one of {allowed:?})"
+                        )));
+                    }
+                };
+                let method = request["method"].as_str().unwrap_or_default().to_owned();
+                let mut item = json!({"server": server, "method": method});
+                if !allowed.contains(&server) {
+                    item["error"] = json!({"message": format!(
+                        "state `{me}` may not use the server `{server}` (allowed: {allowed:?})"
+                    )});
+                    results.push(item);
+                    continue;
+                }
+                let connection = self
+                    .client
+                    .connect(&server)
+                    .await
+                    .map_err(|e| ActionError::failed(e.to_string()))?;
+                let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
+                let caller = json!({
+                    "run_id": input.run_id,
+                    "state": reply_to,
+                    "config": input.fsm.state(&reply_to).map(|s| s.config.clone()),
+                });
+                let exchange = connection
+                    .request_for(&method, params, input.cancel, Some(caller))
+                    .await
+                    .map_err(|e| ActionError::failed(e.to_string()))?;
+                match exchange.reply {
+                    Reply::Result(result) => {
+                        if result["isError"] == true {
+                            item["error"] = json!({"message": content_text(&result)});
+                        }
+                        item["result"] = result;
+                    }
+                    Reply::Error {
+                        code,
+                        message,
+                        data,
+                    } => {
+                        item["error"] = json!({"code": code, "message": message});
+                        if let Some(data) = data {
+                            item["error"]["data"] = data;
+                        }
+                    }
+                    Reply::Timeout(after) => {
+                        item["error"] = json!({"message": format!(
+                            "no answer within {}; the request was cancelled",
+                            humantime::format_duration(after)
+                        )});
+                    }
+                }
+                if !exchange.notifications.is_empty() {
+                    item["notifications"] = Value::Array(exchange.notifications);
+                }
+                if fail_on_error && let Some(message) = item["error"]["message"].as_str() {
+                    return Err(ActionError {
+                        kind: claij_core::FailureKind::Action,
+                        message: format!("`{method}` on `{server}`: {message}"),
+                        output: item,
+                        retryable: true,
+                    });
+                }
+                results.push(item);
+            }
+            Ok(Outcome::Emit(ActionOutput::event(
+                json!({"id": [me, reply_to], "results": results}),
+            )))
+        })
+    }
+}

@@ -1,0 +1,38 @@
+//! What a server offers, as last listed: its tools, resources and prompts (as the spec's
+//! JSON). Resource bodies are not kept: they are read when asked for.
+
+use serde_json::{Value, json};
+
+/// The cached lists of one server.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Catalog {
+    /// `tools/list` entries (`name`, `description`, `inputSchema`, …).
+    pub tools: Vec<Value>,
+    /// `resources/list` entries (`uri`, `name`, `mimeType`, …).
+    pub resources: Vec<Value>,
+    /// `prompts/list` entries (`name`, `description`, `arguments`).
+    pub prompts: Vec<Value>,
+}
+
+impl Catalog {
+    /// The three lists as one JSON object (what `claij mcp tools` prints).
+    pub fn to_json(&self) -> Value {
+        json!({"tools": self.tools, "resources": self.resources, "prompts": self.prompts})
+    }
+
+    /// The tool named `name`.
+    pub fn tool(&self, name: &str) -> Option<&Value> {
+        self.tools.iter().find(|t| t["name"] == name)
+    }
+}
+
+/// Which list changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    /// `tools/list`.
+    Tools,
+    /// `resources/list`.
+    Resources,
+    /// `prompts/list`.
+    Prompts,
+}

@@ -1,0 +1,421 @@
+//! One live connection to a server: the handshake (newest protocol version the server
+//! speaks), the catalog kept fresh, requests with timeouts and cancellation, and a
+//! shutdown that leaves no process behind.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{ClientRequest, ProtocolVersion};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, PeerRequestOptions, RoleClient, RunningService,
+    ServiceError,
+};
+use serde_json::{Value, json};
+use std::sync::RwLock;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::catalog::Catalog;
+use crate::error::McpError;
+use crate::handler::{Handler, Shared};
+use crate::hooks::{ElicitationHandler, SamplingHandler};
+use crate::process::{DEFAULT_GRACE, Ending, ServerProcess, StderrTail};
+use crate::spec::{ServerSpec, Transport};
+
+/// How long the handshake may take (whatever the request timeout).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a client offers servers beyond plain requests.
+#[derive(Clone, Default)]
+pub struct ClientHooks {
+    /// Answers sampling requests (advertised only when set).
+    pub sampling: Option<Arc<dyn SamplingHandler>>,
+    /// Answers elicitation requests (advertised only when set).
+    pub elicitation: Option<Arc<dyn ElicitationHandler>>,
+}
+
+impl std::fmt::Debug for ClientHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientHooks")
+            .field("sampling", &self.sampling.is_some())
+            .field("elicitation", &self.elicitation.is_some())
+            .finish()
+    }
+}
+
+/// A server's answer to one request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// The result (for `tools/call` it may carry `isError: true`).
+    Result(Value),
+    /// A JSON-RPC error.
+    Error {
+        /// The JSON-RPC error code.
+        code: i64,
+        /// The server's message.
+        message: String,
+        /// Its data, if any.
+        data: Option<Value>,
+    },
+    /// No answer in time; the request was cancelled (`notifications/cancelled`).
+    Timeout(Duration),
+}
+
+/// One request's reply and the notifications that arrived while it ran (progress, logs,
+/// sampling and elicitation exchanges).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exchange {
+    /// The reply.
+    pub reply: Reply,
+    /// Notifications, in arrival order, each with `kind` and `at`.
+    pub notifications: Vec<Value>,
+}
+
+/// Keeps a caller registered while its request is in flight (removed on drop, so also
+/// when the request is cancelled).
+struct CallerGuard {
+    shared: Arc<Shared>,
+    id: u64,
+}
+
+impl CallerGuard {
+    fn push(shared: &Arc<Shared>, caller: Value) -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        shared
+            .callers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((id, caller));
+        Self {
+            shared: shared.clone(),
+            id,
+        }
+    }
+}
+
+impl Drop for CallerGuard {
+    fn drop(&mut self) {
+        self.shared
+            .callers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(id, _)| *id != self.id);
+    }
+}
+
+/// A live connection to one MCP server.
+pub struct Connection {
+    name: String,
+    spec: ServerSpec,
+    service: tokio::sync::Mutex<Option<RunningService<RoleClient, Handler>>>,
+    peer: rmcp::Peer<RoleClient>,
+    process: tokio::sync::Mutex<Option<ServerProcess>>,
+    pid: Option<u32>,
+    stderr: Option<StderrTail>,
+    shared: Arc<Shared>,
+    generation: watch::Receiver<u64>,
+    protocol: String,
+    server_info: Value,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("name", &self.name)
+            .field("pid", &self.pid)
+            .field("protocol", &self.protocol)
+            .finish()
+    }
+}
+
+impl Connection {
+    /// Connects to `spec` (starting the process for a stdio server), performs the
+    /// handshake and lists the server's tools, resources and prompts.
+    pub async fn connect(
+        name: &str,
+        spec: &ServerSpec,
+        hooks: ClientHooks,
+    ) -> Result<Self, McpError> {
+        let (generation_tx, generation) = watch::channel(0);
+        let shared = Arc::new(Shared {
+            name: name.to_owned(),
+            roots: spec.roots.clone(),
+            sampling: hooks.sampling,
+            elicitation: hooks.elicitation,
+            catalog: RwLock::new(Catalog::default()),
+            generation: generation_tx,
+            notes: Mutex::new(Vec::new()),
+            callers: Mutex::new(Vec::new()),
+            refreshing: tokio::sync::Mutex::new(()),
+        });
+        let handler = Handler {
+            shared: shared.clone(),
+        };
+        // Newest first: `server/discover` (2026-07-28) when the server speaks it, else the
+        // `initialize` handshake offering 2025-11-25 (the server may answer older).
+        let lifecycle = ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::LATEST],
+            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+        };
+        let connect_error = |message: String, stderr: &Option<StderrTail>| McpError::Connect {
+            server: name.to_owned(),
+            message,
+            stderr: stderr.as_ref().map(StderrTail::text).unwrap_or_default(),
+        };
+        let (service, process) = match &spec.transport {
+            Transport::Stdio { command, .. } => {
+                let (mut process, stdout, stdin) = ServerProcess::spawn(&spec.transport)
+                    .map_err(|e| connect_error(format!("cannot run `{command}`: {e}"), &None))?;
+                let started = tokio::time::timeout(
+                    CONNECT_TIMEOUT,
+                    handler.serve_with_lifecycle((stdout, stdin), lifecycle),
+                )
+                .await;
+                match started {
+                    Ok(Ok(service)) => (service, Some(process)),
+                    failed => {
+                        let message = match failed {
+                            Ok(Err(e)) => e.to_string(),
+                            _ => format!("no answer to the handshake within {CONNECT_TIMEOUT:?}"),
+                        };
+                        process.shutdown(Duration::from_millis(200)).await;
+                        return Err(connect_error(message, &Some(process.stderr())));
+                    }
+                }
+            }
+            Transport::Http { url } => {
+                let transport =
+                    rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
+                let started = tokio::time::timeout(
+                    CONNECT_TIMEOUT,
+                    handler.serve_with_lifecycle(transport, lifecycle),
+                )
+                .await;
+                match started {
+                    Ok(Ok(service)) => (service, None),
+                    Ok(Err(e)) => return Err(connect_error(e.to_string(), &None)),
+                    Err(_) => {
+                        return Err(connect_error(
+                            format!("no answer from {url} within {CONNECT_TIMEOUT:?}"),
+                            &None,
+                        ));
+                    }
+                }
+            }
+        };
+        let peer = service.peer().clone();
+        let info = peer
+            .peer_info()
+            .and_then(|info| serde_json::to_value(&*info).ok())
+            .unwrap_or(Value::Null);
+        let protocol = info["protocolVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        shared.refresh(&peer, &[]).await;
+        Ok(Self {
+            name: name.to_owned(),
+            spec: spec.clone(),
+            pid: process.as_ref().map(ServerProcess::pid),
+            stderr: process.as_ref().map(ServerProcess::stderr),
+            service: tokio::sync::Mutex::new(Some(service)),
+            process: tokio::sync::Mutex::new(process),
+            peer,
+            shared,
+            generation,
+            protocol,
+            server_info: info,
+        })
+    }
+
+    /// The server's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How it was reached.
+    pub fn spec(&self) -> &ServerSpec {
+        &self.spec
+    }
+
+    /// The child's process id, for a stdio server.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// The negotiated protocol version.
+    pub fn protocol_version(&self) -> &str {
+        &self.protocol
+    }
+
+    /// What the server said about itself (protocol version, capabilities, `serverInfo`).
+    pub fn server_info(&self) -> &Value {
+        &self.server_info
+    }
+
+    /// The tail of the server's stderr (stdio servers).
+    pub fn stderr_tail(&self) -> String {
+        self.stderr
+            .as_ref()
+            .map(StderrTail::text)
+            .unwrap_or_default()
+    }
+
+    /// The cached tools, resources and prompts.
+    pub fn catalog(&self) -> Catalog {
+        self.shared
+            .catalog
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Bumped on every catalog refresh (first listing included).
+    pub fn generation(&self) -> u64 {
+        *self.generation.borrow()
+    }
+
+    /// Waits until the catalog has been refreshed after generation `seen`.
+    pub async fn changed_since(&self, seen: u64) {
+        let mut rx = self.generation.clone();
+        let _ = rx.wait_for(|g| *g > seen).await;
+    }
+
+    /// Lists everything again now.
+    pub async fn refresh(&self) {
+        self.shared.refresh(&self.peer, &[]).await;
+    }
+
+    /// Sends one request (`tools/call`, `resources/read`, `prompts/get`, or any other
+    /// client request by its method) and waits for the reply, the server's timeout or
+    /// `cancel`. Timeouts and cancellation send `notifications/cancelled`. A broken
+    /// connection is an error carrying the tail of the server's stderr.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Value,
+        cancel: &CancellationToken,
+    ) -> Result<Exchange, McpError> {
+        self.request_for(method, params, cancel, None).await
+    }
+
+    /// [`request`](Self::request) on behalf of `caller` (what a [`SamplingHandler`] is
+    /// told while the request is in flight, see there).
+    pub async fn request_for(
+        &self,
+        method: &str,
+        params: Value,
+        cancel: &CancellationToken,
+        caller: Option<Value>,
+    ) -> Result<Exchange, McpError> {
+        let _on_behalf = caller.map(|caller| CallerGuard::push(&self.shared, caller));
+        let request: ClientRequest =
+            serde_json::from_value(json!({"method": method, "params": params}))
+                .map_err(|e| McpError::BadRequest(format!("`{method}`: {e}")))?;
+        if let ClientRequest::CustomRequest(_) = request {
+            return Err(McpError::BadRequest(format!("unknown method `{method}`")));
+        }
+        let options = PeerRequestOptions::with_timeout(self.spec.timeout);
+        let handle = self
+            .peer
+            .send_cancellable_request(request, options)
+            .await
+            .map_err(|e| self.gone(method, e.to_string()))?;
+        let token = serde_json::to_value(&handle.progress_token).unwrap_or(Value::Null);
+        let id = handle.id.clone();
+        let outcome = tokio::select! {
+            r = handle.await_response() => r,
+            () = cancel.cancelled() => {
+                let note = serde_json::from_value::<rmcp::model::ClientNotification>(json!({
+                    "method": "notifications/cancelled",
+                    "params": {"requestId": id, "reason": "the run was interrupted"},
+                }));
+                if let Ok(note) = note {
+                    let _ = self.peer.send_notification(note).await;
+                }
+                Err(ServiceError::Cancelled { reason: Some("the run was interrupted".into()) })
+            }
+        };
+        let reply = match outcome {
+            Ok(result) => Reply::Result(serde_json::to_value(&result).unwrap_or(Value::Null)),
+            Err(ServiceError::McpError(e)) => Reply::Error {
+                code: i64::from(e.code.0),
+                message: e.message.to_string(),
+                data: e.data,
+            },
+            Err(ServiceError::Timeout { timeout }) => Reply::Timeout(timeout),
+            Err(ServiceError::Cancelled { reason }) => {
+                return Err(McpError::Cancelled {
+                    server: self.name.clone(),
+                    method: method.to_owned(),
+                    reason: reason.unwrap_or_default(),
+                });
+            }
+            Err(e) => return Err(self.gone_after_exit(method, e.to_string()).await),
+        };
+        Ok(Exchange {
+            reply,
+            notifications: self.take_notes(&token),
+        })
+    }
+
+    /// Takes the notifications that belong to this request: progress for its `token`,
+    /// and every log, sampling and elicitation note (those of a concurrent request may
+    /// land here too); progress for other requests stays for them.
+    fn take_notes(&self, token: &Value) -> Vec<Value> {
+        let mut notes = self.shared.notes.lock().unwrap_or_else(|p| p.into_inner());
+        let (mine, others): (Vec<Value>, Vec<Value>) = std::mem::take(&mut *notes)
+            .into_iter()
+            .partition(|n| n["kind"] != "progress" || &n["progressToken"] == token);
+        *notes = others;
+        mine
+    }
+
+    fn gone(&self, method: &str, message: String) -> McpError {
+        McpError::Gone {
+            server: self.name.clone(),
+            method: method.to_owned(),
+            message,
+            stderr: self.stderr_tail(),
+        }
+    }
+
+    /// The connection broke: give the process a moment to exit so its last words are read.
+    async fn gone_after_exit(&self, method: &str, message: String) -> McpError {
+        let mut message = message;
+        if let Some(process) = self.process.lock().await.as_mut() {
+            for _ in 0..40 {
+                if let Some(status) = process.try_exited() {
+                    message = format!("{message} (the server exited: {status})");
+                    process.drain_stderr(Duration::from_millis(500)).await;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+        }
+        self.gone(method, message)
+    }
+
+    /// Whether the connection is closed (the server went away or it was shut down).
+    pub fn is_closed(&self) -> bool {
+        self.peer.is_transport_closed()
+    }
+
+    /// Closes the connection: ends the session, closes the server's input, then
+    /// `SIGTERM` and `SIGKILL` to a process that does not exit within the grace period
+    /// (2 s each). The process is reaped when this returns.
+    pub async fn shutdown(&self) -> Option<Ending> {
+        self.shutdown_with_grace(DEFAULT_GRACE).await
+    }
+
+    /// [`shutdown`](Self::shutdown) with another grace period.
+    pub async fn shutdown_with_grace(&self, grace: Duration) -> Option<Ending> {
+        if let Some(mut service) = self.service.lock().await.take() {
+            let _ = tokio::time::timeout(grace, service.close()).await;
+        }
+        let mut process = self.process.lock().await.take()?;
+        Some(process.shutdown(grace).await)
+    }
+}

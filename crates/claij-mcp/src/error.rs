@@ -1,0 +1,60 @@
+//! The MCP client's errors.
+
+/// What can go wrong talking to MCP servers.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    /// A `servers` entry is malformed.
+    #[error("server `{server}`: {message}")]
+    Spec {
+        /// The server's name.
+        server: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// No server of that name is declared or connected.
+    #[error("no MCP server named `{0}`")]
+    UnknownServer(String),
+    /// The process could not be started, or the handshake failed.
+    #[error("server `{server}` could not be started: {message}{}", stderr_suffix(.stderr))]
+    Connect {
+        /// The server's name.
+        server: String,
+        /// Why.
+        message: String,
+        /// The tail of its stderr, when it is a process.
+        stderr: String,
+    },
+    /// The connection broke (the process exited or the stream closed) during a request.
+    #[error("server `{server}` went away during `{method}`: {message}{}", stderr_suffix(.stderr))]
+    Gone {
+        /// The server's name.
+        server: String,
+        /// The request that was in flight.
+        method: String,
+        /// Why.
+        message: String,
+        /// The tail of its stderr, when it is a process.
+        stderr: String,
+    },
+    /// The request was cancelled (the run was interrupted).
+    #[error("`{method}` on `{server}` was cancelled: {reason}")]
+    Cancelled {
+        /// The server's name.
+        server: String,
+        /// The request.
+        method: String,
+        /// Why.
+        reason: String,
+    },
+    /// A request is malformed (unknown method, params not an object).
+    #[error("bad MCP request: {0}")]
+    BadRequest(String),
+}
+
+fn stderr_suffix(stderr: &str) -> String {
+    if stderr.trim().is_empty() {
+        String::new()
+    } else {
+        format!("; its stderr ends with:\n{}", stderr.trim_end())
+    }
+}

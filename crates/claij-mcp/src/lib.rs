@@ -1,0 +1,46 @@
+//! # claij-mcp
+//!
+//! claij's MCP client: connections to MCP servers (child processes over stdio, streamable
+//! HTTP) through `rmcp`, a cache of each server's tools, resources and prompts kept fresh
+//! by `list_changed`, the dynamic transition schemas `mcp:…:request` / `mcp:…:response`
+//! made from it, the `mcp` action, and the hooks through which servers ask for a model
+//! (sampling) or a person (elicitation).
+//!
+//! Wire it into a registry with [`register`], declare and connect a document's servers
+//! with [`McpClient::connect_fsm`] after loading it, and [`McpClient::shutdown`] at the
+//! end. See docs/MCP-CLIENT.md.
+
+pub mod action;
+pub mod catalog;
+pub mod client;
+pub mod connection;
+pub mod error;
+mod handler;
+pub mod hooks;
+pub mod process;
+pub mod schemas;
+pub mod spec;
+
+use std::sync::Arc;
+
+use claij_engine::ActionRegistry;
+
+pub use action::McpAction;
+pub use catalog::Catalog;
+pub use client::McpClient;
+pub use connection::{ClientHooks, Connection, Exchange, Reply};
+pub use error::McpError;
+pub use hooks::{ElicitationHandler, Elicited, HumanElicitation, SamplingHandler};
+pub use schemas::McpSchemas;
+pub use spec::{ServerSpec, Transport};
+
+/// Registers the `mcp` action (replacing the engine's placeholder) and the `mcp:…` schema
+/// provider over `client`.
+pub fn register(
+    registry: &mut ActionRegistry,
+    client: &Arc<McpClient>,
+) -> Result<(), claij_core::SchemaError> {
+    registry.register("mcp", Arc::new(McpAction::new(client.clone())))?;
+    registry.register_schemas(Arc::new(McpSchemas::new(client)));
+    Ok(())
+}

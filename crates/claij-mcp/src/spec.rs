@@ -1,0 +1,202 @@
+//! How to reach a server: the entries of a document's `servers` section (or the CLI's).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::error::McpError;
+
+/// One server: how to reach it, how long a request may take, which roots it is shown.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerSpec {
+    /// How to reach it.
+    pub transport: Transport,
+    /// Timeout of one request (default [`DEFAULT_TIMEOUT`]).
+    pub timeout: Duration,
+    /// Roots advertised to the server, as URIs (`file:///…`).
+    pub roots: Vec<String>,
+}
+
+/// How a server is reached.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Transport {
+    /// A child process speaking MCP on stdin/stdout (no shell).
+    Stdio {
+        /// The program, looked up on `PATH`.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Extra environment variables.
+        env: BTreeMap<String, String>,
+        /// Its working directory.
+        cwd: Option<PathBuf>,
+    },
+    /// A streamable HTTP endpoint, e.g. `http://127.0.0.1:3001/mcp`.
+    Http {
+        /// The endpoint.
+        url: String,
+    },
+}
+
+/// Timeout of one request when a server's entry does not say.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSpec {
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<PathBuf>,
+    url: Option<String>,
+    timeout: Option<Value>,
+    #[serde(default)]
+    roots: Vec<String>,
+}
+
+impl ServerSpec {
+    /// Parses one entry of a `servers` section.
+    pub fn from_value(name: &str, value: &Value) -> Result<Self, McpError> {
+        let bad = |message: String| McpError::Spec {
+            server: name.to_owned(),
+            message,
+        };
+        let raw = RawSpec::deserialize(value).map_err(|e| bad(e.to_string()))?;
+        let transport = match (raw.command, raw.url) {
+            (Some(command), None) => Transport::Stdio {
+                command,
+                args: raw.args,
+                env: raw.env,
+                cwd: raw.cwd,
+            },
+            (None, Some(url)) if raw.args.is_empty() && raw.env.is_empty() && raw.cwd.is_none() => {
+                Transport::Http { url }
+            }
+            (None, Some(_)) => {
+                return Err(bad(
+                    "`args`, `env` and `cwd` belong to `command` servers".into()
+                ));
+            }
+            _ => return Err(bad("give either `command` (stdio) or `url` (HTTP)".into())),
+        };
+        Ok(ServerSpec {
+            transport,
+            timeout: parse_timeout(raw.timeout.as_ref()).map_err(bad)?,
+            roots: raw.roots.iter().map(|r| root_uri(r)).collect(),
+        })
+    }
+
+    /// A child-process server from a command line, with the default settings.
+    pub fn command(command: impl Into<String>, args: impl IntoIterator<Item = String>) -> Self {
+        ServerSpec {
+            transport: Transport::Stdio {
+                command: command.into(),
+                args: args.into_iter().collect(),
+                env: BTreeMap::new(),
+                cwd: None,
+            },
+            timeout: DEFAULT_TIMEOUT,
+            roots: Vec::new(),
+        }
+    }
+
+    /// A streamable HTTP server, with the default settings.
+    pub fn http(url: impl Into<String>) -> Self {
+        ServerSpec {
+            transport: Transport::Http { url: url.into() },
+            timeout: DEFAULT_TIMEOUT,
+            roots: Vec::new(),
+        }
+    }
+
+    /// The same, with this request timeout.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The same, advertising these roots (paths or URIs).
+    pub fn with_roots(mut self, roots: &[&str]) -> Self {
+        self.roots = roots.iter().map(|r| root_uri(r)).collect();
+        self
+    }
+}
+
+fn parse_timeout(value: Option<&Value>) -> Result<Duration, String> {
+    match value {
+        None => Ok(DEFAULT_TIMEOUT),
+        Some(Value::Number(n)) => n
+            .as_f64()
+            .filter(|s| *s > 0.0 && s.is_finite())
+            .map(Duration::from_secs_f64)
+            .ok_or_else(|| format!("timeout `{n}` is not a positive number of seconds")),
+        Some(Value::String(s)) => humantime::parse_duration(s)
+            .map_err(|e| format!("timeout `{s}` is not a duration: {e}")),
+        Some(other) => Err(format!("timeout `{other}` is not a duration")),
+    }
+}
+
+/// A root as a URI: URIs stay, paths become `file://` URIs (relative ones made absolute).
+fn root_uri(root: &str) -> String {
+    if root.contains("://") {
+        return root.to_owned();
+    }
+    let path = PathBuf::from(root);
+    let abs = if path.is_absolute() {
+        path
+    } else {
+        std::env::current_dir().unwrap_or_default().join(path)
+    };
+    format!("file://{}", abs.display())
+}
+
+/// Parses a whole `servers` map (name → entry).
+pub fn parse_servers(servers: &Value) -> Result<BTreeMap<String, ServerSpec>, McpError> {
+    let mut out = BTreeMap::new();
+    if let Value::Object(map) = servers {
+        for (name, value) in map {
+            out.insert(name.clone(), ServerSpec::from_value(name, value)?);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn stdio_and_http_specs_parse_and_bad_ones_are_named() {
+        let s = ServerSpec::from_value(
+            "fs",
+            &json!({"command": "npx", "args": ["a"], "env": {"X": "1"}, "timeout": "5s"}),
+        )
+        .unwrap();
+        assert!(
+            matches!(&s.transport, Transport::Stdio { args, env, .. } if args == &["a"] && env["X"] == "1")
+        );
+        assert_eq!(s.timeout, Duration::from_secs(5));
+        let h = ServerSpec::from_value("web", &json!({"url": "http://127.0.0.1:1/mcp"})).unwrap();
+        assert!(matches!(h.transport, Transport::Http { .. }));
+        let e = ServerSpec::from_value("bad", &json!({"comand": "x"})).unwrap_err();
+        assert!(e.to_string().contains("`bad`"), "{e}");
+        let e = ServerSpec::from_value("both", &json!({"command": "x", "url": "http://a"}))
+            .unwrap_err();
+        assert!(e.to_string().contains("either"), "{e}");
+        let e = ServerSpec::from_value("slow", &json!({"command": "x", "timeout": "soon"}))
+            .unwrap_err();
+        assert!(e.to_string().contains("soon"), "{e}");
+    }
+
+    #[test]
+    fn roots_become_file_uris() {
+        let s = ServerSpec::command("x", []).with_roots(&["/tmp/a", "file:///b"]);
+        assert_eq!(s.roots, ["file:///tmp/a", "file:///b"]);
+    }
+}

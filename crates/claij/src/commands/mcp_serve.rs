@@ -1,0 +1,138 @@
+//! `claij mcp serve`: FSMs and bots as MCP tools over stdio or streamable HTTP.
+
+use std::sync::Arc;
+
+use claij_mcp_server::{BotHost, McpServer, Runtime, serve_http, serve_stdio};
+use tokio_util::sync::CancellationToken;
+
+use super::load;
+use super::run::engine;
+use crate::cli::McpServeArgs;
+use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
+
+
+/// Logs (errors of tools, the transport's own messages) go to stderr: stdout is the
+/// protocol over stdio.
+fn init_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing::Level::WARN)
+        .with_target(false)
+        .try_init();
+}
+
+/// `claij mcp serve`.
+pub async fn serve(args: McpServeArgs) -> u8 {
+    init_logging();
+    let store = match store::open(&args.store).await {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            note!(
+                "claij: `claij mcp serve` keeps runs in a store (they outlive the server); `--store memory` cannot"
+            );
+            return EXIT_USAGE;
+        }
+        Err(e) => {
+            note!("claij: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    let runtime = Runtime {
+        engine: Arc::new(engine(true)),
+        store,
+    };
+    let mut fsms = Vec::new();
+    let mut refused = false;
+    for file in &args.files {
+        match load(&runtime.engine, file) {
+            Ok(fsm) => fsms.push(Arc::new(fsm)),
+            Err(d) => {
+                note!("claij: {d}");
+                refused = true;
+            }
+        }
+    }
+    let workspace = match args
+        .workspace
+        .clone()
+        .map_or_else(std::env::current_dir, Ok)
+    {
+        Ok(w) => w,
+        Err(e) => {
+            note!("claij: cannot find the current directory (give --workspace): {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let mut bots = Vec::new();
+    for dir in &args.bots {
+        match BotHost::load(dir, &workspace, &runtime) {
+            Ok(bot) => bots.push(bot),
+            Err(e) => {
+                note!("claij: {e}");
+                refused = true;
+            }
+        }
+    }
+    if refused {
+        return EXIT_USAGE;
+    }
+    if fsms.is_empty() && bots.is_empty() {
+        note!("claij: nothing to serve: give FSM files and/or --bot DIR");
+        return EXIT_USAGE;
+    }
+    let server = match McpServer::new(runtime.clone(), fsms, bots) {
+        Ok(s) => s,
+        Err(e) => {
+            note!("claij: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let tools = server.tools().len();
+    let result = match args.http {
+        None => {
+            note!(
+                "claij: serving {tools} MCP tool(s) over stdio; runs kept in {}",
+                runtime.store.describe()
+            );
+            serve_stdio(server).await
+        }
+        Some(addr) => {
+            let shutdown = CancellationToken::new();
+            stop_on_signals(shutdown.clone());
+            serve_http(server, addr, &args.allow_hosts, shutdown, |bound| {
+                note!(
+                    "claij: serving {tools} MCP tool(s) at http://{bound}{}; runs kept in {}",
+                    claij_mcp_server::HTTP_PATH,
+                    runtime.store.describe()
+                );
+            })
+            .await
+        }
+    };
+    match result {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            note!("claij: {e}");
+            EXIT_FAILED
+        }
+    }
+}
+
+/// Ctrl-C or SIGTERM stop the HTTP server gracefully.
+fn stop_on_signals(shutdown: CancellationToken) {
+    tokio::spawn(async move {
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term => {}
+        }
+        shutdown.cancel();
+    });
+}
