@@ -12,8 +12,11 @@ pub mod durable;
 pub mod observer;
 pub mod registry;
 pub mod run;
+pub mod tree;
 
-pub use action::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome, Suspension};
+pub use action::{
+    Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome, RunScope, Suspension,
+};
 pub use durable::{is_dead_local_owner, process_owner};
 pub use observer::Observer;
 pub use registry::ActionRegistry;
@@ -21,3 +24,4 @@ pub use run::{
     Engine, InputError, RunError, RunOptions, RunOutcome, RunStatus, interrupt, new_run_id,
 };
 pub use tokio_util::sync::CancellationToken;
+pub use tree::{ChildRun, without_id};

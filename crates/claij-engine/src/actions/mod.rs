@@ -1,10 +1,16 @@
 //! The built-in actions that need no model.
 
+mod child;
 mod command;
+mod fork;
+mod fsm;
 mod human;
 mod transform;
 
+pub use child::TrailMode;
 pub use command::Command;
+pub use fork::{Fork, Join};
+pub use fsm::SubFsm;
 pub use human::{Human, HumanIo, TerminalIo};
 pub use transform::Transform;
 
@@ -33,12 +39,13 @@ impl Action for End {
 }
 
 /// Action names reserved for later layers, and what brings each.
-pub const RESERVED: [(&str, &str); 5] = [
+pub const RESERVED: [(&str, &str); 3] = [
     ("llm", "the model layer"),
     ("mcp", "the MCP client"),
-    ("fsm", "composition (sub-FSMs)"),
-    ("fork", "composition (fork/join)"),
-    ("join", "composition (fork/join)"),
+    (
+        "join",
+        "no layer: a `fork` state joins its own branches (config `join: all | race | {at_least: k}`)",
+    ),
 ];
 
 /// An action whose name is known (so documents using it validate) but which this build
