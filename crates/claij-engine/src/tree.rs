@@ -24,9 +24,9 @@ pub struct ChildRun {
     /// The child's run id: derived from the parent's, so an attempt made again (after a
     /// crash or a resume) finds the same child.
     pub run_id: String,
-    /// The child's FSM (used when the child is started; a child found in the store runs
-    /// the definition it is pinned to).
-    pub fsm: Arc<Fsm>,
+    /// The child's FSM, to start it (a child found in the store runs the definition it is
+    /// pinned to; `None`: the child must be in the store).
+    pub fsm: Option<Arc<Fsm>>,
     /// Its input event.
     pub input: Value,
     /// Its initial context.
@@ -102,7 +102,13 @@ impl Engine {
                 Err(e) => return Err(e.into()),
             }
         }
-        self.run(child.fsm, child.input, options).await
+        let Some(fsm) = child.fsm else {
+            return Err(RunError::NotResumable {
+                run: child.run_id,
+                reason: "is not in the store and its FSM was not given".into(),
+            });
+        };
+        self.run(fsm, child.input, options).await
     }
 
     async fn continue_child(

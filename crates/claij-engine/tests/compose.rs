@@ -622,7 +622,7 @@ async fn suspended_branches_resumed_in_any_order_give_the_same_join() {
             if left.is_empty() {
                 assert_eq!(parent_now.status, RunStatus::Completed, "order {order:?}");
             } else {
-                assert_eq!(parent_now.status, RunStatus::Suspended, "order {order:?}");
+                assert_eq!(parent_now.status, RunStatus::Suspended, "order {order:?}: {:#?}", parent_now.trail.iter().filter_map(|e| e.failure.as_ref()).collect::<Vec<_>>());
                 let mut still = parent_now.wait.clone().unwrap().children;
                 still.sort();
                 let mut left = left;

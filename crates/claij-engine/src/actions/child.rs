@@ -253,6 +253,20 @@ impl FsmRef {
     }
 }
 
+/// Whether the run's store already holds the run `run_id` (a child started by an earlier
+/// attempt, before a crash or a suspension): then its FSM need not be loaded again.
+pub(crate) async fn stored(input: &ActionInput<'_>, run_id: &str) -> bool {
+    match input.scope.store {
+        Some(store) => store.run(run_id).await.is_ok(),
+        None => false,
+    }
+}
+
+/// The id of the FSM a child ran, from its trail (its own entries are last).
+pub(crate) fn fsm_of(outcome: &RunOutcome) -> Option<Arc<str>> {
+    outcome.trail.last().map(|e| e.fsm.clone())
+}
+
 /// `file` relative to the directory of the document `source` (when `source` is a file),
 /// else as given.
 fn resolve(source: &str, file: &str) -> PathBuf {

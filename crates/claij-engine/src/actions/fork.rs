@@ -10,7 +10,7 @@ use claij_core::{ConfigIssue, Fsm};
 use serde_json::{Value, json};
 use super::child::{
     Common, FsmRef, as_input, check_common, child_error, child_input, child_view,
-    common_properties, ref_schema, routes, status_word, timed_out,
+    common_properties, fsm_of, ref_schema, routes, status_word, stored, timed_out,
 };
 use crate::action::{
     Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome, RunScope, Suspension,
@@ -127,9 +127,9 @@ impl Action for Fork {
     }
 }
 
-/// One branch to run.
+/// One branch to run: its FSM (`None` when the branch is already in the store) and input.
 struct Branch {
-    fsm: Arc<Fsm>,
+    fsm: Option<Arc<Fsm>>,
     input: Value,
 }
 
@@ -141,14 +141,23 @@ enum Ended {
     Cancelled,
 }
 
-async fn branches(input: &ActionInput<'_>) -> Result<Vec<Branch>, ActionError> {
+/// The branches, their FSMs loaded only for those not in the store yet (a parent
+/// continued from the store may have no file to load them from: a map's branches then
+/// share the definition of a sibling that started).
+async fn branches(input: &ActionInput<'_>, prefix: &str) -> Result<Vec<Branch>, ActionError> {
+    let ids = |i: usize| format!("{prefix}.{i}");
     let config = &input.state.config;
     if let Some(list) = config.get("fsms").and_then(Value::as_array) {
         let given = child_input(input)?;
         let mut out = Vec::with_capacity(list.len());
-        for r in list.iter().filter_map(FsmRef::parse) {
+        for (i, r) in list.iter().filter_map(FsmRef::parse).enumerate() {
+            let fsm = if stored(input, &ids(i)).await {
+                None
+            } else {
+                Some(r.load(input).await?)
+            };
             out.push(Branch {
-                fsm: r.load(input).await?,
+                fsm,
                 input: given.clone(),
             });
         }
@@ -169,11 +178,43 @@ async fn branches(input: &ActionInput<'_>) -> Result<Vec<Branch>, ActionError> {
             input.state.id
         )));
     };
-    let fsm = r.load(input).await?;
+    let mut started = Vec::with_capacity(items.len());
+    let mut sibling = None;
+    for i in 0..items.len() {
+        let id = ids(i);
+        let is_stored = match input.scope.store {
+            Some(store) => match store.run(&id).await {
+                Ok(record) => {
+                    sibling.get_or_insert(record);
+                    true
+                }
+                Err(_) => false,
+            },
+            None => false,
+        };
+        started.push(is_stored);
+    }
+    let fsm = if started.iter().all(|s| *s) {
+        None
+    } else {
+        match (r.load(input).await, &sibling, input.scope.store) {
+            (Ok(fsm), _, _) => Some(fsm),
+            (Err(_), Some(record), Some(store)) => Some(
+                input
+                    .scope
+                    .engine
+                    .stored_fsm(store.as_ref(), record)
+                    .await
+                    .map_err(|e| ActionError::failed(e.to_string()))?,
+            ),
+            (Err(e), _, _) => return Err(e),
+        }
+    };
     Ok(items
         .iter()
-        .map(|item| Branch {
-            fsm: fsm.clone(),
+        .zip(started)
+        .map(|(item, is_stored)| Branch {
+            fsm: if is_stored { None } else { fsm.clone() },
             input: as_input(item.clone()),
         })
         .collect())
@@ -183,7 +224,8 @@ async fn run_fork(input: ActionInput<'_>) -> Result<Outcome, ActionError> {
     let config = &input.state.config;
     let common = Common::read(config);
     let join = Join::read(config);
-    let branches = branches(&input).await?;
+    let prefix = format!("{}.{}", input.run_id, input.seq);
+    let branches = branches(&input, &prefix).await?;
     let n = branches.len();
     let limit = config
         .get("limit")
@@ -191,9 +233,7 @@ async fn run_fork(input: ActionInput<'_>) -> Result<Outcome, ActionError> {
         .map_or(n, |l| l as usize)
         .max(1);
     let need = join.needed(n);
-    let ids: Vec<String> = (0..n)
-        .map(|i| format!("{}.{}.{i}", input.run_id, input.seq))
-        .collect();
+    let ids: Vec<String> = (0..n).map(|i| format!("{prefix}.{i}")).collect();
     let stop = input.cancel.child_token();
     let scope = input.scope;
     let start = |i: usize| -> BoxFuture<'_, (usize, Result<RunOutcome, RunError>)> {
@@ -363,7 +403,16 @@ fn branch_report(
     branch: &Branch,
     common: &Common,
 ) -> Value {
-    let mut out = json!({"branch": i, "fsm": &*branch.fsm.id, "run": run});
+    let fsm_id: Option<Arc<str>> = match ended {
+        Some(Ended::Ran(o)) => fsm_of(o),
+        _ => None,
+    }
+    .or_else(|| branch.fsm.as_ref().map(|f| f.id.clone()));
+    let mut out = json!({"branch": i, "run": run});
+    if let Some(id) = &fsm_id {
+        out["fsm"] = json!(&**id);
+    }
+    let fsm_id = fsm_id.unwrap_or_else(|| "?".into());
     match ended {
         Some(Ended::Ran(o)) => {
             out["status"] = json!(status_word(o));
@@ -372,7 +421,7 @@ fn branch_report(
             } else {
                 out["error"] = json!(child_error(o));
             }
-            if let Some(view) = child_view(common.mode, o, &branch.fsm.id) {
+            if let Some(view) = child_view(common.mode, o, &fsm_id) {
                 out["child"] = view;
             }
         }

@@ -1,15 +1,13 @@
 //! `fsm`: runs a child FSM (a sub-FSM, or a chain of them) as a run of its own in the
 //! run tree, and emits its result.
 
-use std::sync::Arc;
-
 use claij_core::ConfigIssue;
 use claij_core::catalog::ConfigRoute;
 use serde_json::{Value, json};
 
 use super::child::{
     Common, FsmRef, check_common, child_error, child_input, child_view,
-    common_properties, ref_schema, routes, status_word, timed_out,
+    common_properties, fsm_of, ref_schema, routes, status_word, stored, timed_out,
 };
 use crate::action::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome, Suspension};
 use crate::run::{RunOutcome, RunStatus};
@@ -74,17 +72,21 @@ impl Action for SubFsm {
             let chain = refs.len() > 1;
             let mut child_in = child_input(&input)?;
             let mut prior = Vec::new();
-            let mut last: Option<(RunOutcome, Arc<str>)> = None;
+            let mut last: Option<(RunOutcome, std::sync::Arc<str>)> = None;
             for (k, r) in refs.iter().enumerate() {
-                let fsm = r.load(&input).await?;
                 let run_id = if chain {
                     format!("{}.{}.{}", input.run_id, input.seq, k + 1)
                 } else {
                     format!("{}.{}", input.run_id, input.seq)
                 };
+                let fsm = if stored(&input, &run_id).await {
+                    None
+                } else {
+                    Some(r.load(&input).await?)
+                };
                 let child = ChildRun {
                     run_id,
-                    fsm: fsm.clone(),
+                    fsm,
                     input: child_in.clone(),
                     context: input.context.clone(),
                     deadline: common.deadline,
@@ -96,7 +98,7 @@ impl Action for SubFsm {
                     .run_child(&input.scope, input.run_id, child, input.cancel.child_token())
                     .await
                     .map_err(|e| ActionError::failed(format!("child run: {e}")))?;
-                let fsm_id = fsm_id_of(&outcome, &fsm.id);
+                let fsm_id = fsm_of(&outcome).unwrap_or_else(|| "?".into());
                 if outcome.status == RunStatus::Suspended {
                     return Ok(Outcome::Suspend(Suspension {
                         prompt: Some(format!(
@@ -144,13 +146,4 @@ impl Action for SubFsm {
             Ok(Outcome::Emit(ActionOutput::event(event)))
         })
     }
-}
-
-/// The id of the FSM a child ran (the stored one when it was continued).
-fn fsm_id_of(outcome: &RunOutcome, loaded: &Arc<str>) -> Arc<str> {
-    outcome
-        .trail
-        .last()
-        .map(|e| e.fsm.clone())
-        .unwrap_or_else(|| loaded.clone())
 }
