@@ -300,7 +300,9 @@ impl Projector<'_, '_> {
         }
         let mut out = String::new();
         let composed = match fsm.state(&entry.from).map(|s| &*s.action) {
-            Some(crate::synthesis::FSM_ACTION) => Some(crate::synthesis::sub_fsm_text(&entry.event)),
+            Some(crate::synthesis::FSM_ACTION) => {
+                Some(crate::synthesis::sub_fsm_text(&entry.event))
+            }
             Some(crate::synthesis::FORK_ACTION) => Some(crate::synthesis::fork_text(&entry.event)),
             _ => None,
         };

@@ -24,7 +24,10 @@ pub fn sub_fsm_text(event: &Value) -> String {
     asked(&mut out, child);
     if let Some(steps) = child.and_then(|c| c.get("trail")).and_then(Value::as_array) {
         out.push_str("Its steps:\n");
-        for step in steps.iter().filter(|s| s.get("to").is_some_and(|t| !t.is_null())) {
+        for step in steps
+            .iter()
+            .filter(|s| s.get("to").is_some_and(|t| !t.is_null()))
+        {
             let from = step.get("from").and_then(Value::as_str).unwrap_or("?");
             let to = step.get("to").and_then(Value::as_str).unwrap_or("?");
             let _ = write!(out, "- {from} -> {to}: ");
@@ -59,7 +62,10 @@ pub fn fork_text(event: &Value) -> String {
         if let Some(fsm) = b.get("fsm").and_then(Value::as_str) {
             let _ = write!(out, " ({fsm})");
         }
-        if let Some(first) = b.get("child").and_then(|c| c.get("first")).filter(|f| !f.is_null())
+        if let Some(first) = b
+            .get("child")
+            .and_then(|c| c.get("first"))
+            .filter(|f| !f.is_null())
         {
             out.push_str(" asked ");
             push_json(&mut out, first);
@@ -90,14 +96,13 @@ fn asked(out: &mut String, child: Option<&Value>) {
     let Some(child) = child else {
         return;
     };
-    let name = child.get("fsm").and_then(Value::as_str).unwrap_or("a helper");
+    let name = child
+        .get("fsm")
+        .and_then(Value::as_str)
+        .unwrap_or("a helper");
     let _ = write!(out, "I asked {name}");
     if let Some(steps) = child.get("steps").and_then(Value::as_u64) {
-        let _ = write!(
-            out,
-            " ({steps} step{})",
-            if steps == 1 { "" } else { "s" }
-        );
+        let _ = write!(out, " ({steps} step{})", if steps == 1 { "" } else { "s" });
     }
     if let Some(first) = child.get("first").filter(|f| !f.is_null()) {
         out.push_str(": ");

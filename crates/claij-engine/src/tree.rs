@@ -57,12 +57,13 @@ impl Engine {
             .definition(&record.fsm_id, record.version, Some(&record.hash))
             .await?;
         let name = format!("{}@v{} (stored)", definition.fsm_id, definition.version);
-        let fsm = claij_core::load_value(&name, definition.document, self.registry()).map_err(
-            |d| RunError::NotResumable {
-                run: record.id.clone(),
-                reason: format!("is pinned to a definition that no longer loads: {d}"),
-            },
-        )?;
+        let fsm =
+            claij_core::load_value(&name, definition.document, self.registry()).map_err(|d| {
+                RunError::NotResumable {
+                    run: record.id.clone(),
+                    reason: format!("is pinned to a definition that no longer loads: {d}"),
+                }
+            })?;
         let fsm = Arc::new(fsm);
         self.loaded
             .lock()
@@ -159,9 +160,10 @@ impl Engine {
             loop {
                 let record = store.run(parent).await?;
                 let waits = record.wait.as_ref().is_some_and(|w| !w.children.is_empty());
-                let stale = record.lease.as_ref().is_none_or(|l| {
-                    l.until <= SystemTime::now() || is_dead_local_owner(&l.owner)
-                });
+                let stale = record
+                    .lease
+                    .as_ref()
+                    .is_none_or(|l| l.until <= SystemTime::now() || is_dead_local_owner(&l.owner));
                 let go = match record.status {
                     RunStatus::Suspended => waits,
                     RunStatus::Running if stale => true,

@@ -29,9 +29,12 @@ fn load(engine: &Engine, path: &Path) -> Arc<Fsm> {
 }
 
 async fn sqlite(dir: &Path) -> Arc<dyn RunStore> {
-    claij_store::open(&dir.join("claij.db").display().to_string(), Durability::Normal)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
+    claij_store::open(
+        &dir.join("claij.db").display().to_string(),
+        Durability::Normal,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn durable(store: &Arc<dyn RunStore>) -> RunOptions {
@@ -93,7 +96,11 @@ async fn each_trail_mode_shapes_what_the_parent_event_carries() {
         assert_eq!(out.status, RunStatus::Completed, "{mode}");
         assert_eq!(out.state, "collect");
         let event = out.result.unwrap();
-        assert_eq!(event["result"], json!({"n": 42}), "{mode}: the result, id left out");
+        assert_eq!(
+            event["result"],
+            json!({"n": 42}),
+            "{mode}: the result, id left out"
+        );
         events.push(event);
     }
     assert!(events[0].get("child").is_none(), "omit: the result only");
@@ -160,16 +167,28 @@ xitions:
         }
     };
     let ok = run("doubler.yaml", "").await;
-    assert_eq!((ok.status, ok.state.as_str()), (RunStatus::Completed, "collect"));
+    assert_eq!(
+        (ok.status, ok.state.as_str()),
+        (RunStatus::Completed, "collect")
+    );
 
     let failed = run("failing.yaml", "").await;
-    assert_eq!((failed.status, failed.state.as_str()), (RunStatus::Completed, "broken"));
+    assert_eq!(
+        (failed.status, failed.state.as_str()),
+        (RunStatus::Completed, "broken")
+    );
     let event = failed.result.unwrap();
     assert_eq!(event["status"], "failed");
-    assert!(event["error"].as_str().unwrap().contains("no luck"), "{event}");
+    assert!(
+        event["error"].as_str().unwrap().contains("no luck"),
+        "{event}"
+    );
 
     let late = run("slow.yaml", ", deadline: 300ms").await;
-    assert_eq!((late.status, late.state.as_str()), (RunStatus::Completed, "late"));
+    assert_eq!(
+        (late.status, late.state.as_str()),
+        (RunStatus::Completed, "late")
+    );
     assert_eq!(late.result.unwrap()["status"], "timeout");
 
     // Without a failure route, a failing child fails the state.
@@ -192,7 +211,10 @@ async fn a_child_is_a_stored_run_of_its_own_linked_to_its_parent() {
     let engine = Engine::new(Arc::new(ActionRegistry::durable()));
     let doc = parent(&format!("{{fsm: doubler.yaml, {ROUTES}}}"));
     let fsm = load(&engine, &write(dir.path(), "p.yaml", &doc));
-    let out = engine.run(fsm, json!({"n": 2}), durable(&store)).await.unwrap();
+    let out = engine
+        .run(fsm, json!({"n": 2}), durable(&store))
+        .await
+        .unwrap();
     assert_eq!(out.status, RunStatus::Completed);
     let child_id = out.result.as_ref().unwrap()["child"]["run"]
         .as_str()
@@ -263,14 +285,25 @@ xitions:
     );
     let fsms = [load(&engine, &a), load(&engine, &b)];
     let outs = engine
-        .chain(&fsms, json!({"topic": "OKAPI-TOPIC"}), RunOptions::default())
+        .chain(
+            &fsms,
+            json!({"topic": "OKAPI-TOPIC"}),
+            RunOptions::default(),
+        )
         .await
         .unwrap();
     assert_eq!(outs.len(), 2);
     let last = &outs[1];
     assert_eq!(last.status, RunStatus::Completed);
-    assert_eq!(last.result.as_ref().unwrap()["verdict"], "ok: ZEBRA-DRAFT-7");
-    assert_eq!(last.trail.len(), 4, "the first run's two entries, then its own");
+    assert_eq!(
+        last.result.as_ref().unwrap()["verdict"],
+        "ok: ZEBRA-DRAFT-7"
+    );
+    assert_eq!(
+        last.trail.len(),
+        4,
+        "the first run's two entries, then its own"
+    );
     assert_eq!(&*last.trail[0].fsm, "drafter");
     assert_eq!(&*last.trail[3].fsm, "reviewer");
     assert_eq!(
@@ -279,7 +312,12 @@ xitions:
     );
 
     // What a model in the second FSM would be sent: the whole conversation.
-    let messages = trail_to_prompts(&fsms[1], &last.trail[..3], "review", &PromptOptions::default());
+    let messages = trail_to_prompts(
+        &fsms[1],
+        &last.trail[..3],
+        "review",
+        &PromptOptions::default(),
+    );
     let text: Vec<(Role, &str)> = messages
         .iter()
         .map(|m| (m.role, m.content.as_str()))
@@ -339,7 +377,8 @@ async fn fork_results_come_in_branch_order_whatever_order_branches_finish_in() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "napper.yaml", NAPPER);
     let engine = Engine::default();
-    let doc = fork_parent("{fsm: napper.yaml, over: /items, success_to: joined, failure_to: broken}");
+    let doc =
+        fork_parent("{fsm: napper.yaml, over: /items, success_to: joined, failure_to: broken}");
     let fsm = load(&engine, &write(dir.path(), "p.yaml", &doc));
     let mut rng = claij_testkit::Rng::new(0x5eed);
     for round in 0..3 {
@@ -379,7 +418,8 @@ async fn a_failed_branch_is_reported_per_branch() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "napper.yaml", NAPPER);
     let engine = Engine::default();
-    let doc = fork_parent("{fsm: napper.yaml, over: /items, success_to: joined, failure_to: broken}");
+    let doc =
+        fork_parent("{fsm: napper.yaml, over: /items, success_to: joined, failure_to: broken}");
     let fsm = load(&engine, &write(dir.path(), "p.yaml", &doc));
     // The second item has no `nap`: its input is refused by the child.
     let items = json!([{"nap": 0}, {"k": 1}, {"nap": 0}]);
@@ -397,7 +437,10 @@ async fn a_failed_branch_is_reported_per_branch() {
         .collect();
     assert_eq!(status, ["completed", "failed", "completed"]);
     assert!(
-        event["branches"][1]["error"].as_str().unwrap().contains("nap"),
+        event["branches"][1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("nap"),
         "{event}"
     );
 }
@@ -411,7 +454,11 @@ async fn pid_in(path: &Path) -> i32 {
         {
             return pid;
         }
-        assert!(started.elapsed() < Duration::from_secs(20), "{} never written", path.display());
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{} never written",
+            path.display()
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -456,7 +503,8 @@ xitions:
         ),
     );
     let engine = Engine::default();
-    let doc = fork_parent("{fsms: [slow1.yaml, fast.yaml, slow2.yaml], join: race, success_to: joined}");
+    let doc =
+        fork_parent("{fsms: [slow1.yaml, fast.yaml, slow2.yaml], join: race, success_to: joined}");
     let fsm = load(&engine, &write(dir.path(), "p.yaml", &doc));
     let out = engine
         .run(fsm, json!({}), RunOptions::default())
@@ -477,7 +525,10 @@ xitions:
         let pid = pid_in(&dir.path().join(format!("{name}.pid"))).await;
         let started = Instant::now();
         while alive(pid) {
-            assert!(started.elapsed() < Duration::from_secs(5), "{name} ({pid}) outlived the race");
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "{name} ({pid}) outlived the race"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -589,17 +640,29 @@ async fn suspended_branches_resumed_in_any_order_give_the_same_join() {
             .unwrap();
         assert_eq!(out.status, RunStatus::Suspended);
         let waiting = out.wait.unwrap().children;
-        let ids: Vec<String> = [0, 2, 3].iter().map(|i| format!("{}.1.{i}", out.run_id)).collect();
+        let ids: Vec<String> = [0, 2, 3]
+            .iter()
+            .map(|i| format!("{}.1.{i}", out.run_id))
+            .collect();
         assert_eq!(waiting, ids, "the parent waits for the three askers");
         assert_eq!(
-            store.run(&format!("{}.1.1", out.run_id)).await.unwrap().status,
+            store
+                .run(&format!("{}.1.1", out.run_id))
+                .await
+                .unwrap()
+                .status,
             RunStatus::Completed,
             "the branch that needs no person is done"
         );
         // A parent waiting for its children takes no input.
         assert!(
             engine
-                .resume(fsm.clone(), &out.run_id, Some(json!({"id": ["fan", "joined"]})), durable(&store))
+                .resume(
+                    fsm.clone(),
+                    &out.run_id,
+                    Some(json!({"id": ["fan", "joined"]})),
+                    durable(&store)
+                )
                 .await
                 .is_err()
         );
@@ -622,7 +685,16 @@ async fn suspended_branches_resumed_in_any_order_give_the_same_join() {
             if left.is_empty() {
                 assert_eq!(parent_now.status, RunStatus::Completed, "order {order:?}");
             } else {
-                assert_eq!(parent_now.status, RunStatus::Suspended, "order {order:?}: {:#?}", parent_now.trail.iter().filter_map(|e| e.failure.as_ref()).collect::<Vec<_>>());
+                assert_eq!(
+                    parent_now.status,
+                    RunStatus::Suspended,
+                    "order {order:?}: {:#?}",
+                    parent_now
+                        .trail
+                        .iter()
+                        .filter_map(|e| e.failure.as_ref())
+                        .collect::<Vec<_>>()
+                );
                 let mut still = parent_now.wait.clone().unwrap().children;
                 still.sort();
                 let mut left = left;

@@ -5,9 +5,6 @@
 use std::sync::Arc;
 use std::task::Poll;
 
-use claij_core::catalog::ConfigRoute;
-use claij_core::{ConfigIssue, Fsm};
-use serde_json::{Value, json};
 use super::child::{
     Common, FsmRef, as_input, check_common, child_error, child_input, child_view,
     common_properties, fsm_of, ref_schema, routes, status_word, stored, timed_out,
@@ -17,6 +14,9 @@ use crate::action::{
 };
 use crate::run::{RunError, RunOutcome, RunStatus};
 use crate::tree::{ChildRun, without_id};
+use claij_core::catalog::ConfigRoute;
+use claij_core::{ConfigIssue, Fsm};
+use serde_json::{Value, json};
 
 /// How a fork's branches are joined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -276,8 +276,7 @@ async fn run_fork(input: ActionInput<'_>) -> Result<Outcome, ActionError> {
             Ok(outcome) => Ended::Ran(Box::new(outcome)),
             Err(e) => Ended::Error(e.to_string()),
         };
-        if winner.is_none() && matches!(&slot, Ended::Ran(o) if o.status == RunStatus::Completed)
-        {
+        if winner.is_none() && matches!(&slot, Ended::Ran(o) if o.status == RunStatus::Completed) {
             winner = Some(i);
         }
         ended[i] = Some(slot);

@@ -6,10 +6,12 @@ use claij_core::catalog::ConfigRoute;
 use serde_json::{Value, json};
 
 use super::child::{
-    Common, FsmRef, check_common, child_error, child_input, child_view,
-    common_properties, fsm_of, ref_schema, routes, status_word, stored, timed_out,
+    Common, FsmRef, check_common, child_error, child_input, child_view, common_properties, fsm_of,
+    ref_schema, routes, status_word, stored, timed_out,
 };
-use crate::action::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome, Suspension};
+use crate::action::{
+    Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome, Suspension,
+};
 use crate::run::{RunOutcome, RunStatus};
 use crate::tree::{ChildRun, without_id};
 
@@ -95,7 +97,12 @@ impl Action for SubFsm {
                 let outcome = input
                     .scope
                     .engine
-                    .run_child(&input.scope, input.run_id, child, input.cancel.child_token())
+                    .run_child(
+                        &input.scope,
+                        input.run_id,
+                        child,
+                        input.cancel.child_token(),
+                    )
                     .await
                     .map_err(|e| ActionError::failed(format!("child run: {e}")))?;
                 let fsm_id = fsm_of(&outcome).unwrap_or_else(|| "?".into());

@@ -32,13 +32,16 @@ pub async fn run(args: RunArgs) -> u8 {
         }
     };
     let engine = engine(store.is_some());
-    let fsm = match load(&engine, &args.file) {
-        Ok(fsm) => Arc::new(fsm),
-        Err(d) => {
-            note!("claij: {d}");
-            return EXIT_USAGE;
+    let mut fsms = Vec::with_capacity(1 + args.then.len());
+    for file in std::iter::once(&args.file).chain(&args.then) {
+        match load(&engine, file) {
+            Ok(fsm) => fsms.push(Arc::new(fsm)),
+            Err(d) => {
+                note!("claij: {d}");
+                return EXIT_USAGE;
+            }
         }
-    };
+    }
     let input = match input::json_argument("input", &args.input) {
         Ok(v) => v,
         Err(e) => {
@@ -86,11 +89,32 @@ pub async fn run(args: RunArgs) -> u8 {
         _ => String::new(),
     };
     interrupt_on_ctrl_c(&options);
-    report(
-        engine.run(fsm, input, options).await,
-        args.quiet,
-        &store_hint,
-    )
+    let quiet = args.quiet;
+    let result = match fsms.as_slice() {
+        [fsm] => engine.run(fsm.clone(), input, options).await,
+        // A chain: report each run, the last one as the outcome.
+        _ => engine
+            .chain(&fsms, input, options)
+            .await
+            .and_then(|mut outs| {
+                let last = outs.pop().ok_or_else(|| RunError::NotResumable {
+                    run: String::new(),
+                    reason: "ran no FSM".into(),
+                })?;
+                if !quiet {
+                    for o in &outs {
+                        note!(
+                            "claij: chained run {}: {} in `{}`",
+                            o.run_id,
+                            o.status,
+                            o.state
+                        );
+                    }
+                }
+                Ok(last)
+            }),
+    };
+    report(result, quiet, &store_hint)
 }
 
 /// The observers of a run: the trail file (starting with `earlier` entries, for resumed
