@@ -42,7 +42,8 @@
 //!   branches' results) is shown as an "I asked, I got" summary ([`crate::synthesis`])
 //!   in place of its `INPUT-SCHEMA` and `DOCUMENT`, so the model need not know it is
 //!   inside an FSM;
-//! - entries of another FSM (a chain: the run continues an earlier run's trail) are shown
+//! - entries of another FSM heading the trail (a chain: the run continues an earlier
+//!   run's trail; they come before this FSM's first entry) are shown
 //!   as that conversation was: an entry a model produced (it names its `model`) as the
 //!   assistant's, anything else as a user `DOCUMENT` (failures with their reason), with
 //!   no schemas, which belong to the other FSM.
@@ -254,7 +255,17 @@ pub fn trail_to_prompts(
     let mut messages = Vec::with_capacity(trail.len() + 1);
     let system = write_system_message(fsm, state, input, projector.output_schema(state));
     messages.push(Message::system(system));
-    messages.extend(trail.iter().filter_map(|e| projector.entry_message(e)));
+    // A chain: the entries before this FSM's first one are earlier runs' conversation.
+    let earlier = trail
+        .iter()
+        .position(|e| e.fsm == fsm.id)
+        .unwrap_or_default();
+    messages.extend(trail[..earlier].iter().filter_map(foreign_message));
+    messages.extend(
+        trail[earlier..]
+            .iter()
+            .filter_map(|e| projector.entry_message(e)),
+    );
     messages
 }
 
@@ -272,9 +283,6 @@ impl Projector<'_, '_> {
     /// The message for one entry, `None` when the entry is not shown. The place where
     /// composition ("I asked, I got") and collapsing a left state's traffic will hook in.
     fn entry_message(&mut self, entry: &TrailEntry) -> Option<Message> {
-        if entry.fsm != self.fsm.id {
-            return foreign_message(entry);
-        }
         match (&entry.failure, entry.to.as_deref()) {
             (Some(failure), _) => Some(self.failure_message(entry, failure)),
             (None, Some(to)) => self.transition_message(entry, to),

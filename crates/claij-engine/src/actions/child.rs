@@ -306,7 +306,7 @@ pub(crate) fn child_view(mode: TrailMode, outcome: &RunOutcome, fsm_id: &str) ->
         "status": status_word(outcome),
         "steps": transitions().count(),
         "first": transitions().next().map(|e| without_id(e.event.clone())),
-        "last": transitions().last().map(|e| without_id(e.event.clone())),
+        "last": transitions().next_back().map(|e| without_id(e.event.clone())),
     });
     if mode == TrailMode::Full {
         view["trail"] = serde_json::to_value(own).unwrap_or(Value::Null);
