@@ -368,3 +368,52 @@ xitions:
     let result: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(result["verdict"], "ok: draft of okapis");
 }
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+#[test]
+fn the_composition_examples_validate_and_the_map_runs() {
+    let repo = repo();
+    ok(claij(
+        &repo,
+        &[
+            "validate",
+            "examples/society.yaml",
+            "examples/society/member.yaml",
+            "examples/map-documents.yaml",
+            "examples/map/summarise.yaml",
+        ],
+    )
+    .output()
+    .unwrap());
+    let out = ok(claij(
+        &repo,
+        &[
+            "run",
+            "examples/map-documents.yaml",
+            "--input",
+            "@examples/inputs/documents.json",
+            "--quiet",
+            "--store",
+            "memory",
+        ],
+    )
+    .output()
+    .unwrap());
+    let result: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(result["documents"], 4);
+    let titles: Vec<&str> = result["described"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        titles,
+        ["On Okapis", "Sorting", "Tea", "Finite state machines"],
+        "document order"
+    );
+    assert_eq!(result["total_words"], 73);
+}
