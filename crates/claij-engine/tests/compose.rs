@@ -712,3 +712,107 @@ async fn suspended_branches_resumed_in_any_order_give_the_same_join() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_sub_fsm_waiting_for_a_person_suspends_its_parent_until_it_is_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    write(dir.path(), "asker.yaml", ASKER);
+    let engine = Engine::new(Arc::new(ActionRegistry::durable()));
+    let doc = parent(&format!("{{fsm: asker.yaml, {ROUTES}}}"));
+    let fsm = load(&engine, &write(dir.path(), "p.yaml", &doc));
+    let out = engine
+        .run(fsm.clone(), json!({}), durable(&store))
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Suspended);
+    let child_id = format!("{}.1", out.run_id);
+    assert_eq!(out.wait.as_ref().unwrap().children, [child_id.clone()]);
+    let child = store.run(&child_id).await.unwrap();
+    assert_eq!(child.status, RunStatus::Suspended);
+    assert_eq!(child.wait.as_ref().unwrap().prompt.as_deref(), Some("Your view?"));
+
+    // Resumed without anything new, the parent finds its child still waiting.
+    let again = engine
+        .resume(fsm.clone(), &out.run_id, None, durable(&store))
+        .await
+        .unwrap();
+    assert_eq!(again.status, RunStatus::Suspended);
+
+    let child_fsm = engine.stored_fsm(store.as_ref(), &child).await.unwrap();
+    let done = engine
+        .resume(
+            child_fsm,
+            &child_id,
+            Some(json!({"id": ["ask", "end"], "view": "yes"})),
+            durable(&store),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.status, RunStatus::Completed);
+    let parent_out = done.parent.expect("the parent continued");
+    assert_eq!(parent_out.status, RunStatus::Completed);
+    assert_eq!(parent_out.state, "collect");
+    assert_eq!(parent_out.result.unwrap()["result"]["view"], "yes");
+    assert_eq!(
+        store.run(&out.run_id).await.unwrap().status,
+        RunStatus::Completed
+    );
+}
+
+#[tokio::test]
+async fn interrupting_a_parent_that_waits_interrupts_its_children() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    write(dir.path(), "asker.yaml", ASKER);
+    let engine = Engine::new(Arc::new(ActionRegistry::durable()));
+    let doc = fork_parent("{fsms: [asker.yaml, asker.yaml], success_to: joined}");
+    let fsm = load(&engine, &write(dir.path(), "p.yaml", &doc));
+    let out = engine.run(fsm, json!({}), durable(&store)).await.unwrap();
+    assert_eq!(out.status, RunStatus::Suspended);
+    let record = claij_engine::interrupt(store.as_ref(), &out.run_id)
+        .await
+        .unwrap();
+    assert_eq!(record.status, RunStatus::Interrupted);
+    for i in 0..2 {
+        let child = store.run(&format!("{}.1.{i}", out.run_id)).await.unwrap();
+        assert_eq!(child.status, RunStatus::Interrupted, "branch {i}");
+    }
+}
+
+#[tokio::test]
+async fn branches_past_their_deadline_take_the_timeout_route() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "napper.yaml", NAPPER);
+    let engine = Engine::default();
+    let doc = format!(
+        r#"
+id: timed
+states:
+  - id: fan
+    action: fork
+    config: {{fsm: napper.yaml, over: /items, deadline: 200ms, success_to: joined, failure_to: broken, timeout_to: late}}
+  - {{id: joined, action: end}}
+  - {{id: broken, action: end}}
+  - {{id: late, action: end}}
+xitions:
+  - id: [start, fan]
+  - id: [fan, joined]
+  - id: [fan, broken]
+  - id: [fan, late]
+"#
+    );
+    let fsm = load(&engine, &write(dir.path(), "p.yaml", &doc));
+    let out = engine
+        .run(
+            fsm,
+            json!({"items": [{"nap": 0}, {"nap": 30}]}),
+            RunOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.state, "late");
+    let event = out.result.unwrap();
+    assert_eq!(event["branches"][0]["status"], "completed");
+    assert_eq!(event["branches"][1]["status"], "timeout");
+}

@@ -411,18 +411,18 @@ fn refuse_resume(record: &RunRecord, has_input: bool) -> Option<Refusal> {
 }
 
 /// Whether a run can continue without input now: its process died or its lease expired,
-/// or it is suspended and its wait expired.
+/// or it is suspended and its wait expired, or it waits for child runs.
 fn continues_without_input(r: &RunRecord, now: SystemTime) -> bool {
     match r.status {
         RunStatus::Running => r
             .lease
             .as_ref()
             .is_none_or(|l| l.until <= now || is_dead_local_owner(&l.owner)),
-        RunStatus::Suspended => r
-            .wait
-            .as_ref()
-            .and_then(|w| w.expires_at)
-            .is_some_and(|at| at <= now),
+        // A run waiting for its children tries again: a crash may have come between a
+        // child's end and its parent's wake-up.
+        RunStatus::Suspended => r.wait.as_ref().is_some_and(|w| {
+            w.expires_at.is_some_and(|at| at <= now) || !w.children.is_empty()
+        }),
         _ => false,
     }
 }
