@@ -727,10 +727,16 @@ async fn a_sub_fsm_waiting_for_a_person_suspends_its_parent_until_it_is_resumed(
         .unwrap();
     assert_eq!(out.status, RunStatus::Suspended);
     let child_id = format!("{}.1", out.run_id);
-    assert_eq!(out.wait.as_ref().unwrap().children, [child_id.clone()]);
+    assert_eq!(
+        out.wait.as_ref().unwrap().children,
+        std::slice::from_ref(&child_id)
+    );
     let child = store.run(&child_id).await.unwrap();
     assert_eq!(child.status, RunStatus::Suspended);
-    assert_eq!(child.wait.as_ref().unwrap().prompt.as_deref(), Some("Your view?"));
+    assert_eq!(
+        child.wait.as_ref().unwrap().prompt.as_deref(),
+        Some("Your view?")
+    );
 
     // Resumed without anything new, the parent finds its child still waiting.
     let again = engine
@@ -785,24 +791,22 @@ async fn branches_past_their_deadline_take_the_timeout_route() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "napper.yaml", NAPPER);
     let engine = Engine::default();
-    let doc = format!(
-        r#"
+    let doc = r#"
 id: timed
 states:
   - id: fan
     action: fork
-    config: {{fsm: napper.yaml, over: /items, deadline: 200ms, success_to: joined, failure_to: broken, timeout_to: late}}
-  - {{id: joined, action: end}}
-  - {{id: broken, action: end}}
-  - {{id: late, action: end}}
+    config: {fsm: napper.yaml, over: /items, deadline: 200ms, success_to: joined, failure_to: broken, timeout_to: late}
+  - {id: joined, action: end}
+  - {id: broken, action: end}
+  - {id: late, action: end}
 xitions:
   - id: [start, fan]
   - id: [fan, joined]
   - id: [fan, broken]
   - id: [fan, late]
-"#
-    );
-    let fsm = load(&engine, &write(dir.path(), "p.yaml", &doc));
+"#;
+    let fsm = load(&engine, &write(dir.path(), "p.yaml", doc));
     let out = engine
         .run(
             fsm,

@@ -420,9 +420,10 @@ fn continues_without_input(r: &RunRecord, now: SystemTime) -> bool {
             .is_none_or(|l| l.until <= now || is_dead_local_owner(&l.owner)),
         // A run waiting for its children tries again: a crash may have come between a
         // child's end and its parent's wake-up.
-        RunStatus::Suspended => r.wait.as_ref().is_some_and(|w| {
-            w.expires_at.is_some_and(|at| at <= now) || !w.children.is_empty()
-        }),
+        RunStatus::Suspended => r
+            .wait
+            .as_ref()
+            .is_some_and(|w| w.expires_at.is_some_and(|at| at <= now) || !w.children.is_empty()),
         _ => false,
     }
 }
