@@ -184,6 +184,26 @@ xitions:
         "{event}"
     );
 
+    // An input the child refuses is a failure of the child.
+    let doc = parent(&format!("{{fsm: doubler.yaml, input: /nested, {ROUTES}}}"));
+    let fsm = load(&engine, &write(dir.path(), "refused.yaml", &doc));
+    let refused = engine
+        .run(
+            fsm,
+            json!({"nested": {"n": "not a number"}}),
+            RunOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(refused.state, "broken");
+    assert!(
+        refused.result.unwrap()["error"]
+            .as_str()
+            .unwrap()
+            .contains("/n"),
+        "the child's input error is reported"
+    );
+
     let late = run("slow.yaml", ", deadline: 300ms").await;
     assert_eq!(
         (late.status, late.state.as_str()),

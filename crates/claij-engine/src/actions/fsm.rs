@@ -87,14 +87,14 @@ impl Action for SubFsm {
                     Some(r.load(&input).await?)
                 };
                 let child = ChildRun {
-                    run_id,
+                    run_id: run_id.clone(),
                     fsm,
                     input: child_in.clone(),
                     context: input.context.clone(),
                     deadline: common.deadline,
                     prior_trail: std::mem::take(&mut prior),
                 };
-                let outcome = input
+                let started = input
                     .scope
                     .engine
                     .run_child(
@@ -103,8 +103,23 @@ impl Action for SubFsm {
                         child,
                         input.cancel.child_token(),
                     )
-                    .await
-                    .map_err(|e| ActionError::failed(format!("child run: {e}")))?;
+                    .await;
+                let outcome = match started {
+                    Ok(outcome) => outcome,
+                    // The child could not run at all (its input refused, say): a failure
+                    // of the child like any other.
+                    Err(e) => {
+                        let error = format!("the child run {run_id} could not run: {e}");
+                        let Some(to) = common.failure_to.as_deref() else {
+                            return Err(ActionError::failed(error));
+                        };
+                        return Ok(Outcome::Emit(ActionOutput::event(json!({
+                            "id": [&*input.state.id, to],
+                            "status": "failed",
+                            "error": error,
+                        }))));
+                    }
+                };
                 let fsm_id = fsm_of(&outcome).unwrap_or_else(|| "?".into());
                 if outcome.status == RunStatus::Suspended {
                     return Ok(Outcome::Suspend(Suspension {
