@@ -212,11 +212,27 @@ pub fn report(result: Result<RunOutcome, RunError>, quiet: bool, store_hint: &st
                 "expires_at": outcome.wait.as_ref().and_then(|w| w.expires_at).map(|t| humantime::format_rfc3339_seconds(t).to_string()),
                 "schema": outcome.wait.as_ref().map(|w| &w.schema),
             });
+            let children = outcome
+                .wait
+                .as_ref()
+                .map(|w| w.children.clone())
+                .unwrap_or_default();
+            let mut wait = wait;
+            if !children.is_empty() {
+                // It waits for child runs (sub-FSMs, branches) waiting for a person: those
+                // are what to answer, not the run itself.
+                wait["children"] = json!(children);
+            }
             println!(
                 "{}",
                 serde_json::to_string_pretty(&wait).unwrap_or_else(|_| wait.to_string())
             );
-            if !quiet {
+            if !quiet && !children.is_empty() {
+                note!(
+                    "claij: it waits for its child runs {}; answer each with: claij runs resume CHILD{store_hint} --input … (`claij runs show CHILD` says what it waits for); the run continues when they are done",
+                    children.join(", ")
+                );
+            } else if !quiet {
                 note!(
                     "claij: continue it with: claij runs resume {}{store_hint} --input '{{\"id\": {}, …}}'",
                     outcome.run_id,

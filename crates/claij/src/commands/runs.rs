@@ -187,7 +187,15 @@ async fn show(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
         };
         out!("owner     {} until {}{note}", lease.owner, at(lease.until))?;
     }
-    if let Some(wait) = &record.wait {
+    if let Some(wait) = record.wait.as_ref().filter(|w| !w.children.is_empty()) {
+        out!(
+            "waits for child runs {} (answer them with `claij runs resume CHILD --input …`; this run continues when they are done)",
+            wait.children.join(", ")
+        )?;
+        if let Some(prompt) = &wait.prompt {
+            out!("note      {prompt}")?;
+        }
+    } else if let Some(wait) = &record.wait {
         out!(
             "waits for {}",
             wait.transitions
