@@ -417,3 +417,144 @@ fn the_composition_examples_validate_and_the_map_runs() {
     );
     assert_eq!(result["total_words"], 73);
 }
+
+/// A branch of three steps: two programs (each logs its idempotency key and state, and
+/// naps) and a template.
+const STEPPER: &str = r#"
+id: stepper
+states:
+  - id: one
+    action: command
+    config:
+      argv: [sh, -c, 'in=$(cat); echo "$CLAIJ_IDEMPOTENCY_KEY $CLAIJ_STATE" >> steps.log; sleep 0.1; printf %s "$in" | sed -E "s/\"id\":\[[^]]*\]/\"id\":[\"one\",\"two\"]/"']
+  - id: two
+    action: command
+    config:
+      argv: [sh, -c, 'in=$(cat); echo "$CLAIJ_IDEMPOTENCY_KEY $CLAIJ_STATE" >> steps.log; sleep 0.1; printf %s "$in" | sed -E "s/\"id\":\[[^]]*\]/\"id\":[\"two\",\"three\"]/"']
+  - id: three
+    action: transform
+    config: {template: '{"id": ["three", "end"], "k": {{ event.k | tojson }}, "done": true}'}
+  - {id: end, action: end}
+xitions:
+  - id: [start, one]
+  - id: [one, two]
+  - id: [two, three]
+  - id: [three, end]
+"#;
+
+const STEPPED_FORK: &str = r#"
+id: stepped
+states:
+  - id: fan
+    action: fork
+    config: {fsm: stepper.yaml, over: /items, limit: 2, success_to: joined}
+  - {id: joined, action: end}
+xitions:
+  - id: [start, fan]
+  - id: [fan, joined]
+"#;
+
+#[test]
+fn forks_killed_at_random_points_end_as_an_uninterrupted_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    fs::write(dir.join("stepper.yaml"), STEPPER).unwrap();
+    fs::write(dir.join("fork.yaml"), STEPPED_FORK).unwrap();
+    let input = json!({"items": [{"k": "a"}, {"k": "b"}, {"k": "c"}, {"k": "d"}]}).to_string();
+    let (mut rng, seed) = claij_testkit::Rng::from_env("CLAIJ_FORK_CRASH_SEED");
+    eprintln!("seed {seed} (CLAIJ_FORK_CRASH_SEED={seed} replays it)");
+
+    // The reference: the same run, never killed.
+    let reference_store = dir.join("reference.db").display().to_string();
+    let started = Instant::now();
+    ok(claij(
+        dir,
+        &[
+            "run",
+            "fork.yaml",
+            "--run-id",
+            "k",
+            "--input",
+            &input,
+            "--quiet",
+            "--store",
+            &reference_store,
+        ],
+    )
+    .output()
+    .unwrap());
+    // Kills land all along a run: up to half the reference run's time.
+    let longest = (started.elapsed().as_millis() as u64 / 2).max(100);
+    let reference = last_event(dir, &reference_store, "k");
+    fs::remove_file(dir.join("steps.log")).unwrap();
+
+    let store = dir.join("claij.db").display().to_string();
+    let mut kills = 0;
+    for round in 0..40 {
+        let exists = claij(dir, &["runs", "show", "k", "--json", "--store", &store])
+            .output()
+            .unwrap()
+            .status
+            .success();
+        if exists && record(dir, &store, "k")["status"] == "completed" {
+            break;
+        }
+        let mut child = if exists {
+            claij(
+                dir,
+                &["runs", "resume", "--all", "--quiet", "--store", &store],
+            )
+        } else {
+            claij(
+                dir,
+                &[
+                    "run",
+                    "fork.yaml",
+                    "--run-id",
+                    "k",
+                    "--input",
+                    &input,
+                    "--quiet",
+                    "--store",
+                    &store,
+                ],
+            )
+        }
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+        // Let the later rounds finish: every run ends.
+        if round < 12 {
+            std::thread::sleep(Duration::from_millis(rng.between(20, longest)));
+            if child.try_wait().unwrap().is_none() {
+                child.kill().unwrap();
+                kills += 1;
+            }
+        }
+        child.wait().unwrap();
+    }
+    eprintln!("{kills} kills");
+    assert!(kills >= 3, "too few kills landed ({kills}); seed {seed}");
+    assert_eq!(
+        record(dir, &store, "k")["status"],
+        "completed",
+        "seed {seed}"
+    );
+    assert_eq!(last_event(dir, &store, "k"), reference, "seed {seed}");
+
+    // Every program run used a key of its own step: re-runs reused it.
+    let expected: Vec<String> = (0..4)
+        .flat_map(|i| [format!("k.1.{i}:1 one"), format!("k.1.{i}:2 two")])
+        .collect();
+    let ran = lines(dir.join("steps.log"));
+    for line in &ran {
+        assert!(
+            expected.contains(line),
+            "unexpected key {line}; seed {seed}"
+        );
+    }
+    for key in &expected {
+        assert!(ran.contains(key), "{key} never ran; seed {seed}");
+    }
+}
