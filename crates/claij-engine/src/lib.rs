@@ -2,8 +2,10 @@
 //!
 //! Runs claij FSMs: the [`Action`] trait and its [`ActionRegistry`], the run loop
 //! ([`Engine::run`]) with routing, validation, retries, `on_failure` routes, timeouts, a
-//! run deadline and interruption, the run's context, and the built-in actions that need
-//! no model (`end`, `transform`, `command`, `human`).
+//! run deadline and interruption, the run's context, the built-in actions that need no
+//! model (`end`, `transform`, `command`, `human`), and composition: sub-FSMs (`fsm`),
+//! chains ([`Engine::chain`]) and fork/join (`fork`), each child a run of its own in the
+//! run tree ([`tree`]).
 
 pub mod action;
 pub mod actions;

@@ -840,3 +840,22 @@ xitions:
     assert_eq!(event["branches"][0]["status"], "completed");
     assert_eq!(event["branches"][1]["status"], "timeout");
 }
+
+#[tokio::test]
+async fn a_join_state_says_that_forks_join_their_own_branches() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::default();
+    let doc = "id: j\nstates: [{id: gather, action: join}, {id: done, action: end}]\nxitions: [{id: [start, gather]}, {id: [gather, done]}]\n";
+    let fsm = load(&engine, &write(dir.path(), "j.yaml", doc));
+    let out = engine
+        .run(fsm, json!({}), RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Failed);
+    let failure = out.trail.last().unwrap().failure.as_ref().unwrap();
+    assert!(
+        failure.message.contains("joins its own branches"),
+        "{}",
+        failure.message
+    );
+}

@@ -324,7 +324,8 @@ async fn run_fork(input: ActionInput<'_>) -> Result<Outcome, ActionError> {
     let timed_out_only = !success
         && ended.iter().all(|e| match e {
             Some(Ended::Ran(o)) => o.status == RunStatus::Completed || timed_out(o),
-            _ => true,
+            Some(Ended::Error(_)) => false,
+            Some(Ended::Cancelled) | None => true,
         });
     let state = &*input.state.id;
     let to = if success {

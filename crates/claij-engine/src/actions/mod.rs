@@ -38,14 +38,16 @@ impl Action for End {
     }
 }
 
-/// Action names reserved for later layers, and what brings each.
+/// What `join` says: there is no separate join state.
+const JOIN_INSTEAD: &str =
+    "a `fork` state, which joins its own branches (config `join: all | race | {at_least: k}`)";
+
+/// Action names reserved for later layers (or, for `join`, done elsewhere), and what
+/// brings each.
 pub const RESERVED: [(&str, &str); 3] = [
     ("llm", "the model layer"),
     ("mcp", "the MCP client"),
-    (
-        "join",
-        "no layer: a `fork` state joins its own branches (config `join: all | race | {at_least: k}`)",
-    ),
+    ("join", JOIN_INSTEAD),
 ];
 
 /// An action whose name is known (so documents using it validate) but which this build
@@ -61,6 +63,11 @@ pub struct Reserved {
 impl Action for Reserved {
     fn run<'a>(&'a self, _input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
+            if self.arrives_with == JOIN_INSTEAD {
+                return Err(ActionError::fatal(format!(
+                    "there is no `join` action to run: use {JOIN_INSTEAD}"
+                )));
+            }
             Err(ActionError::fatal(format!(
                 "the `{}` action is not available in this build yet (it arrives with {})",
                 self.name, self.arrives_with
