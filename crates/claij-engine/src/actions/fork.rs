@@ -63,7 +63,8 @@ impl Join {
 /// Branch `i` is the run `PARENT.SEQ.i`. The event is
 /// `{"id": [state, success_to | failure_to | timeout_to], "branches": [...]}` with one
 /// object per branch in branch order, whatever order they finished in: `branch`, `run`,
-/// `status` (`completed`, `failed`, `timeout`, `interrupted`, `cancelled`), `result` or
+/// `status` (`completed`, `failed`, `timeout`, `cancelled`: not needed, or interrupted),
+/// `result` or
 /// `error`, and the branch's `child` view; `race` adds `winner`. Branches suspended for a
 /// person do not hold the others up: when the join needs them, the parent suspends,
 /// waiting for them, and continues once enough of them are resumed and done.
@@ -272,7 +273,9 @@ async fn run_fork(input: ActionInput<'_>) -> Result<Outcome, ActionError> {
             break;
         };
         let slot = match result {
-            Ok(outcome) if outcome.status == RunStatus::Interrupted && decided => Ended::Cancelled,
+            // Interrupted: by the join (a loser), or by someone else; either way the
+            // branch gave no answer and is not a failure of its own.
+            Ok(outcome) if outcome.status == RunStatus::Interrupted => Ended::Cancelled,
             Ok(outcome) => Ended::Ran(Box::new(outcome)),
             Err(e) => Ended::Error(e.to_string()),
         };
