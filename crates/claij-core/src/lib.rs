@@ -16,6 +16,7 @@ pub mod prompts;
 pub mod schema;
 pub mod source;
 pub mod store;
+pub mod synthesis;
 pub mod trail;
 
 pub use catalog::{ActionCatalog, BuiltinNames, ConfigIssue};

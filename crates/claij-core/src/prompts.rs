@@ -36,13 +36,20 @@
 //! # Extension points
 //!
 //! Each entry is rendered by one private function per kind of entry (`transition_message`,
-//! `failure_message`), chosen by `entry_message`. Later work adds, there and only there:
-//! - **composition**: the results of sub-FSMs and parallel branches shown as "I asked, I
-//!   got" summaries, so the model need not know it is inside an FSM;
-//! - **MCP**: once a state is left, the traffic inside it (its tool loop) collapsed to
-//!   what it produced.
+//! `failure_message`, `foreign_message`), chosen by `entry_message`. Composition is
+//! done there:
+//! - the event of a `fsm` state (a sub-FSM's result) and of a `fork` state (parallel
+//!   branches' results) is shown as an "I asked, I got" summary ([`crate::synthesis`])
+//!   in place of its `INPUT-SCHEMA` and `DOCUMENT`, so the model need not know it is
+//!   inside an FSM;
+//! - entries of another FSM heading the trail (a chain: the run continues an earlier
+//!   run's trail; they come before this FSM's first entry) are shown
+//!   as that conversation was: an entry a model produced (it names its `model`) as the
+//!   assistant's, anything else as a user `DOCUMENT` (failures with their reason), with
+//!   no schemas, which belong to the other FSM.
 //!
-//! Neither is done here yet: every entry is currently rendered as itself.
+//! Later work adds there: **MCP**, once a state is left, the traffic inside it (its tool
+//! loop) collapsed to what it produced.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -248,7 +255,17 @@ pub fn trail_to_prompts(
     let mut messages = Vec::with_capacity(trail.len() + 1);
     let system = write_system_message(fsm, state, input, projector.output_schema(state));
     messages.push(Message::system(system));
-    messages.extend(trail.iter().filter_map(|e| projector.entry_message(e)));
+    // A chain: the entries before this FSM's first one are earlier runs' conversation.
+    let earlier = trail
+        .iter()
+        .position(|e| e.fsm == fsm.id)
+        .unwrap_or_default();
+    messages.extend(trail[..earlier].iter().filter_map(foreign_message));
+    messages.extend(
+        trail[earlier..]
+            .iter()
+            .filter_map(|e| projector.entry_message(e)),
+    );
     messages
 }
 
@@ -290,6 +307,21 @@ impl Projector<'_, '_> {
             return Some(Message::assistant(entry.event.to_string()));
         }
         let mut out = String::new();
+        let composed = match fsm.state(&entry.from).map(|s| &*s.action) {
+            Some(crate::synthesis::FSM_ACTION) => {
+                Some(crate::synthesis::sub_fsm_text(&entry.event))
+            }
+            Some(crate::synthesis::FORK_ACTION) => Some(crate::synthesis::fork_text(&entry.event)),
+            _ => None,
+        };
+        if let Some(text) = composed {
+            out.push_str(text.trim_end());
+            if let Some(schema) = self.output_schema(to) {
+                out.push_str("\nOUTPUT-SCHEMA: ");
+                out.push_str(schema);
+            }
+            return Some(Message::user(out));
+        }
         if let (Some(i), Some(t)) = (idx, transition) {
             out.push_str("INPUT-SCHEMA: ");
             let opts = self.opts;
@@ -359,6 +391,26 @@ impl Projector<'_, '_> {
         }
         self.output_schemas.get(state).and_then(Option::as_deref)
     }
+}
+
+/// An entry of another FSM (one an earlier run of a chain made): the assistant's when a
+/// model produced it, else a user message with the document, or the failure's reason.
+fn foreign_message(entry: &TrailEntry) -> Option<Message> {
+    if let Some(failure) = &entry.failure {
+        let mut out = format!("FAILURE ({}, attempt {})", failure.kind, failure.attempt);
+        if !failure.message.trim().is_empty() {
+            out.push_str(": ");
+            out.push_str(failure.message.trim());
+        }
+        return Some(Message::user(out));
+    }
+    entry.to.as_ref()?;
+    if entry.model.is_some() {
+        return Some(Message::assistant(entry.event.to_string()));
+    }
+    let mut out = String::from("DOCUMENT: ");
+    push_json(&mut out, &entry.event);
+    Some(Message::user(out))
 }
 
 /// See [`Projector::output_schema`].

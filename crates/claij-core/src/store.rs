@@ -121,6 +121,10 @@ pub struct Wait {
     /// What the person is asked, if the state says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
+    /// The child runs the run waits for (sub-FSMs, fork branches waiting for a person):
+    /// such a run takes no input; it continues when its children are done.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<String>,
 }
 
 /// Who is running a run, until when. A lease that is not renewed expires, and the run

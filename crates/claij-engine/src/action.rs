@@ -3,10 +3,16 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use claij_core::catalog::ConfigRoute;
+use claij_core::store::RunStore;
 use claij_core::{ConfigIssue, FailureKind, Fsm, State, TrailEntry, Transition, Usage};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+
+use crate::run::Engine;
 
 /// A boxed, sendable future borrowing from `'a`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -35,6 +41,22 @@ pub struct ActionInput<'a> {
     pub seq: u64,
     /// Cancelled when the run is interrupted; long-running actions should watch it.
     pub cancel: &'a CancellationToken,
+    /// What the action may use to start runs of its own (sub-FSMs, branches).
+    pub scope: RunScope<'a>,
+}
+
+/// What an action may use to start runs of its own (sub-FSMs, fork branches): the
+/// engine, and the durable settings of the run it belongs to, which child runs share.
+#[derive(Clone, Copy)]
+pub struct RunScope<'a> {
+    /// The engine running the run.
+    pub engine: &'a Engine,
+    /// The run's store, for durable runs.
+    pub store: Option<&'a Arc<dyn RunStore>>,
+    /// The run's lease owner, for durable runs.
+    pub owner: Option<&'a str>,
+    /// The run's lease length, for durable runs.
+    pub lease: Option<Duration>,
 }
 
 impl ActionInput<'_> {
@@ -107,6 +129,10 @@ pub struct Suspension {
     /// Where the run goes when the wait expires (needs a transition `[state, target]`);
     /// without it an expired wait fails the run.
     pub on_expiry: Option<String>,
+    /// The child runs the run waits for (sub-FSMs, fork branches suspended for a
+    /// person): resuming the run without input makes the state's action try again,
+    /// and resuming one of these children continues the run once the child is done.
+    pub children: Vec<String>,
 }
 
 /// An attempt that did not produce an event.

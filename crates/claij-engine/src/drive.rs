@@ -272,6 +272,7 @@ impl RunState<'_> {
             expires_at: suspension.expires_in.map(|d| SystemTime::now() + d),
             on_expiry: suspension.on_expiry,
             prompt: suspension.prompt,
+            children: suspension.children,
         }
     }
 
@@ -366,6 +367,12 @@ impl RunState<'_> {
             attempt,
             seq: self.trail.len() as u64,
             cancel: &self.cancel,
+            scope: crate::action::RunScope {
+                engine: self.engine,
+                store: self.durable.as_ref().map(|d| &d.store),
+                owner: self.durable.as_ref().map(|d| d.owner.as_str()),
+                lease: self.durable.as_ref().map(|d| d.lease),
+            },
         };
         let state_timeout = fsm.timeout(state);
         let now = Instant::now();
@@ -627,6 +634,7 @@ impl RunState<'_> {
                 state.into()
             },
             wait,
+            parent: None,
         })
     }
 }

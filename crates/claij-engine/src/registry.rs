@@ -39,14 +39,16 @@ impl ActionRegistry {
         Self::default()
     }
 
-    /// The built-in actions: `end`, `transform`, `command`, `human`, and the names
-    /// reserved for actions that arrive with later layers (`llm`, `mcp`, `fsm`, `fork`,
-    /// `join`), which load but fail clearly when run; likewise the dynamic schema names
-    /// `mcp:…`.
+    /// The built-in actions: `end`, `transform`, `command`, `human`, `fsm` and `fork`,
+    /// and the names reserved for actions that arrive with later layers (`llm`, `mcp`)
+    /// or are configured elsewhere (`join`), which load but fail clearly when run;
+    /// likewise the dynamic schema names `mcp:…`.
     pub fn with_builtins() -> Self {
         let mut registry = Self::empty();
-        let builtins: [(&str, Arc<dyn Action>); 4] = [
+        let builtins: [(&str, Arc<dyn Action>); 6] = [
             ("end", Arc::new(actions::End)),
+            ("fsm", Arc::new(actions::SubFsm)),
+            ("fork", Arc::new(actions::Fork)),
             ("transform", Arc::new(actions::Transform::default())),
             ("command", Arc::new(actions::Command)),
             ("human", Arc::new(actions::Human::terminal())),

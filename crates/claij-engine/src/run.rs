@@ -45,6 +45,10 @@ pub struct RunOptions {
     pub lease: Option<Duration>,
     /// The parent run, for child runs.
     pub parent: Option<String>,
+    /// Entries of earlier runs this run continues (a chain: the next FSM sees the whole
+    /// conversation). They head the run's trail, renumbered from 0, and keep the `fsm`
+    /// and `version` of the run that made them.
+    pub prior_trail: Vec<TrailEntry>,
 }
 
 /// How a run ended.
@@ -65,6 +69,9 @@ pub struct RunOutcome {
     pub state: String,
     /// What a suspended run waits for.
     pub wait: Option<Wait>,
+    /// When resuming this run (a child) let its parent continue: how the parent's own
+    /// resume ended.
+    pub parent: Option<Box<RunOutcome>>,
 }
 
 /// The input event cannot start a run.
@@ -149,6 +156,8 @@ pub struct Engine {
     dynamic: Mutex<DynamicCache>,
     /// Definitions already stored, by (store, hash): stored once per process.
     stored: Mutex<HashSet<(String, String)>>,
+    /// Definitions loaded back from a store, by content hash.
+    pub(crate) loaded: Mutex<HashMap<String, Arc<Fsm>>>,
 }
 
 impl Default for Engine {
@@ -164,6 +173,7 @@ impl Engine {
             registry,
             dynamic: Mutex::new(HashMap::new()),
             stored: Mutex::new(HashSet::new()),
+            loaded: Mutex::new(HashMap::new()),
         }
     }
 
@@ -193,14 +203,12 @@ impl Engine {
             .deadline
             .or(fsm.settings.deadline)
             .map(|d| (Instant::now() + d, d));
-        let mut run = self.run_state(
-            &fsm,
-            run_id,
-            Vec::with_capacity(16),
-            context,
-            deadline,
-            &options,
-        );
+        let mut trail = Vec::with_capacity(16 + options.prior_trail.len());
+        trail.extend(options.prior_trail.iter().cloned());
+        for (seq, e) in trail.iter_mut().enumerate() {
+            e.seq = seq as u64;
+        }
+        let mut run = self.run_state(&fsm, run_id, trail, context, deadline, &options);
         run.append_full(entry, input, 1, None, None, None, None);
         if let Some(durable) = &run.durable {
             self.store_definition(durable.store.as_ref(), &fsm).await?;
@@ -214,7 +222,7 @@ impl Engine {
                 status: RunStatus::Running,
                 state: fsm.transitions[entry].to.to_string(),
                 context: run.context.clone(),
-                trail_len: 1,
+                trail_len: run.trail.len() as u64,
                 wait: None,
                 lease: Some(claij_core::store::Lease {
                     owner: durable.owner.clone(),
@@ -240,7 +248,30 @@ impl Engine {
     /// - a **running** run whose process died (or whose lease expired): continues from
     ///   its last committed transition; the action that was in flight runs again, with
     ///   the same idempotency key.
+    ///
+    /// A run suspended while it waits for its child runs takes no input: resumed without
+    /// one, its state's action tries again (finding its children where they are). When
+    /// the resumed run is itself a child and it ends, its parent continues if it waited
+    /// for it (see [`RunOutcome::parent`]).
     pub async fn resume(
+        &self,
+        fsm: Arc<Fsm>,
+        run_id: &str,
+        input: Option<Value>,
+        options: RunOptions,
+    ) -> Result<RunOutcome, RunError> {
+        let mut outcome = self.resume_run(fsm, run_id, input, options.clone()).await?;
+        if outcome.status.is_final()
+            && let Some(store) = &options.store
+            && let Some(parent) = store.run(run_id).await?.parent
+        {
+            outcome.parent = self.wake(store, &parent, &options).await?.map(Box::new);
+        }
+        Ok(outcome)
+    }
+
+    /// [`resume`](Self::resume) without waking the parent.
+    pub(crate) async fn resume_run(
         &self,
         fsm: Arc<Fsm>,
         run_id: &str,
@@ -272,6 +303,30 @@ impl Engine {
                     .wait
                     .clone()
                     .ok_or_else(|| not_resumable("is suspended but its wait is missing".into()))?;
+                if !wait.children.is_empty() {
+                    if input.is_some() {
+                        return Err(not_resumable(format!(
+                            "waits for its child runs ({}), not for an input: resume those",
+                            wait.children.join(", ")
+                        )));
+                    }
+                    let claimed = store
+                        .claim(
+                            run_id,
+                            ClaimFrom::Suspended,
+                            &owner,
+                            SystemTime::now() + lease,
+                        )
+                        .await?;
+                    let run = self
+                        .resumed_state(&fsm, &claimed, store, &owner, lease, &options)
+                        .await?;
+                    let Some(into) = run.current_transition() else {
+                        return Err(not_resumable("has no transition in its trail".into()));
+                    };
+                    let attempt = run.attempts_here() + 1;
+                    return Ok(run.drive(into, attempt).await?);
+                }
                 let expired = wait.expires_at.is_some_and(|at| at <= SystemTime::now());
                 let taking = match (&input, expired) {
                     (Some(input), _) => Some(self.waited_transition(&fsm, run_id, &wait, input)?),
@@ -652,8 +707,24 @@ fn short(hash: &str) -> &str {
 /// heartbeat (about a quarter of a second) and records `interrupted` itself; a suspended
 /// run, or a running one whose process is gone, is finished here with an `interrupted`
 /// entry. Returns the run's record as it now stands.
-pub async fn interrupt(store: &dyn RunStore, run_id: &str) -> Result<RunRecord, RunError> {
+pub fn interrupt<'a>(
+    store: &'a dyn RunStore,
+    run_id: &'a str,
+) -> crate::action::BoxFuture<'a, Result<RunRecord, RunError>> {
+    Box::pin(interrupt_one(store, run_id))
+}
+
+async fn interrupt_one(store: &dyn RunStore, run_id: &str) -> Result<RunRecord, RunError> {
     let record = store.request_interrupt(run_id).await?;
+    // A run waiting for its children: they are interrupted too.
+    if let Some(wait) = &record.wait {
+        for child in &wait.children {
+            match interrupt(store, child).await {
+                Ok(_) | Err(RunError::Store(StoreError::Conflict { .. })) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
     let owner_dead = record
         .lease
         .as_ref()

@@ -320,6 +320,10 @@ pub enum GraphFormat {
 pub struct RunArgs {
     /// The FSM document.
     pub file: PathBuf,
+    /// More FSM documents to chain after it: each continues the previous one's trail
+    /// (its prompts show the whole conversation) and takes its result as input.
+    #[arg(value_name = "NEXT")]
+    pub then: Vec<PathBuf>,
     /// The input event: JSON text, @FILE (JSON or YAML), or - for stdin. Its `id`
     /// picks the entry; with one entry it may be left out. Default: {}.
     #[arg(long, short, default_value = "{}")]

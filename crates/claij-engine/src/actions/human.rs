@@ -157,6 +157,7 @@ impl Action for Human {
                         .get("on_expiry")
                         .and_then(Value::as_str)
                         .map(str::to_owned),
+                    children: Vec::new(),
                 }));
             };
             if !io.is_interactive() {

@@ -1,10 +1,16 @@
 //! The built-in actions that need no model.
 
+mod child;
 mod command;
+mod fork;
+mod fsm;
 mod human;
 mod transform;
 
+pub use child::TrailMode;
 pub use command::Command;
+pub use fork::{Fork, Join};
+pub use fsm::SubFsm;
 pub use human::{Human, HumanIo, TerminalIo};
 pub use transform::Transform;
 
@@ -32,13 +38,16 @@ impl Action for End {
     }
 }
 
-/// Action names reserved for later layers, and what brings each.
-pub const RESERVED: [(&str, &str); 5] = [
+/// What `join` says: there is no separate join state.
+const JOIN_INSTEAD: &str =
+    "a `fork` state, which joins its own branches (config `join: all | race | {at_least: k}`)";
+
+/// Action names reserved for later layers (or, for `join`, done elsewhere), and what
+/// brings each.
+pub const RESERVED: [(&str, &str); 3] = [
     ("llm", "the model layer"),
     ("mcp", "the MCP client"),
-    ("fsm", "composition (sub-FSMs)"),
-    ("fork", "composition (fork/join)"),
-    ("join", "composition (fork/join)"),
+    ("join", JOIN_INSTEAD),
 ];
 
 /// An action whose name is known (so documents using it validate) but which this build
@@ -54,6 +63,11 @@ pub struct Reserved {
 impl Action for Reserved {
     fn run<'a>(&'a self, _input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
+            if self.arrives_with == JOIN_INSTEAD {
+                return Err(ActionError::fatal(format!(
+                    "there is no `join` action to run: use {JOIN_INSTEAD}"
+                )));
+            }
             Err(ActionError::fatal(format!(
                 "the `{}` action is not available in this build yet (it arrives with {})",
                 self.name, self.arrives_with

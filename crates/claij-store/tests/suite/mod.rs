@@ -170,6 +170,7 @@ fn a_wait() -> Wait {
         expires_at: Some(at(T0 + 86_400_000_000) + Duration::from_nanos(123)),
         on_expiry: Some("human-end".into()),
         prompt: Some("Approve?".into()),
+        children: vec!["r-child.1".into()],
     }
 }
 

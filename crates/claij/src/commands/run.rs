@@ -33,16 +33,21 @@ pub async fn run(args: RunArgs) -> u8 {
         }
     };
     let engine = engine(store.is_some());
-    let fsm = match load(&engine, &args.file) {
-        Ok(fsm) => Arc::new(fsm),
-        Err(d) => {
-            note!("claij: {d}");
+    let mut fsms = Vec::with_capacity(1 + args.then.len());
+    for file in std::iter::once(&args.file).chain(&args.then) {
+        match load(&engine, file) {
+            Ok(fsm) => fsms.push(Arc::new(fsm)),
+            Err(d) => {
+                note!("claij: {d}");
+                return EXIT_USAGE;
+            }
+        }
+    }
+    for fsm in &fsms {
+        if let Err(e) = crate::mcp::connect(fsm).await {
+            note!("claij: {e}");
             return EXIT_USAGE;
         }
-    };
-    if let Err(e) = crate::mcp::connect(&fsm).await {
-        note!("claij: {e}");
-        return EXIT_USAGE;
     }
     let input = match input::json_argument("input", &args.input) {
         Ok(v) => v,
@@ -91,11 +96,32 @@ pub async fn run(args: RunArgs) -> u8 {
         _ => String::new(),
     };
     interrupt_on_ctrl_c(&options);
-    report(
-        engine.run(fsm, input, options).await,
-        args.quiet,
-        &store_hint,
-    )
+    let quiet = args.quiet;
+    let result = match fsms.as_slice() {
+        [fsm] => engine.run(fsm.clone(), input, options).await,
+        // A chain: report each run, the last one as the outcome.
+        _ => engine
+            .chain(&fsms, input, options)
+            .await
+            .and_then(|mut outs| {
+                let last = outs.pop().ok_or_else(|| RunError::NotResumable {
+                    run: String::new(),
+                    reason: "ran no FSM".into(),
+                })?;
+                if !quiet {
+                    for o in &outs {
+                        note!(
+                            "claij: chained run {}: {} in `{}`",
+                            o.run_id,
+                            o.status,
+                            o.state
+                        );
+                    }
+                }
+                Ok(last)
+            }),
+    };
+    report(result, quiet, &store_hint)
 }
 
 /// The observers of a run: the trail file (starting with `earlier` entries, for resumed
@@ -193,11 +219,27 @@ pub fn report(result: Result<RunOutcome, RunError>, quiet: bool, store_hint: &st
                 "expires_at": outcome.wait.as_ref().and_then(|w| w.expires_at).map(|t| humantime::format_rfc3339_seconds(t).to_string()),
                 "schema": outcome.wait.as_ref().map(|w| &w.schema),
             });
+            let children = outcome
+                .wait
+                .as_ref()
+                .map(|w| w.children.clone())
+                .unwrap_or_default();
+            let mut wait = wait;
+            if !children.is_empty() {
+                // It waits for child runs (sub-FSMs, branches) waiting for a person: those
+                // are what to answer, not the run itself.
+                wait["children"] = json!(children);
+            }
             println!(
                 "{}",
                 serde_json::to_string_pretty(&wait).unwrap_or_else(|_| wait.to_string())
             );
-            if !quiet {
+            if !quiet && !children.is_empty() {
+                note!(
+                    "claij: it waits for its child runs {}; answer each with: claij runs resume CHILD{store_hint} --input … (`claij runs show CHILD` says what it waits for); the run continues when they are done",
+                    children.join(", ")
+                );
+            } else if !quiet {
                 note!(
                     "claij: continue it with: claij runs resume {}{store_hint} --input '{{\"id\": {}, …}}'",
                     outcome.run_id,

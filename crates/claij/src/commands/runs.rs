@@ -97,6 +97,7 @@ fn record_json(r: &RunRecord) -> Value {
             "expires_at": w.expires_at.map(at),
             "on_expiry": w.on_expiry,
             "schema": w.schema,
+            "children": w.children,
         })),
         "owner": r.lease.as_ref().map(|l| &l.owner),
         "interrupt_requested": r.interrupt_requested,
@@ -186,7 +187,15 @@ async fn show(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
         };
         out!("owner     {} until {}{note}", lease.owner, at(lease.until))?;
     }
-    if let Some(wait) = &record.wait {
+    if let Some(wait) = record.wait.as_ref().filter(|w| !w.children.is_empty()) {
+        out!(
+            "waits for child runs {} (answer them with `claij runs resume CHILD --input …`; this run continues when they are done)",
+            wait.children.join(", ")
+        )?;
+        if let Some(prompt) = &wait.prompt {
+            out!("note      {prompt}")?;
+        }
+    } else if let Some(wait) = &record.wait {
         out!(
             "waits for {}",
             wait.transitions
@@ -320,6 +329,19 @@ async fn resume_one(
     interrupt_on_ctrl_c(&options);
     let answered = input.is_some();
     let result = engine.resume(fsm, run, input, options).await;
+    if !quiet && let Ok(outcome) = &result {
+        // Resuming a child lets the runs that waited for it continue.
+        let mut parent = outcome.parent.as_deref();
+        while let Some(p) = parent {
+            note!(
+                "claij: parent run {} continued: {} in `{}`",
+                p.run_id,
+                p.status,
+                p.state
+            );
+            parent = p.parent.as_deref();
+        }
+    }
     // Of concurrent resumes exactly one wins; the others lose the claim, or find the run
     // no longer suspended. Say so plainly rather than with the store's words.
     if answered
@@ -351,7 +373,8 @@ fn refuse_resume(record: &RunRecord, has_input: bool) -> Option<Refusal> {
     match (record.status, has_input) {
         (RunStatus::Suspended, false) => {
             let wait = record.wait.as_ref()?;
-            if wait.expires_at.is_some_and(|at| at <= now) {
+            // A run waiting for its children tries again (they may all be done).
+            if wait.expires_at.is_some_and(|at| at <= now) || !wait.children.is_empty() {
                 return None;
             }
             Some(Refusal {
@@ -397,18 +420,19 @@ fn refuse_resume(record: &RunRecord, has_input: bool) -> Option<Refusal> {
 }
 
 /// Whether a run can continue without input now: its process died or its lease expired,
-/// or it is suspended and its wait expired.
+/// or it is suspended and its wait expired, or it waits for child runs.
 fn continues_without_input(r: &RunRecord, now: SystemTime) -> bool {
     match r.status {
         RunStatus::Running => r
             .lease
             .as_ref()
             .is_none_or(|l| l.until <= now || is_dead_local_owner(&l.owner)),
+        // A run waiting for its children tries again: a crash may have come between a
+        // child's end and its parent's wake-up.
         RunStatus::Suspended => r
             .wait
             .as_ref()
-            .and_then(|w| w.expires_at)
-            .is_some_and(|at| at <= now),
+            .is_some_and(|w| w.expires_at.is_some_and(|at| at <= now) || !w.children.is_empty()),
         _ => false,
     }
 }
@@ -424,6 +448,12 @@ async fn resume_all(store: Arc<dyn RunStore>, quiet: bool) -> Result<u8> {
         .await?
         .into_iter()
         .filter(|r| continues_without_input(r, now))
+        .collect();
+    // A child whose parent is resumed too is continued by its parent.
+    let ids: std::collections::HashSet<String> = candidates.iter().map(|r| r.id.clone()).collect();
+    let candidates: Vec<RunRecord> = candidates
+        .into_iter()
+        .filter(|r| r.parent.as_ref().is_none_or(|p| !ids.contains(p)))
         .collect();
     if candidates.is_empty() {
         note!("claij: nothing to resume in {}", store.describe());

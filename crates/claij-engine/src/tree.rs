@@ -1,0 +1,248 @@
+//! The run tree: child runs (sub-FSMs, fork branches) started or continued by their
+//! parent's action, parents woken when a child they wait for ends, definitions loaded
+//! back from the store, and chains of FSMs continuing one another's trail.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use claij_core::store::{RunRecord, RunStore, StoreError};
+use claij_core::{Fsm, TrailEntry};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::action::{BoxFuture, RunScope};
+use crate::durable::is_dead_local_owner;
+use crate::run::{Engine, RunError, RunOptions, RunOutcome, RunStatus};
+
+/// How long a woken child waits for a parent that is still running (in its own process,
+/// about to notice the child ended or to suspend) before leaving it be.
+const WAKE_PATIENCE: Duration = Duration::from_secs(3);
+
+/// A child run to start (or, with a store, to continue where it is).
+#[derive(Debug, Clone)]
+pub struct ChildRun {
+    /// The child's run id: derived from the parent's, so an attempt made again (after a
+    /// crash or a resume) finds the same child.
+    pub run_id: String,
+    /// The child's FSM, to start it (a child found in the store runs the definition it is
+    /// pinned to; `None`: the child must be in the store).
+    pub fsm: Option<Arc<Fsm>>,
+    /// Its input event.
+    pub input: Value,
+    /// Its initial context.
+    pub context: Value,
+    /// Its deadline.
+    pub deadline: Option<Duration>,
+    /// Entries it continues (chains).
+    pub prior_trail: Vec<TrailEntry>,
+}
+
+impl Engine {
+    /// The definition a stored run is pinned to, loaded (and checked) with this engine's
+    /// registry; cached by content hash.
+    pub async fn stored_fsm(
+        &self,
+        store: &dyn RunStore,
+        record: &RunRecord,
+    ) -> Result<Arc<Fsm>, RunError> {
+        if let Some(fsm) = self
+            .loaded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&record.hash)
+        {
+            return Ok(fsm.clone());
+        }
+        let definition = store
+            .definition(&record.fsm_id, record.version, Some(&record.hash))
+            .await?;
+        let name = format!("{}@v{} (stored)", definition.fsm_id, definition.version);
+        let fsm =
+            claij_core::load_value(&name, definition.document, self.registry()).map_err(|d| {
+                RunError::NotResumable {
+                    run: record.id.clone(),
+                    reason: format!("is pinned to a definition that no longer loads: {d}"),
+                }
+            })?;
+        let fsm = Arc::new(fsm);
+        self.loaded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(record.hash.clone(), fsm.clone());
+        Ok(fsm)
+    }
+
+    /// Starts a child run of the run `parent` — or, when the store already holds a run
+    /// with the child's id (the parent's attempt is made again after a crash or a
+    /// resume), takes it where it is: a finished or suspended child is reported as it
+    /// stands, a crashed one is continued, one waiting for children of its own tries
+    /// again.
+    pub async fn run_child(
+        &self,
+        scope: &RunScope<'_>,
+        parent: &str,
+        child: ChildRun,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, RunError> {
+        let options = RunOptions {
+            run_id: Some(child.run_id.clone()),
+            context: child.context,
+            deadline: child.deadline,
+            cancel,
+            observers: Vec::new(),
+            store: scope.store.cloned(),
+            owner: scope.owner.map(str::to_owned),
+            lease: scope.lease,
+            parent: Some(parent.to_owned()),
+            prior_trail: child.prior_trail,
+        };
+        if let Some(store) = scope.store {
+            match store.run(&child.run_id).await {
+                Ok(record) => return self.continue_child(store, record, options).await,
+                Err(StoreError::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let Some(fsm) = child.fsm else {
+            return Err(RunError::NotResumable {
+                run: child.run_id,
+                reason: "is not in the store and its FSM was not given".into(),
+            });
+        };
+        self.run(fsm, child.input, options).await
+    }
+
+    async fn continue_child(
+        &self,
+        store: &Arc<dyn RunStore>,
+        record: RunRecord,
+        options: RunOptions,
+    ) -> Result<RunOutcome, RunError> {
+        let waits_for_children = record.wait.as_ref().is_some_and(|w| !w.children.is_empty());
+        if record.status == RunStatus::Running
+            || (record.status == RunStatus::Suspended && waits_for_children)
+        {
+            let fsm = self.stored_fsm(store.as_ref(), &record).await?;
+            let options = RunOptions {
+                prior_trail: Vec::new(),
+                ..options
+            };
+            return self.resume_run(fsm, &record.id, None, options).await;
+        }
+        let trail = store.trail(&record.id, 0).await?;
+        let result = (record.status == RunStatus::Completed)
+            .then(|| claij_core::trail::last_event(&trail).cloned())
+            .flatten();
+        Ok(RunOutcome {
+            run_id: record.id,
+            status: record.status,
+            trail,
+            context: record.context,
+            result,
+            state: record.state,
+            wait: record.wait,
+            parent: None,
+        })
+    }
+
+    /// Lets `parent` continue after one of its children ended: a parent suspended for
+    /// its children is resumed (its action tries again); a parent whose process died is
+    /// taken over; a parent still running in its own process is given a moment to
+    /// suspend (it re-reads its children before it does) and otherwise left be.
+    pub(crate) fn wake<'a>(
+        &'a self,
+        store: &'a Arc<dyn RunStore>,
+        parent: &'a str,
+        options: &'a RunOptions,
+    ) -> BoxFuture<'a, Result<Option<RunOutcome>, RunError>> {
+        Box::pin(async move {
+            let give_up = Instant::now() + WAKE_PATIENCE;
+            loop {
+                let record = store.run(parent).await?;
+                let waits = record.wait.as_ref().is_some_and(|w| !w.children.is_empty());
+                let stale = record
+                    .lease
+                    .as_ref()
+                    .is_none_or(|l| l.until <= SystemTime::now() || is_dead_local_owner(&l.owner));
+                let go = match record.status {
+                    RunStatus::Suspended => waits,
+                    RunStatus::Running if stale => true,
+                    RunStatus::Running if Instant::now() < give_up => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                    _ => false,
+                };
+                if !go {
+                    return Ok(None);
+                }
+                let fsm = self.stored_fsm(store.as_ref(), &record).await?;
+                let options = RunOptions {
+                    run_id: None,
+                    parent: None,
+                    prior_trail: Vec::new(),
+                    cancel: CancellationToken::new(),
+                    ..options.clone()
+                };
+                return match self.resume(fsm, parent, None, options).await {
+                    Ok(outcome) => Ok(Some(outcome)),
+                    // Another child's resume woke it first.
+                    Err(RunError::Store(StoreError::Conflict { .. })) => Ok(None),
+                    Err(e) => Err(e),
+                };
+            }
+        })
+    }
+
+    /// Runs `fsms` one after the other, each continuing the previous one's trail (so the
+    /// next FSM's prompts show the whole conversation) and taking the previous one's
+    /// result (without its `id`) as its input. Stops at the first run that does not
+    /// complete. Returns every run's outcome, in order; the last one's trail holds the
+    /// whole chain.
+    ///
+    /// `options.run_id`, when given, names the first run; the next ones get `ID.2`,
+    /// `ID.3`, ….
+    pub async fn chain(
+        &self,
+        fsms: &[Arc<Fsm>],
+        input: Value,
+        options: RunOptions,
+    ) -> Result<Vec<RunOutcome>, RunError> {
+        let mut outcomes: Vec<RunOutcome> = Vec::with_capacity(fsms.len());
+        let mut input = input;
+        for (i, fsm) in fsms.iter().enumerate() {
+            let prior_trail = outcomes.last().map(|o| o.trail.clone()).unwrap_or_default();
+            let run_id = match (&options.run_id, i) {
+                (Some(id), 0) => Some(id.clone()),
+                (Some(id), i) => Some(format!("{id}.{}", i + 1)),
+                (None, _) => None,
+            };
+            let outcome = self
+                .run(
+                    fsm.clone(),
+                    input,
+                    RunOptions {
+                        run_id,
+                        prior_trail,
+                        ..options.clone()
+                    },
+                )
+                .await?;
+            let done = outcome.status == RunStatus::Completed;
+            input = outcome.result.clone().map(without_id).unwrap_or_default();
+            outcomes.push(outcome);
+            if !done {
+                break;
+            }
+        }
+        Ok(outcomes)
+    }
+}
+
+/// An event without its routing `id` (a child's result handed on).
+pub fn without_id(mut event: Value) -> Value {
+    if let Value::Object(map) = &mut event {
+        map.remove("id");
+    }
+    event
+}
