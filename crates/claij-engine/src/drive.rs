@@ -28,6 +28,7 @@ enum Attempt {
         output: Value,
         retryable: bool,
         model: Option<String>,
+        usage: Option<claij_core::Usage>,
     },
     Suspend(Suspension),
     Interrupted,
@@ -148,8 +149,15 @@ impl RunState<'_> {
                         output,
                         retryable,
                         model,
+                        usage,
                     } => {
-                        self.append_failure(state, output, failure.clone(), model, Some(duration));
+                        self.append_failure_with_usage(
+                            state,
+                            output,
+                            failure.clone(),
+                            (model, usage),
+                            Some(duration),
+                        );
                         last_failure = Some(failure);
                         if !retryable {
                             break;
@@ -366,6 +374,7 @@ impl RunState<'_> {
             attempt,
             seq: self.trail.len() as u64,
             cancel: &self.cancel,
+            schemas: self.engine.registry(),
         };
         let state_timeout = fsm.timeout(state);
         let now = Instant::now();
@@ -408,7 +417,12 @@ impl RunState<'_> {
                 message,
                 output,
                 retryable,
+                model_call,
             })) => {
+                let (model, usage) = match model_call {
+                    Some(call) => (Some(call.model), call.usage),
+                    None => (None, None),
+                };
                 return Attempt::Failed {
                     failure: Failure {
                         kind,
@@ -418,7 +432,8 @@ impl RunState<'_> {
                     },
                     output,
                     retryable,
-                    model: None,
+                    model,
+                    usage,
                 };
             }
             Some(Ok(Outcome::Emit(output))) => output,
@@ -470,6 +485,7 @@ impl RunState<'_> {
             output: output.event,
             retryable: true,
             model: output.model,
+            usage: output.usage,
         };
         let target = match output
             .event
@@ -563,6 +579,18 @@ impl RunState<'_> {
         model: Option<String>,
         duration: Option<Duration>,
     ) {
+        self.append_failure_with_usage(state, output, failure, (model, None), duration);
+    }
+
+    /// [`append_failure`](Self::append_failure) with the model call's usage.
+    pub(crate) fn append_failure_with_usage(
+        &mut self,
+        state: &State,
+        output: Value,
+        failure: Failure,
+        (model, usage): (Option<String>, Option<claij_core::Usage>),
+        duration: Option<Duration>,
+    ) {
         let entry = TrailEntry {
             seq: self.trail.len() as u64,
             fsm: self.fsm.id.clone(),
@@ -573,7 +601,7 @@ impl RunState<'_> {
             at: self.clock.wall(),
             attempt: failure.attempt,
             model,
-            usage: None,
+            usage: usage.map(Box::new),
             duration_ms: duration.map(|d| d.as_millis() as u64),
             failure: Some(Box::new(failure)),
         };
@@ -642,5 +670,6 @@ fn failed(kind: FailureKind, message: String, attempt: u32, retryable: bool) -> 
         output: Value::Null,
         retryable,
         model: None,
+        usage: None,
     }
 }

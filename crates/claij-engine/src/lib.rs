@@ -13,7 +13,9 @@ pub mod observer;
 pub mod registry;
 pub mod run;
 
-pub use action::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome, Suspension};
+pub use action::{
+    Action, ActionError, ActionInput, ActionOutput, BoxFuture, ModelCall, Outcome, Suspension,
+};
 pub use durable::{is_dead_local_owner, process_owner};
 pub use observer::Observer;
 pub use registry::ActionRegistry;
