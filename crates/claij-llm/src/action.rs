@@ -127,7 +127,12 @@ impl LlmAction {
             model: model.model_id.clone(),
             messages,
             enforcement,
-            sampling: config.sampling,
+            sampling: Sampling {
+                temperature: config.sampling.temperature.or(model.sampling.temperature),
+                top_p: config.sampling.top_p.or(model.sampling.top_p),
+                seed: config.sampling.seed.or(model.sampling.seed),
+                max_tokens: config.sampling.max_tokens.or(model.sampling.max_tokens),
+            },
             on_token: self.on_token.clone(),
         };
         let started = Instant::now();

@@ -140,6 +140,30 @@ pub struct ModelConfig {
     /// The enforcement mode to use with it (default: chosen from capabilities).
     #[serde(default)]
     pub enforce: Option<Mode>,
+    /// Default temperature (a state's `config` overrides it; likewise below).
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    /// Default nucleus sampling.
+    #[serde(default)]
+    pub top_p: Option<f32>,
+    /// Default seed.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Default output token limit.
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+}
+
+impl ModelConfig {
+    /// Its sampling defaults.
+    pub fn sampling(&self) -> crate::request::Sampling {
+        crate::request::Sampling {
+            temperature: self.temperature,
+            top_p: self.top_p,
+            seed: self.seed,
+            max_tokens: self.max_tokens,
+        }
+    }
 }
 
 /// The whole file.

@@ -40,6 +40,8 @@ pub struct ResolvedModel {
     pub enforce: Option<Mode>,
     /// How its transient failures are retried.
     pub retry: RetryPolicy,
+    /// Its sampling defaults.
+    pub sampling: crate::request::Sampling,
 }
 
 impl std::fmt::Debug for ResolvedModel {
@@ -257,6 +259,7 @@ impl LlmLayer {
             model_id,
             price,
             enforce: entry.and_then(|m| m.enforce),
+            sampling: entry.map(ModelConfig::sampling).unwrap_or_default(),
             retry: self
                 .retry_override
                 .or_else(|| self.provider_retry.get(provider_name).copied())

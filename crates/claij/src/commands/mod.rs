@@ -2,6 +2,7 @@
 
 mod defs;
 mod graph;
+mod prompt;
 mod run;
 mod runs;
 mod validate;
@@ -27,6 +28,7 @@ pub async fn dispatch(cli: Cli) -> u8 {
             format,
             output,
         } => Ok(graph::graph(&engine, &file, format, output.as_deref())),
+        Command::Prompt(args) => prompt::prompt(&engine, &args),
         Command::Schema => {
             println!("{}", claij_core::META_SCHEMA.trim_end());
             Ok(EXIT_OK)
