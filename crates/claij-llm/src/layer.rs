@@ -290,8 +290,9 @@ impl LlmLayer {
                 "transient model failure, retrying: {e}"
             );
         };
+        let policy = self.retry_override.unwrap_or(model.retry);
         let response =
-            complete_with_retries(model.provider.as_ref(), request, model.retry, &on_retry).await?;
+            complete_with_retries(model.provider.as_ref(), request, policy, &on_retry).await?;
         if let Some(tape) = &self.tape {
             tape.store(request, state, &response)
                 .map_err(|e| ProviderError::Permanent {

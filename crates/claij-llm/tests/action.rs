@@ -310,3 +310,38 @@ async fn record_then_replay_with_no_network_and_unknown_requests_fail_loudly() {
     assert_eq!(out.trail.len(), 2, "not retried");
     assert_eq!(server.requests().len(), 1, "replay made no request");
 }
+
+#[tokio::test]
+async fn connection_errors_are_retried_then_fail_the_attempt() {
+    // A port that was free a moment ago: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let engine = engine(layer_for(&format!("http://127.0.0.1:{port}/v1"), ""));
+    let fsm = ask_fsm(&engine, "{max_attempts: 2}");
+    let out = engine
+        .run(fsm, input(), RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Failed);
+    let failures: Vec<_> = out
+        .trail
+        .iter()
+        .filter_map(|e| e.failure.as_ref())
+        .collect();
+    assert_eq!(
+        failures.len(),
+        2,
+        "each attempt retried inside, then failed"
+    );
+    for f in failures {
+        assert_eq!(f.kind, FailureKind::Action);
+        assert!(
+            f.message.contains("could not connect") && f.message.contains("retries exhausted"),
+            "{}",
+            f.message
+        );
+    }
+}
