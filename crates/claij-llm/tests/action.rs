@@ -351,7 +351,10 @@ async fn a_mode_the_provider_lacks_fails_at_once_naming_the_modes_it_has() {
     let server = StubServer::start(vec![Canned::json(200, openai_answer("{}"))]).await;
     let engine = engine(layer_for(&server.url, ""));
     let fsm = ask_fsm(&engine, "{enforce: grammar}");
-    let out = engine.run(fsm, input(), RunOptions::default()).await.unwrap();
+    let out = engine
+        .run(fsm, input(), RunOptions::default())
+        .await
+        .unwrap();
     assert_eq!(out.status, RunStatus::Failed);
     assert_eq!(out.trail.len(), 2, "not retried");
     let f = out.trail[1].failure.as_ref().unwrap();

@@ -49,8 +49,15 @@ impl LlamaServer {
             .local_addr()
             .unwrap()
             .port();
+        // `python -m llama_cpp.server` with weight repacking off (see the setup script).
+        let launcher = cache().join("llama-venv/claij_llama_server.py");
+        assert!(
+            launcher.exists(),
+            "the llama server launcher is missing: run scripts/setup/llama-server"
+        );
         let child = Command::new(&python)
-            .args(["-m", "llama_cpp.server", "--model"])
+            .arg(&launcher)
+            .arg("--model")
             .arg(&model)
             .args([
                 "--host",
