@@ -45,8 +45,12 @@ pub fn prompt(engine: &Engine, args: &PromptArgs) -> anyhow::Result<u8> {
         let mut sum = 0;
         let mut step = 0;
         for (i, entry) in trail.iter().enumerate() {
-            let is_llm = fsm.state(&entry.from).is_some_and(|s| &*s.action == "llm");
-            if !is_llm {
+            // Model steps: entries of `llm` states, except the engine's own `on_failure`
+            // route.
+            let is_model_step = fsm.state(&entry.from).is_some_and(|s| {
+                &*s.action == "llm" && !(entry.to.is_some() && entry.to == s.settings.on_failure)
+            });
+            if !is_model_step {
                 continue;
             }
             step += 1;
