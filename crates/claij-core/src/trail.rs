@@ -66,6 +66,10 @@ pub struct Usage {
     /// Cost in US dollars, where a price is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// Transient failures (429, 5xx, connection errors, timeouts) retried within this
+    /// attempt before the model answered; they cost no validation attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_retries: Option<u32>,
 }
 
 /// The kinds of failure an attempt can end in.
@@ -162,6 +166,9 @@ pub fn total_usage(trail: &[TrailEntry]) -> Usage {
             }
             if let Some(c) = u.cost_usd {
                 *sum.cost_usd.get_or_insert(0.0) += c;
+            }
+            if let Some(r) = u.http_retries {
+                *sum.http_retries.get_or_insert(0) += r;
             }
             sum
         })

@@ -7,8 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use claij_core::catalog::ConfigRoute;
+use claij_core::schema::{DynamicSchemas, SchemaError, effective_schema};
 use claij_core::store::RunStore;
-use claij_core::{ConfigIssue, FailureKind, Fsm, State, TrailEntry, Transition, Usage};
+use claij_core::{
+    ConfigIssue, FailureKind, Fsm, State, TrailEntry, Transition, TransitionSchema, Usage,
+};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -41,6 +44,9 @@ pub struct ActionInput<'a> {
     pub seq: u64,
     /// Cancelled when the run is interrupted; long-running actions should watch it.
     pub cancel: &'a CancellationToken,
+    /// Resolves dynamic (string-named) transition schemas: the providers registered in
+    /// the engine's [`ActionRegistry`](crate::ActionRegistry).
+    pub schemas: &'a dyn DynamicSchemas,
     /// What the action may use to start runs of its own (sub-FSMs, branches).
     pub scope: RunScope<'a>,
 }
@@ -59,11 +65,37 @@ pub struct RunScope<'a> {
     pub lease: Option<Duration>,
 }
 
-impl ActionInput<'_> {
+impl<'a> ActionInput<'a> {
     /// A key that is the same every time this attempt is made again (after a crash, say):
     /// `RUN_ID:SEQ`. Actions with side effects use it to avoid doing them twice.
     pub fn idempotency_key(&self) -> String {
         format!("{}:{}", self.run_id, self.seq)
+    }
+
+    /// The effective schema of transition `t` (the engine's `id` const added; `$ref`s
+    /// into the document's `schemas` left as they are), with a dynamic schema resolved
+    /// through [`schemas`](Self::schemas).
+    pub fn transition_schema(&self, t: &Transition) -> Result<Value, SchemaError> {
+        if let Some(effective) = &t.effective {
+            return Ok(effective.clone());
+        }
+        Ok(match &t.schema {
+            TransitionSchema::Dynamic(name) => {
+                let schema = self.schemas.resolve(name)?;
+                effective_schema(&t.from, &t.to, Some(&schema))
+            }
+            TransitionSchema::Static(schema) => effective_schema(&t.from, &t.to, Some(schema)),
+            TransitionSchema::Any => effective_schema(&t.from, &t.to, None),
+        })
+    }
+
+    /// The transitions leaving the state, each with its effective schema
+    /// ([`transition_schema`](Self::transition_schema)), in document order.
+    pub fn outgoing_schemas(&self) -> Result<Vec<(&'a Transition, Value)>, SchemaError> {
+        self.fsm
+            .outgoing(&self.state.id)
+            .map(|t| Ok((t, self.transition_schema(t)?)))
+            .collect()
     }
 
     /// The failure entries of this state since it was entered, oldest first.
@@ -147,6 +179,18 @@ pub struct ActionError {
     pub output: Value,
     /// false: trying again cannot help (no terminal to ask, say); the state gives up at once.
     pub retryable: bool,
+    /// The model asked and what the call cost, when a model was called (recorded in
+    /// the failure's trail entry). Boxed to keep errors small.
+    pub model_call: Option<Box<ModelCall>>,
+}
+
+/// The model behind a failed attempt, and its usage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelCall {
+    /// The model.
+    pub model: String,
+    /// Tokens and cost, when reported.
+    pub usage: Option<Usage>,
 }
 
 impl ActionError {
@@ -157,7 +201,17 @@ impl ActionError {
             message: message.into(),
             output: Value::Null,
             retryable: true,
+            model_call: None,
         }
+    }
+
+    /// The same error, recording the model that was asked and what the call cost.
+    pub fn with_model(mut self, model: impl Into<String>, usage: Option<Usage>) -> Self {
+        self.model_call = Some(Box::new(ModelCall {
+            model: model.into(),
+            usage,
+        }));
+        self
     }
 
     /// The output could not be parsed into an event.
@@ -167,6 +221,7 @@ impl ActionError {
             message: message.into(),
             output: output.into(),
             retryable: true,
+            model_call: None,
         }
     }
 
@@ -177,6 +232,7 @@ impl ActionError {
             message: message.into(),
             output: Value::Null,
             retryable: false,
+            model_call: None,
         }
     }
 }

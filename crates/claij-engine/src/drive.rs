@@ -28,6 +28,7 @@ enum Attempt {
         output: Value,
         retryable: bool,
         model: Option<String>,
+        usage: Option<claij_core::Usage>,
     },
     Suspend(Suspension),
     Interrupted,
@@ -148,8 +149,15 @@ impl RunState<'_> {
                         output,
                         retryable,
                         model,
+                        usage,
                     } => {
-                        self.append_failure(state, output, failure.clone(), model, Some(duration));
+                        self.append_failure_with_usage(
+                            state,
+                            output,
+                            failure.clone(),
+                            (model, usage),
+                            Some(duration),
+                        );
                         last_failure = Some(failure);
                         if !retryable {
                             break;
@@ -367,6 +375,7 @@ impl RunState<'_> {
             attempt,
             seq: self.trail.len() as u64,
             cancel: &self.cancel,
+            schemas: self.engine.registry(),
             scope: crate::action::RunScope {
                 engine: self.engine,
                 store: self.durable.as_ref().map(|d| &d.store),
@@ -415,7 +424,12 @@ impl RunState<'_> {
                 message,
                 output,
                 retryable,
+                model_call,
             })) => {
+                let (model, usage) = match model_call {
+                    Some(call) => (Some(call.model), call.usage),
+                    None => (None, None),
+                };
                 return Attempt::Failed {
                     failure: Failure {
                         kind,
@@ -425,7 +439,8 @@ impl RunState<'_> {
                     },
                     output,
                     retryable,
-                    model: None,
+                    model,
+                    usage,
                 };
             }
             Some(Ok(Outcome::Emit(output))) => output,
@@ -477,6 +492,7 @@ impl RunState<'_> {
             output: output.event,
             retryable: true,
             model: output.model,
+            usage: output.usage,
         };
         let target = match output
             .event
@@ -570,6 +586,18 @@ impl RunState<'_> {
         model: Option<String>,
         duration: Option<Duration>,
     ) {
+        self.append_failure_with_usage(state, output, failure, (model, None), duration);
+    }
+
+    /// [`append_failure`](Self::append_failure) with the model call's usage.
+    pub(crate) fn append_failure_with_usage(
+        &mut self,
+        state: &State,
+        output: Value,
+        failure: Failure,
+        (model, usage): (Option<String>, Option<claij_core::Usage>),
+        duration: Option<Duration>,
+    ) {
         let entry = TrailEntry {
             seq: self.trail.len() as u64,
             fsm: self.fsm.id.clone(),
@@ -580,7 +608,7 @@ impl RunState<'_> {
             at: self.clock.wall(),
             attempt: failure.attempt,
             model,
-            usage: None,
+            usage: usage.map(Box::new),
             duration_ms: duration.map(|d| d.as_millis() as u64),
             failure: Some(Box::new(failure)),
         };
@@ -650,5 +678,6 @@ fn failed(kind: FailureKind, message: String, attempt: u32, retryable: bool) -> 
         output: Value::Null,
         retryable,
         model: None,
+        usage: None,
     }
 }

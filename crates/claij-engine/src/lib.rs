@@ -17,7 +17,8 @@ pub mod run;
 pub mod tree;
 
 pub use action::{
-    Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome, RunScope, Suspension,
+    Action, ActionError, ActionInput, ActionOutput, BoxFuture, ModelCall, Outcome, RunScope,
+    Suspension,
 };
 pub use durable::{is_dead_local_owner, process_owner};
 pub use observer::Observer;

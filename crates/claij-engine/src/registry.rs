@@ -115,6 +115,23 @@ impl ActionRegistry {
     }
 }
 
+/// The registry resolves a dynamic schema through the first provider serving it.
+impl DynamicSchemas for ActionRegistry {
+    fn serves(&self, name: &str) -> bool {
+        self.schema_provider(name).is_some()
+    }
+
+    fn resolve(&self, name: &str) -> Result<Arc<Value>, SchemaError> {
+        match self.schema_provider(name) {
+            Some(provider) => provider.resolve(name),
+            None => Err(SchemaError {
+                pointer: String::new(),
+                message: format!("no provider serves the dynamic schema `{name}`"),
+            }),
+        }
+    }
+}
+
 impl ActionCatalog for ActionRegistry {
     fn has_action(&self, action: &str) -> bool {
         self.actions.contains_key(action)

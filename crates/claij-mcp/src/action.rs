@@ -166,12 +166,10 @@ impl Action for McpAction {
                     item["notifications"] = Value::Array(exchange.notifications);
                 }
                 if fail_on_error && let Some(message) = item["error"]["message"].as_str() {
-                    return Err(ActionError {
-                        kind: claij_core::FailureKind::Action,
-                        message: format!("`{method}` on `{server}`: {message}"),
-                        output: item,
-                        retryable: true,
-                    });
+                    let mut error =
+                        ActionError::failed(format!("`{method}` on `{server}`: {message}"));
+                    error.output = item;
+                    return Err(error);
                 }
                 results.push(item);
             }

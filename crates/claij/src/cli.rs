@@ -93,6 +93,16 @@ pub enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Print the exact messages a model would get in an `llm` state, with their token
+    /// counts (tiktoken o200k_base).
+    ///
+    /// With --trail (a trail written by `claij run --trail`), prints the prompt tokens of
+    /// every model step of that run instead.
+    #[command(after_help = "Examples:
+  claij prompt examples/code-review.yaml --state chairman --input @patch.json
+  claij prompt examples/code-review.yaml --trail run.jsonl
+  claij prompt examples/code-review.yaml --trail run.jsonl --inline-schemas")]
+    Prompt(PromptArgs),
     /// Inspect stored FSM definitions (runs are pinned to one: id, version, content hash).
     Defs {
         /// What to do.
@@ -346,6 +356,49 @@ pub struct RunArgs {
     /// Where the run is kept.
     #[command(flatten)]
     pub store: StoreArgs,
+    /// Models: the run's model (a [models] name of claij.toml or PROVIDER/MODEL-ID);
+    /// states and events may name their own.
+    #[command(flatten)]
+    pub llm: LlmArgs,
+}
+
+/// How `llm` states reach models.
+#[derive(Debug, Clone, Default, Args)]
+pub struct LlmArgs {
+    /// The run's model, used by `llm` states that name none.
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// The model configuration (default: $CLAIJ_CONFIG, ./claij.toml,
+    /// ~/.config/claij/claij.toml).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Record every model exchange to FILE (for replay).
+    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
+    pub record: Option<PathBuf>,
+    /// Answer every model request from FILE (recorded with --record); no network. A
+    /// request the file does not hold fails the run, naming its digest and state.
+    #[arg(long, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+}
+
+/// `claij prompt …`
+#[derive(Debug, Args)]
+pub struct PromptArgs {
+    /// The FSM document.
+    pub file: PathBuf,
+    /// The `llm` state whose prompt to print (default: the state the input enters).
+    #[arg(long)]
+    pub state: Option<String>,
+    /// The input event: JSON text, @FILE or -. Default: {}.
+    #[arg(long, short, default_value = "{}")]
+    pub input: String,
+    /// A run's trail (JSON lines): print the prompt tokens of each model step of it.
+    #[arg(long, value_name = "FILE")]
+    pub trail: Option<PathBuf>,
+    /// Inline the shared schemas into every transition instead of sending them once in
+    /// the system message (to measure what sharing saves).
+    #[arg(long)]
+    pub inline_schemas: bool,
 }
 
 #[cfg(test)]

@@ -111,6 +111,7 @@ fn entry(seq: u64, event: Value) -> TrailEntry {
                 output_tokens: 7,
                 cached_tokens: Some(3),
                 cost_usd: Some(0.000_125),
+                ..Usage::default()
             })
         }),
         duration_ms: Some(seq * 7),

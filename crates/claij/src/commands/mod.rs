@@ -5,6 +5,7 @@ mod graph;
 mod mcp;
 mod mcp_serve;
 mod mcp_tools;
+mod prompt;
 mod run;
 mod runs;
 mod validate;
@@ -30,6 +31,7 @@ pub async fn dispatch(cli: Cli) -> u8 {
             format,
             output,
         } => Ok(graph::graph(&engine, &file, format, output.as_deref())),
+        Command::Prompt(args) => prompt::prompt(&engine, &args),
         Command::Schema => {
             println!("{}", claij_core::META_SCHEMA.trim_end());
             Ok(EXIT_OK)

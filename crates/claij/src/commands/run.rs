@@ -12,15 +12,37 @@ use crate::progress::{Progress, TrailFile};
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_SUSPENDED, EXIT_USAGE, input, store};
 
 /// An engine whose `human` states suspend the run when there is a store to wait in, and
-/// ask at the terminal when there is not.
+/// ask at the terminal when there is not. Its `llm` states use the model configuration
+/// found in the documented places (none when it cannot be read).
 pub fn engine(durable: bool) -> Engine {
+    let layer = claij_llm::LlmLayer::discover(None).unwrap_or_default();
+    engine_with(durable, layer)
+}
+
+/// [`engine`] with the given model layer.
+pub fn engine_with(durable: bool, layer: claij_llm::LlmLayer) -> Engine {
     let mut registry = if durable {
         ActionRegistry::durable()
     } else {
         ActionRegistry::with_builtins()
     };
     crate::mcp::register(&mut registry);
+    claij_llm::register(&mut registry, Arc::new(layer));
     Engine::new(Arc::new(registry))
+}
+
+/// The model layer of `claij run`: the configuration (--config or the documented
+/// places), the run's model, record or replay.
+fn llm_layer(args: &crate::cli::LlmArgs) -> anyhow::Result<claij_llm::LlmLayer> {
+    let mut layer = claij_llm::LlmLayer::discover(args.config.as_deref())?;
+    layer.set_run_model(args.model.clone());
+    if let Some(path) = &args.record {
+        layer.set_tape(claij_llm::Tape::record(path));
+    }
+    if let Some(path) = &args.replay {
+        layer.set_tape(claij_llm::Tape::replay(path)?);
+    }
+    Ok(layer)
 }
 
 /// Runs the FSM in `args.file`.
@@ -32,7 +54,14 @@ pub async fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let engine = engine(store.is_some());
+    let layer = match llm_layer(&args.llm) {
+        Ok(l) => l,
+        Err(e) => {
+            note!("claij: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    let engine = engine_with(store.is_some(), layer);
     let mut fsms = Vec::with_capacity(1 + args.then.len());
     for file in std::iter::once(&args.file).chain(&args.then) {
         match load(&engine, file) {
@@ -193,6 +222,9 @@ pub fn report(result: Result<RunOutcome, RunError>, quiet: bool, store_hint: &st
             outcome.status,
             outcome.state,
         );
+        if let Some(totals) = usage_totals(&outcome.trail) {
+            note!("claij: {totals}");
+        }
     }
     match outcome.status {
         RunStatus::Completed => {
@@ -258,4 +290,26 @@ pub fn report(result: Result<RunOutcome, RunError>, quiet: bool, store_hint: &st
             EXIT_FAILED
         }
     }
+}
+
+/// The run's model usage in one line (`None` when no model was called).
+pub fn usage_totals(trail: &[claij_core::TrailEntry]) -> Option<String> {
+    let calls = trail.iter().filter(|e| e.usage.is_some()).count();
+    if calls == 0 {
+        return None;
+    }
+    let u = claij_core::trail::total_usage(trail);
+    let mut line = format!("models: {calls} call(s), {} input token(s)", u.input_tokens);
+    if let Some(c) = u.cached_tokens {
+        line.push_str(&format!(" ({c} cached)"));
+    }
+    line.push_str(&format!(", {} output token(s)", u.output_tokens));
+    match u.cost_usd {
+        Some(c) => line.push_str(&format!(", ${c:.6}")),
+        None => line.push_str(", cost unknown (no price configured)"),
+    }
+    if let Some(r) = u.http_retries {
+        line.push_str(&format!(", {r} transient failure(s) retried"));
+    }
+    Some(line)
 }

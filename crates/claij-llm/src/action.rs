@@ -1,0 +1,285 @@
+//! The `llm` action: project the trail into messages, choose the model and the
+//! enforcement mode, call, extract the one JSON object, emit it.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use claij_core::prompts::{PromptOptions, trail_to_prompts};
+use claij_core::{FailureKind, Usage};
+use claij_engine::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::enforce::{self, Mode, Route};
+use crate::extract::extract_object;
+use crate::layer::{LlmLayer, ResolvedModel};
+use crate::provider::ProviderError;
+use crate::request::{ModelRequest, ModelResponse, Sampling, TokenObserver};
+
+/// Validation failures of one model, in a state, before the next fallback model is used.
+pub const DEFAULT_ESCALATE_AFTER: u32 = 2;
+
+/// The event field naming the model that should answer it (a chairman picking a
+/// reviewer's model).
+pub const EVENT_MODEL_FIELD: &str = "llm";
+
+/// An `llm` state's `config`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct LlmStateConfig {
+    /// The model (a `[models]` name or `PROVIDER/MODEL-ID`).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Models to escalate to after repeated validation failures (default: the config
+    /// file's `fallback`).
+    #[serde(default)]
+    pub fallback: Option<Vec<String>>,
+    /// Validation failures per model before escalating (default 2).
+    #[serde(default)]
+    pub escalate_after: Option<u32>,
+    /// The enforcement mode (default: the best the provider supports).
+    #[serde(default)]
+    pub enforce: Option<Mode>,
+    /// Sampling.
+    #[serde(default, flatten)]
+    pub sampling: Sampling,
+}
+
+/// The `llm` action.
+pub struct LlmAction {
+    layer: Arc<LlmLayer>,
+    on_token: Option<TokenObserver>,
+}
+
+impl LlmAction {
+    /// The action over `layer`.
+    pub fn new(layer: Arc<LlmLayer>) -> Self {
+        Self {
+            layer,
+            on_token: None,
+        }
+    }
+
+    /// Tells `observer` of the answers' text as it arrives.
+    pub fn with_token_observer(mut self, observer: TokenObserver) -> Self {
+        self.on_token = Some(observer);
+        self
+    }
+}
+
+impl Action for LlmAction {
+    fn config_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "model": {"type": "string", "minLength": 1},
+                "fallback": {"type": "array", "items": {"type": "string", "minLength": 1}},
+                "escalate_after": {"type": "integer", "minimum": 1},
+                "enforce": {"enum": ["prompt", "json_schema", "tools", "grammar"]},
+                "temperature": {"type": "number", "minimum": 0},
+                "top_p": {"type": "number", "minimum": 0, "maximum": 1},
+                "seed": {"type": "integer", "minimum": 0},
+                "max_tokens": {"type": "integer", "minimum": 1}
+            },
+            "patternProperties": {"^x-": {}},
+            "additionalProperties": false
+        })
+    }
+
+    fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
+        Box::pin(async move { self.attempt(input).await.map(Outcome::Emit) })
+    }
+}
+
+impl LlmAction {
+    async fn attempt(&self, input: ActionInput<'_>) -> Result<ActionOutput, ActionError> {
+        let config: LlmStateConfig = serde_json::from_value(input.state.config.clone())
+            .map_err(|e| ActionError::fatal(format!("bad `llm` config: {e}")))?;
+        let model = self.choose_model(&input, &config)?;
+        let routes = shown_routes(&input)?;
+        let caps = model.provider.capabilities();
+        let mode = config
+            .enforce
+            .or(model.enforce)
+            .unwrap_or_else(|| caps.best());
+        if !caps.supports(mode) {
+            return Err(ActionError::fatal(format!(
+                "model `{}` (provider `{}`) does not support enforcement mode `{mode}`; use one of: {}",
+                model.name,
+                model.provider.name(),
+                [Mode::Prompt, Mode::JsonSchema, Mode::Tools, Mode::Grammar]
+                    .into_iter()
+                    .filter(|m| caps.supports(*m))
+                    .map(|m| m.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        let enforcement = enforce::build(mode, &routes, &input.fsm.schemas);
+        let messages = trail_to_prompts(
+            input.fsm,
+            input.trail,
+            &input.state.id,
+            &PromptOptions {
+                dynamic: Some(input.schemas),
+            },
+        );
+        let request = ModelRequest {
+            model: model.model_id.clone(),
+            messages,
+            enforcement,
+            sampling: Sampling {
+                temperature: config.sampling.temperature.or(model.sampling.temperature),
+                top_p: config.sampling.top_p.or(model.sampling.top_p),
+                seed: config.sampling.seed.or(model.sampling.seed),
+                max_tokens: config.sampling.max_tokens.or(model.sampling.max_tokens),
+            },
+            on_token: self.on_token.clone(),
+        };
+        let started = Instant::now();
+        let response = self
+            .layer
+            .call(&model, &request, &input.state.id)
+            .await
+            .map_err(|e| provider_failure(e, &model))?;
+        tracing::debug!(
+            state = %input.state.id,
+            model = %model.name,
+            latency_ms = started.elapsed().as_millis() as u64,
+            "model answered"
+        );
+        let usage = usage(&model, &response);
+        let event = match &response.tool_call {
+            Some((name, args)) => enforce::tool_event(&request.enforcement, name, args)
+                .ok_or_else(|| {
+                    ActionError::parse(
+                        format!(
+                            "the model called tool `{name}`, which is not one of: {}",
+                            request
+                                .enforcement
+                                .tools
+                                .iter()
+                                .map(|t| t.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                        json!({"tool": name, "arguments": args}),
+                    )
+                    .with_model(&model.name, Some(usage.clone()))
+                })?,
+            None => match extract_object(&response.text) {
+                Ok(v) => enforce::unwrap_answer(mode, v),
+                Err(e) => {
+                    return Err(ActionError::parse(
+                        format!("the model's answer is not one JSON object: {e}"),
+                        Value::String(response.text.clone()),
+                    )
+                    .with_model(&model.name, Some(usage)));
+                }
+            },
+        };
+        Ok(ActionOutput {
+            event,
+            context: None,
+            model: Some(model.name.clone()),
+            usage: Some(usage),
+        })
+    }
+
+    /// State `config.model` > the event's `llm` (checked) > the run's > the default, then
+    /// escalation along the fallback list after repeated validation failures.
+    fn choose_model(
+        &self,
+        input: &ActionInput<'_>,
+        config: &LlmStateConfig,
+    ) -> Result<ResolvedModel, ActionError> {
+        let layer = &self.layer;
+        let event_model = input.event.get(EVENT_MODEL_FIELD).and_then(Value::as_str);
+        let primary = match (&config.model, event_model) {
+            (Some(m), _) => layer.resolve(m),
+            (None, Some(m)) => layer.resolve(m).map_err(|e| {
+                format!(
+                    "the event's `{EVENT_MODEL_FIELD}` names a model that is not configured: {e}"
+                )
+            }),
+            (None, None) => layer.run_or_default(),
+        }
+        .map_err(ActionError::fatal)?;
+        let fallback = config
+            .fallback
+            .clone()
+            .unwrap_or_else(|| layer.config().fallback.clone());
+        if fallback.is_empty() {
+            return Ok(primary);
+        }
+        let failures = input
+            .failures_here()
+            .filter(|e| {
+                e.failure.as_ref().is_some_and(|f| {
+                    matches!(
+                        f.kind,
+                        FailureKind::Validation
+                            | FailureKind::Parse
+                            | FailureKind::UnknownTransition
+                    )
+                })
+            })
+            .count() as u32;
+        let step = (failures
+            / config
+                .escalate_after
+                .unwrap_or(DEFAULT_ESCALATE_AFTER)
+                .max(1)) as usize;
+        if step == 0 {
+            return Ok(primary);
+        }
+        let name = &fallback[(step - 1).min(fallback.len() - 1)];
+        layer
+            .resolve(name)
+            .map_err(|e| ActionError::fatal(format!("fallback model: {e}")))
+    }
+}
+
+/// The transitions a model is offered: those leaving the state not marked `omit` (all of
+/// them when every one is), each with its effective schema.
+fn shown_routes<'a>(input: &ActionInput<'a>) -> Result<Vec<Route<'a>>, ActionError> {
+    let all = input
+        .outgoing_schemas()
+        .map_err(|e| ActionError::fatal(format!("a transition's schema: {}", e.message)))?;
+    let any_shown = all.iter().any(|(t, _)| !t.omit);
+    Ok(all
+        .into_iter()
+        .filter(|(t, _)| !any_shown || !t.omit)
+        .map(|(t, schema)| Route {
+            id: &t.id_value,
+            to: &t.to,
+            description: t.description.as_deref(),
+            schema,
+        })
+        .collect())
+}
+
+fn usage(model: &ResolvedModel, response: &ModelResponse) -> Usage {
+    let tokens = response.tokens.unwrap_or_default();
+    Usage {
+        input_tokens: tokens.input,
+        output_tokens: tokens.output,
+        cached_tokens: tokens.cached,
+        cost_usd: model
+            .price
+            .map(|p| p.cost(tokens.input, tokens.output, tokens.cached.unwrap_or(0))),
+        http_retries: (response.retries > 0).then_some(response.retries),
+    }
+}
+
+fn provider_failure(e: ProviderError, model: &ResolvedModel) -> ActionError {
+    let err = match &e {
+        // Retries were exhausted: the attempt fails; another attempt may succeed.
+        ProviderError::Transient { .. } => {
+            ActionError::failed(format!("model `{}`: {e} (retries exhausted)", model.name))
+        }
+        ProviderError::Permanent { .. } | ProviderError::NotRecorded(_) => {
+            ActionError::fatal(format!("model `{}`: {e}", model.name))
+        }
+    };
+    err.with_model(&model.name, None)
+}

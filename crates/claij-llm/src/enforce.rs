@@ -1,0 +1,327 @@
+//! Output enforcement: how the answer is constrained to the transitions' schemas.
+//!
+//! - `prompt`: the schemas are in the prompt; the answer is parsed and validated.
+//! - `json_schema`: the provider's structured output. Strict modes reject a root
+//!   `oneOf`/`anyOf`, so the union is wrapped: `{"type": "object", "required":
+//!   ["event"], "properties": {"event": {"anyOf": [...]}}}`; the answer's `event` is the
+//!   event ([`unwrap_answer`]).
+//! - `tools`: one tool per transition; the call's arguments plus the transition's `id`
+//!   are the event.
+//! - `grammar`: token-level constrained decoding (the embedded model) with the plain
+//!   union as the schema.
+//!
+//! Schemas sent to providers have the document's shared schemas inlined (`$ref` to
+//! `#/$defs/NAME` replaced by the definition), since not every provider resolves
+//! `$defs`; the prompt keeps the `$ref`s (the definitions are in the system message).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::request::{Enforcement, ToolSpec};
+
+/// An enforcement mode (`config.enforce`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Ask, parse, validate.
+    Prompt,
+    /// The provider's structured output with the wrapped union.
+    JsonSchema,
+    /// One tool per transition.
+    Tools,
+    /// Token-level constrained decoding (reserved for the embedded model).
+    Grammar,
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Prompt => "prompt",
+            Mode::JsonSchema => "json_schema",
+            Mode::Tools => "tools",
+            Mode::Grammar => "grammar",
+        })
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        serde_json::from_value(Value::String(s.to_owned())).map_err(|_| {
+            format!("unknown enforcement mode `{s}` (prompt, json_schema, tools, grammar)")
+        })
+    }
+}
+
+/// The property of the wrapped answer holding the event.
+pub const WRAP_KEY: &str = "event";
+
+/// How deep `$ref`s are followed when inlined (recursive definitions stop there and
+/// become `{}`).
+const MAX_REF_DEPTH: usize = 16;
+
+/// A transition offered to the model: its id `[from, to]`, its description and its
+/// effective schema (with `$ref`s into `defs`).
+#[derive(Debug, Clone)]
+pub struct Route<'a> {
+    /// The transition's id.
+    pub id: &'a Value,
+    /// Its target state.
+    pub to: &'a str,
+    /// Its description.
+    pub description: Option<&'a str>,
+    /// Its effective schema.
+    pub schema: Value,
+}
+
+/// Builds the enforcement for `mode` over `routes`, inlining the shared `defs`.
+pub fn build(mode: Mode, routes: &[Route<'_>], defs: &Map<String, Value>) -> Enforcement {
+    let schemas: Vec<Value> = routes
+        .iter()
+        .map(|r| inline_refs(&r.schema, defs, 0))
+        .collect();
+    let union = match schemas.as_slice() {
+        [one] => one.clone(),
+        _ => json!({"anyOf": schemas}),
+    };
+    match mode {
+        Mode::Prompt => Enforcement {
+            mode,
+            schema: union,
+            tools: Vec::new(),
+        },
+        Mode::Grammar => Enforcement {
+            mode,
+            schema: union,
+            tools: Vec::new(),
+        },
+        Mode::JsonSchema => Enforcement {
+            mode,
+            schema: json!({
+                "type": "object",
+                "properties": {WRAP_KEY: {"anyOf": schemas}},
+                "required": [WRAP_KEY],
+                "additionalProperties": false,
+            }),
+            tools: Vec::new(),
+        },
+        Mode::Tools => Enforcement {
+            mode,
+            schema: union,
+            tools: routes
+                .iter()
+                .zip(schemas)
+                .map(|(r, s)| ToolSpec {
+                    name: tool_name(r.to),
+                    description: r
+                        .description
+                        .map(str::to_owned)
+                        .unwrap_or_else(|| format!("Go to `{}`.", r.to)),
+                    parameters: without_id(s),
+                    id: r.id.clone(),
+                })
+                .collect(),
+        },
+    }
+}
+
+/// The tool name for the transition to `to`: `to_` + the state id with characters
+/// outside `[A-Za-z0-9_-]` replaced by `_` (the common subset of providers' tool names).
+pub fn tool_name(to: &str) -> String {
+    let mut out = String::from("to_");
+    out.extend(to.chars().map(|c| {
+        if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+            c
+        } else {
+            '_'
+        }
+    }));
+    out.truncate(64);
+    out
+}
+
+/// The event a tool call stands for: its arguments with the transition's `id`.
+pub fn tool_event(enforcement: &Enforcement, name: &str, args: &Value) -> Option<Value> {
+    let tool = enforcement.tools.iter().find(|t| t.name == name)?;
+    let mut event = match args {
+        Value::Object(m) => m.clone(),
+        _ => Map::new(),
+    };
+    event.insert("id".into(), tool.id.clone());
+    Some(Value::Object(event))
+}
+
+/// The event inside a `json_schema` answer (`{"event": {...}}`); other answers as they are.
+pub fn unwrap_answer(mode: Mode, answer: Value) -> Value {
+    match (mode, answer) {
+        (Mode::JsonSchema, Value::Object(mut m)) if m.len() == 1 && m.contains_key(WRAP_KEY) => {
+            m.remove(WRAP_KEY).unwrap_or(Value::Null)
+        }
+        (_, a) => a,
+    }
+}
+
+/// A schema with `id` removed from `properties` and `required` (tool arguments).
+fn without_id(mut schema: Value) -> Value {
+    if let Value::Object(m) = &mut schema {
+        if let Some(Value::Object(p)) = m.get_mut("properties") {
+            p.remove("id");
+        }
+        if let Some(Value::Array(r)) = m.get_mut("required") {
+            r.retain(|v| v != "id");
+        }
+    }
+    schema
+}
+
+/// `schema` with every `{"$ref": "#/$defs/NAME"}` replaced by the definition.
+pub fn inline_refs(schema: &Value, defs: &Map<String, Value>, depth: usize) -> Value {
+    match schema {
+        Value::Object(m) => {
+            if let Some(Value::String(r)) = m.get("$ref")
+                && let Some(name) = r.strip_prefix("#/$defs/")
+            {
+                if depth >= MAX_REF_DEPTH {
+                    return json!({});
+                }
+                let Some(def) = defs.get(name) else {
+                    return schema.clone();
+                };
+                let mut inlined = inline_refs(def, defs, depth + 1);
+                // Keywords beside the `$ref` (a description, say) are kept.
+                if let Value::Object(target) = &mut inlined {
+                    for (k, v) in m {
+                        if k != "$ref" {
+                            target.insert(k.clone(), inline_refs(v, defs, depth));
+                        }
+                    }
+                }
+                return inlined;
+            }
+            Value::Object(
+                m.iter()
+                    .filter(|(k, _)| k.as_str() != "$defs")
+                    .map(|(k, v)| (k.clone(), inline_refs(v, defs, depth)))
+                    .collect(),
+            )
+        }
+        Value::Array(a) => Value::Array(a.iter().map(|v| inline_refs(v, defs, depth)).collect()),
+        v => v.clone(),
+    }
+}
+
+/// Adapts a schema to Gemini's supported subset (an OpenAPI 3.0 schema object): `const`
+/// becomes a one-value `enum` of strings, arrays' `const` becomes `enum` too, and keywords
+/// it rejects (`additionalProperties`, `$schema`, `$id`, `$comment`, `examples`) are
+/// dropped.
+pub fn adapt_gemini(schema: &Value) -> Value {
+    match schema {
+        Value::Object(m) => {
+            let mut out = Map::new();
+            for (k, v) in m {
+                match k.as_str() {
+                    "additionalProperties" | "$schema" | "$id" | "$comment" | "examples" => {}
+                    "const" => {
+                        out.insert("enum".into(), json!([v]));
+                    }
+                    "properties" => {
+                        if let Value::Object(props) = v {
+                            out.insert(
+                                k.clone(),
+                                Value::Object(
+                                    props
+                                        .iter()
+                                        .map(|(pk, pv)| (pk.clone(), adapt_gemini(pv)))
+                                        .collect(),
+                                ),
+                            );
+                        }
+                    }
+                    _ => {
+                        out.insert(k.clone(), adapt_gemini(v));
+                    }
+                }
+            }
+            Value::Object(out)
+        }
+        Value::Array(a) => Value::Array(a.iter().map(adapt_gemini).collect()),
+        v => v.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn routes(ids: &[(&Value, &'static str)]) -> Vec<Route<'static>> {
+        ids.iter()
+            .map(|(id, to)| Route {
+                id: Box::leak(Box::new((*id).clone())),
+                to,
+                description: None,
+                schema: json!({"type": "object", "required": ["id", "x"], "properties": {
+                    "id": {"const": id}, "x": {"$ref": "#/$defs/n"}}}),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn json_schema_wraps_the_union_in_an_object_with_any_of() {
+        let defs: Map<String, Value> =
+            serde_json::from_value(json!({"n": {"type": "integer"}})).unwrap();
+        let a = json!(["s", "a"]);
+        let b = json!(["s", "b"]);
+        let e = build(Mode::JsonSchema, &routes(&[(&a, "a"), (&b, "b")]), &defs);
+        assert_eq!(e.schema["type"], "object");
+        assert_eq!(
+            e.schema["properties"]["event"]["anyOf"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
+        assert_eq!(
+            e.schema["properties"]["event"]["anyOf"][0]["properties"]["x"],
+            json!({"type": "integer"}),
+            "refs are inlined"
+        );
+        assert_eq!(
+            unwrap_answer(Mode::JsonSchema, json!({"event": {"id": ["s", "a"]}})),
+            json!({"id": ["s", "a"]})
+        );
+    }
+
+    #[test]
+    fn tools_are_one_per_transition_and_calls_become_events() {
+        let a = json!(["s", "a b"]);
+        let e = build(Mode::Tools, &routes(&[(&a, "a b")]), &Map::new());
+        assert_eq!(e.tools[0].name, "to_a_b");
+        assert!(e.tools[0].parameters["properties"].get("id").is_none());
+        assert_eq!(
+            tool_event(&e, "to_a_b", &json!({"x": 1})).unwrap(),
+            json!({"x": 1, "id": ["s", "a b"]})
+        );
+        assert!(tool_event(&e, "nope", &json!({})).is_none());
+    }
+
+    #[test]
+    fn recursive_refs_stop() {
+        let defs: Map<String, Value> = serde_json::from_value(
+            json!({"t": {"type": "object", "properties": {"k": {"$ref": "#/$defs/t"}}}}),
+        )
+        .unwrap();
+        let s = inline_refs(&json!({"$ref": "#/$defs/t"}), &defs, 0);
+        assert_eq!(s["type"], "object");
+    }
+
+    #[test]
+    fn gemini_gets_its_subset() {
+        let s = adapt_gemini(&json!({"type": "object", "additionalProperties": false,
+            "properties": {"id": {"const": ["a", "b"]}}}));
+        assert!(s.get("additionalProperties").is_none());
+        assert_eq!(s["properties"]["id"], json!({"enum": [["a", "b"]]}));
+    }
+}

@@ -1,0 +1,314 @@
+//! The model layer: the configuration made live (providers built, models resolved), the
+//! run's model choice, the default model, and record/replay. One per process (or per
+//! `claij run`); the `llm` action holds it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{
+    ConfigError, JsonFlavour, LlmConfig, MODEL_ENV, ModelConfig, Price, ProviderConfig,
+    builtin_providers, resolve_key,
+};
+use crate::enforce::Mode;
+use crate::http::Http;
+use crate::provider::{Provider, ProviderError};
+use crate::providers::HttpProvider;
+use crate::record::{RecordError, Tape};
+use crate::request::{ModelRequest, ModelResponse};
+use crate::retry::{RetryPolicy, complete_with_retries};
+
+/// The message of the error an `llm` state gets when no model is configured.
+pub const NO_MODEL_CONFIGURED: &str = "no model is configured for this `llm` state. Configure one: \
+set `config.model` in the state, pass `claij run --model NAME`, set $CLAIJ_MODEL, or set \
+`default_model` in claij.toml (looked up at --config, $CLAIJ_CONFIG, ./claij.toml, \
+~/.config/claij/claij.toml). A model is a [models] entry of claij.toml or PROVIDER/MODEL-ID, \
+e.g. `openai/gpt-4o-mini` with OPENAI_API_KEY set; see README.md, \"Models\"";
+
+/// A model ready to be called.
+#[derive(Clone)]
+pub struct ResolvedModel {
+    /// The name the run uses for it (recorded in the trail).
+    pub name: String,
+    /// The provider's model id.
+    pub model_id: String,
+    /// The provider.
+    pub provider: Arc<dyn Provider>,
+    /// Its price, when known.
+    pub price: Option<Price>,
+    /// The mode configured for it, if any.
+    pub enforce: Option<Mode>,
+    /// How its transient failures are retried.
+    pub retry: RetryPolicy,
+    /// Its sampling defaults.
+    pub sampling: crate::request::Sampling,
+}
+
+impl std::fmt::Debug for ResolvedModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResolvedModel")
+            .field("name", &self.name)
+            .field("model_id", &self.model_id)
+            .field("provider", &self.provider.name())
+            .finish()
+    }
+}
+
+/// A model could not be found or called.
+#[derive(Debug, thiserror::Error)]
+pub enum LayerError {
+    /// The configuration is bad.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The record/replay file failed.
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// A provider could not be set up.
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+}
+
+/// The model layer.
+#[derive(Default)]
+pub struct LlmLayer {
+    config: LlmConfig,
+    providers: BTreeMap<String, Arc<dyn Provider>>,
+    provider_retry: BTreeMap<String, RetryPolicy>,
+    /// The run's model (`claij run --model`).
+    run_model: Option<String>,
+    /// The model used when nothing names one: the single place the default lives.
+    default: Option<ResolvedModel>,
+    tape: Option<Tape>,
+    retry_override: Option<RetryPolicy>,
+}
+
+impl std::fmt::Debug for LlmLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmLayer")
+            .field("providers", &self.providers.keys().collect::<Vec<_>>())
+            .field("models", &self.config.models.keys().collect::<Vec<_>>())
+            .field("run_model", &self.run_model)
+            .finish()
+    }
+}
+
+impl LlmLayer {
+    /// A layer from `config`, keys from the process environment.
+    pub fn new(config: LlmConfig) -> Result<Self, LayerError> {
+        Self::with_env(config, &|v| std::env::var(v).ok())
+    }
+
+    /// A layer from `config`, keys (and `$CLAIJ_MODEL`) from `env`.
+    pub fn with_env(
+        config: LlmConfig,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, LayerError> {
+        let mut layer = Self::default();
+        let mut configs: BTreeMap<String, ProviderConfig> = BTreeMap::new();
+        for (name, c) in builtin_providers() {
+            // Built-in providers exist when their key is set.
+            if resolve_key(name, &c, env).is_some() {
+                configs.insert(name.to_owned(), c);
+            }
+        }
+        if let Some(base) = env("OPENAI_BASE_URL").filter(|b| !b.is_empty())
+            && let Some(openai) = configs.get_mut("openai")
+        {
+            openai.base_url = Some(base);
+        }
+        for (name, c) in &config.providers {
+            configs.insert(name.clone(), c.clone());
+        }
+        for (name, c) in configs {
+            let timeout = Duration::from_secs(c.timeout_secs.unwrap_or(120));
+            let http = Http::new(timeout)?;
+            let default_base = builtin_providers()
+                .into_iter()
+                .find(|(_, b)| b.kind == c.kind)
+                .and_then(|(_, b)| b.base_url)
+                .unwrap_or_default();
+            let provider = HttpProvider {
+                key: resolve_key(&name, &c, env),
+                name: name.clone(),
+                kind: c.kind,
+                base_url: c
+                    .base_url
+                    .clone()
+                    .unwrap_or(default_base)
+                    .trim_end_matches('/')
+                    .to_owned(),
+                json_flavour: c.json_flavour.unwrap_or(JsonFlavour::JsonSchema),
+                tools: c.tools.unwrap_or(true),
+                http,
+            };
+            layer.provider_retry.insert(
+                name.clone(),
+                RetryPolicy {
+                    max_retries: c.max_retries.unwrap_or(4),
+                    ..RetryPolicy::default()
+                },
+            );
+            layer.providers.insert(name, Arc::new(provider));
+        }
+        let default_name = config
+            .default_model
+            .clone()
+            .or_else(|| env(MODEL_ENV).filter(|m| !m.is_empty()));
+        layer.config = config;
+        if let Some(name) = default_name {
+            layer.default = layer.resolve(&name).ok();
+            if layer.default.is_none() {
+                // Kept as the run model so that using it reports why it does not resolve.
+                layer.run_model = Some(name);
+            }
+        }
+        Ok(layer)
+    }
+
+    /// Reads the configuration in the documented order and builds the layer.
+    pub fn discover(explicit: Option<&std::path::Path>) -> Result<Self, LayerError> {
+        let (config, _) = LlmConfig::discover(explicit)?;
+        Self::new(config)
+    }
+
+    /// Adds (or replaces) a provider under `name` (the embedded model, a test double).
+    pub fn add_provider(&mut self, name: &str, provider: Arc<dyn Provider>) {
+        self.providers.insert(name.to_owned(), provider);
+    }
+
+    /// Sets the model used when nothing names one (the embedded model, say).
+    pub fn set_default(&mut self, model: ResolvedModel) {
+        self.default = Some(model);
+    }
+
+    /// Sets the run's model (`claij run --model`).
+    pub fn set_run_model(&mut self, model: Option<String>) {
+        if model.is_some() {
+            self.run_model = model;
+        }
+    }
+
+    /// Records every exchange to, or replays every exchange from, a file.
+    pub fn set_tape(&mut self, tape: Tape) {
+        self.tape = Some(tape);
+    }
+
+    /// Overrides the retry policy of every provider (tests use short delays).
+    pub fn set_retry_policy(&mut self, policy: RetryPolicy) {
+        self.retry_override = Some(policy);
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LlmConfig {
+        &self.config
+    }
+
+    /// Whether `name` names a configured model (a `[models]` entry, or
+    /// `PROVIDER/MODEL-ID` of a configured provider).
+    pub fn knows(&self, name: &str) -> bool {
+        self.resolve(name).is_ok()
+    }
+
+    /// The run's model, then the default.
+    pub fn run_or_default(&self) -> Result<ResolvedModel, String> {
+        if let Some(name) = &self.run_model {
+            return self.resolve(name);
+        }
+        self.default
+            .clone()
+            .ok_or_else(|| NO_MODEL_CONFIGURED.to_owned())
+    }
+
+    /// Resolves a model name.
+    pub fn resolve(&self, name: &str) -> Result<ResolvedModel, String> {
+        if let Some(d) = self.default.as_ref().filter(|d| d.name == name) {
+            return Ok(d.clone());
+        }
+        let (provider_name, model_id, entry): (&str, String, Option<&ModelConfig>) = match self
+            .config
+            .models
+            .get(name)
+        {
+            Some(m) => (
+                &m.provider,
+                m.name.clone().unwrap_or_else(|| name.to_owned()),
+                Some(m),
+            ),
+            None => match name.split_once('/') {
+                Some((p, id)) if self.providers.contains_key(p) => (p, id.to_owned(), None),
+                _ => {
+                    return Err(format!(
+                        "unknown model `{name}`: configured models are {}; a model is a [models] entry of claij.toml or PROVIDER/MODEL-ID with PROVIDER one of {}",
+                        list(self.config.models.keys()),
+                        list(self.providers.keys())
+                    ));
+                }
+            },
+        };
+        let provider = self.providers.get(provider_name).cloned().ok_or_else(|| {
+            format!(
+                "model `{name}` uses provider `{provider_name}`, which is not configured (providers: {}; a built-in provider needs its key in the environment)",
+                list(self.providers.keys())
+            )
+        })?;
+        let price = entry
+            .and_then(|m| m.price)
+            .or_else(|| self.config.prices.get(name).copied());
+        Ok(ResolvedModel {
+            name: name.to_owned(),
+            model_id,
+            price,
+            enforce: entry.and_then(|m| m.enforce),
+            sampling: entry.map(ModelConfig::sampling).unwrap_or_default(),
+            retry: self
+                .retry_override
+                .or_else(|| self.provider_retry.get(provider_name).copied())
+                .unwrap_or_default(),
+            provider,
+        })
+    }
+
+    /// Calls `model`: from the tape when replaying, else through the provider with
+    /// transient failures retried (and recorded when recording).
+    pub async fn call(
+        &self,
+        model: &ResolvedModel,
+        request: &ModelRequest,
+        state: &str,
+    ) -> Result<ModelResponse, ProviderError> {
+        if let Some(tape) = &self.tape
+            && let Some(answer) = tape.answer(request, state)
+        {
+            return answer.map_err(ProviderError::NotRecorded);
+        }
+        let on_retry = |n: u32, e: &ProviderError, delay: Duration| {
+            tracing::warn!(
+                state,
+                model = %model.name,
+                retry = n,
+                delay_ms = delay.as_millis() as u64,
+                "transient model failure, retrying: {e}"
+            );
+        };
+        let policy = self.retry_override.unwrap_or(model.retry);
+        let response =
+            complete_with_retries(model.provider.as_ref(), request, policy, &on_retry).await?;
+        if let Some(tape) = &self.tape {
+            tape.store(request, state, &response)
+                .map_err(|e| ProviderError::Permanent {
+                    provider: model.provider.name().to_owned(),
+                    message: e.to_string(),
+                })?;
+        }
+        Ok(response)
+    }
+}
+
+fn list<'a>(names: impl Iterator<Item = &'a String>) -> String {
+    let names: Vec<&str> = names.map(String::as_str).collect();
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
+}

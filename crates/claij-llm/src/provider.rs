@@ -1,0 +1,83 @@
+//! The `Provider` trait: one model API behind one interface.
+
+use std::time::Duration;
+
+use claij_engine::BoxFuture;
+
+use crate::enforce::Mode;
+use crate::request::{ModelRequest, ModelResponse};
+
+/// What a provider supports, from which the enforcement mode is chosen when a state
+/// names none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Structured output constrained by a JSON Schema.
+    pub json_schema: bool,
+    /// Tool (function) calls.
+    pub tools: bool,
+    /// Token-level constrained decoding (the embedded model).
+    pub grammar: bool,
+}
+
+impl Capabilities {
+    /// Whether `mode` can be used.
+    pub fn supports(&self, mode: Mode) -> bool {
+        match mode {
+            Mode::Prompt => true,
+            Mode::JsonSchema => self.json_schema,
+            Mode::Tools => self.tools,
+            Mode::Grammar => self.grammar,
+        }
+    }
+
+    /// The best mode: `grammar`, then `json_schema`, then `tools`, then `prompt`.
+    pub fn best(&self) -> Mode {
+        [Mode::Grammar, Mode::JsonSchema, Mode::Tools]
+            .into_iter()
+            .find(|m| self.supports(*m))
+            .unwrap_or(Mode::Prompt)
+    }
+}
+
+/// A call failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProviderError {
+    /// A failure that may pass (429, 5xx, connection refused or reset, timeout).
+    #[error("{provider}: {message}")]
+    Transient {
+        /// The provider's name.
+        provider: String,
+        /// What happened (never the key).
+        message: String,
+        /// The server's `Retry-After`, when it sent one.
+        retry_after: Option<Duration>,
+    },
+    /// A failure that will not pass by retrying (400, 401, 404, a body that is not the
+    /// documented format).
+    #[error("{provider}: {message}")]
+    Permanent {
+        /// The provider's name.
+        provider: String,
+        /// What happened (never the key).
+        message: String,
+    },
+    /// A replayed run asked something the recording does not hold.
+    #[error("{0}")]
+    NotRecorded(String),
+}
+
+/// One model API. Implementations build the wire request, send it, and parse the answer;
+/// transient failures are retried by the caller ([`crate::retry`]).
+pub trait Provider: Send + Sync {
+    /// The provider's name, as configured.
+    fn name(&self) -> &str;
+
+    /// What it supports.
+    fn capabilities(&self) -> Capabilities;
+
+    /// One call, no retries.
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<ModelResponse, ProviderError>>;
+}

@@ -1,0 +1,111 @@
+//! The OpenAI chat completions wire format (`POST {base}/chat/completions`), spoken by
+//! OpenAI, OpenRouter, Ollama, vLLM, LM Studio and the llama.cpp servers.
+
+use serde_json::{Map, Value, json};
+
+use super::{HttpProvider, alternate, count, put};
+use crate::config::JsonFlavour;
+use crate::enforce::Mode;
+use crate::http::{HeaderValue, HttpCall};
+use crate::request::{ModelRequest, ModelResponse, Tokens};
+
+/// The call for `request`.
+pub fn build(p: &HttpProvider, request: &ModelRequest) -> HttpCall {
+    let (system, messages) = alternate(&request.messages);
+    let mut wire: Vec<Value> = Vec::with_capacity(messages.len() + 1);
+    if let Some(s) = system {
+        wire.push(json!({"role": "system", "content": s}));
+    }
+    wire.extend(
+        messages
+            .iter()
+            .map(|m| json!({"role": m.role.to_string(), "content": m.content})),
+    );
+    let mut body = Map::new();
+    body.insert("model".into(), json!(request.model));
+    body.insert("messages".into(), Value::Array(wire));
+    let s = &request.sampling;
+    put(&mut body, "temperature", s.temperature);
+    put(&mut body, "top_p", s.top_p);
+    put(&mut body, "seed", s.seed);
+    put(&mut body, "max_tokens", s.max_tokens);
+    let e = &request.enforcement;
+    match e.mode {
+        Mode::JsonSchema => {
+            let format = match p.json_flavour {
+                JsonFlavour::JsonObject => json!({"type": "json_object", "schema": e.schema}),
+                _ => json!({"type": "json_schema", "json_schema": {
+                    "name": "event", "strict": false, "schema": e.schema}}),
+            };
+            body.insert("response_format".into(), format);
+        }
+        Mode::Tools => {
+            let tools: Vec<Value> = e
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({"type": "function", "function": {
+                        "name": t.name, "description": t.description, "parameters": t.parameters}})
+                })
+                .collect();
+            body.insert("tools".into(), Value::Array(tools));
+            body.insert("tool_choice".into(), json!("required"));
+        }
+        Mode::Prompt | Mode::Grammar => {}
+    }
+    let headers = p
+        .key
+        .iter()
+        .map(|k| {
+            (
+                "authorization".to_owned(),
+                HeaderValue::Secret("Bearer ", k.clone()),
+            )
+        })
+        .collect();
+    HttpCall {
+        url: format!("{}/chat/completions", p.base_url),
+        headers,
+        body: Value::Object(body),
+    }
+}
+
+/// Parses a chat completion.
+pub fn parse(body: &Value) -> Result<ModelResponse, String> {
+    let message = body
+        .pointer("/choices/0/message")
+        .ok_or_else(|| "the answer has no choices[0].message".to_owned())?;
+    let tool_call = match message.pointer("/tool_calls/0/function") {
+        Some(f) => {
+            let name = f
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or("a tool call without a name")?;
+            let args = match f.get("arguments") {
+                Some(Value::String(s)) => {
+                    serde_json::from_str(s).unwrap_or(Value::String(s.clone()))
+                }
+                Some(v) => v.clone(),
+                None => json!({}),
+            };
+            Some((name.to_owned(), args))
+        }
+        None => None,
+    };
+    let text = message
+        .get("content")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let tokens = body.get("usage").map(|u| Tokens {
+        input: count(u, "/prompt_tokens").unwrap_or(0),
+        output: count(u, "/completion_tokens").unwrap_or(0),
+        cached: count(u, "/prompt_tokens_details/cached_tokens"),
+    });
+    Ok(ModelResponse {
+        text,
+        tool_call,
+        tokens,
+        retries: 0,
+    })
+}

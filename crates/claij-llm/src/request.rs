@@ -1,0 +1,114 @@
+//! What is asked of a model and what it answers, independent of any wire format.
+
+use std::sync::Arc;
+
+use claij_core::prompts::Message;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::enforce::Mode;
+
+/// Sampling options (each left to the provider's default when absent).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sampling {
+    /// Temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// Nucleus sampling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f32>,
+    /// A seed, where the provider honours one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// At most this many output tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+}
+
+/// One transition offered as a tool (mode `tools`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The tool's name (derived from the target state).
+    pub name: String,
+    /// What taking the transition means.
+    pub description: String,
+    /// The arguments' schema: the transition's schema without `id`, `$ref`s inlined.
+    pub parameters: Value,
+    /// The transition's id `[from, to]`, added to the arguments to make the event.
+    pub id: Value,
+}
+
+/// How the answer is constrained.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Enforcement {
+    /// The mode.
+    pub mode: Mode,
+    /// The schema an answer must satisfy: for `json_schema` the wrapped union (an object
+    /// whose `event` holds an `anyOf` of the transitions' schemas); for `grammar` the
+    /// plain union (`anyOf`), which a constrained decoder takes as is. `$defs` inlined.
+    pub schema: Value,
+    /// For `tools`: one tool per transition.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolSpec>,
+}
+
+/// Told of each piece of text as the model produces it (streaming providers and the
+/// embedded model call it; others may call it once with the whole answer).
+pub type TokenObserver = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// A request to a model.
+#[derive(Clone, Serialize)]
+pub struct ModelRequest {
+    /// The provider's model id.
+    pub model: String,
+    /// The conversation (system first).
+    pub messages: Vec<Message>,
+    /// How the answer is constrained.
+    pub enforcement: Enforcement,
+    /// Sampling options.
+    pub sampling: Sampling,
+    /// Optional streaming hook; never part of the request's identity.
+    #[serde(skip)]
+    pub on_token: Option<TokenObserver>,
+}
+
+impl std::fmt::Debug for ModelRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelRequest")
+            .field("model", &self.model)
+            .field("messages", &self.messages.len())
+            .field("mode", &self.enforcement.mode)
+            .field("sampling", &self.sampling)
+            .finish()
+    }
+}
+
+/// Token counts of one call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tokens {
+    /// Prompt tokens.
+    pub input: u64,
+    /// Completion tokens.
+    pub output: u64,
+    /// Prompt tokens served from a cache, where reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached: Option<u64>,
+}
+
+/// What a model answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelResponse {
+    /// The text of the answer (empty when it called a tool).
+    #[serde(default)]
+    pub text: String,
+    /// The tool it called, with its arguments (mode `tools`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call: Option<(String, Value)>,
+    /// Token counts, where reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<Tokens>,
+    /// Transient failures retried before this answer came (not recorded: a replay has
+    /// none).
+    #[serde(skip)]
+    pub retries: u32,
+}

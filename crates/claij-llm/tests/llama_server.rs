@@ -1,0 +1,208 @@
+//! The OpenAI-compatible provider against a real OpenAI-compatible server:
+//! llama-cpp-python's server with the SmolLM2 model, started here on a free port and
+//! killed at the end. Installed by `scripts/setup/llama-server`.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use claij_core::prompts::Message;
+use claij_engine::{RunOptions, RunStatus};
+use claij_llm::config::{JsonFlavour, ProviderKind};
+use claij_llm::enforce::{self, Mode, Route};
+use claij_llm::http::Http;
+use claij_llm::providers::HttpProvider;
+use claij_llm::{LlmConfig, LlmLayer, ModelRequest, Provider, Sampling};
+use serde_json::{Map, Value, json};
+
+/// The llama-cpp-python server, killed when dropped.
+pub struct LlamaServer {
+    child: Child,
+    pub base_url: String,
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn cache() -> PathBuf {
+    std::env::var_os("CLAIJ_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/claij"))
+}
+
+impl LlamaServer {
+    pub async fn start() -> Self {
+        let python = cache().join("llama-venv/bin/python");
+        let model = cache().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+        assert!(
+            python.exists() && model.exists(),
+            "llama-cpp-python or the SmolLM2 model is missing: run scripts/setup/llama-server"
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        // `python -m llama_cpp.server` with weight repacking off (see the setup script).
+        let launcher = cache().join("llama-venv/claij_llama_server.py");
+        assert!(
+            launcher.exists(),
+            "the llama server launcher is missing: run scripts/setup/llama-server"
+        );
+        let child = Command::new(&python)
+            .arg(&launcher)
+            .arg("--model")
+            .arg(&model)
+            .args([
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--n_threads",
+                "2",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start llama_cpp.server");
+        let server = Self {
+            child,
+            base_url: format!("http://127.0.0.1:{port}/v1"),
+        };
+        let started = Instant::now();
+        loop {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
+                // Accepting connections; the model loads before uvicorn listens.
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(180),
+                "llama_cpp.server did not start listening within 180 s"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        server
+    }
+}
+
+fn provider(base_url: &str) -> HttpProvider {
+    HttpProvider {
+        name: "llama".into(),
+        kind: ProviderKind::Openai,
+        base_url: base_url.into(),
+        key: None,
+        json_flavour: JsonFlavour::JsonObject,
+        tools: false,
+        http: Http::new(Duration::from_secs(300)).unwrap(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openai_compatible_provider_talks_to_a_real_llama_cpp_server() {
+    let server = LlamaServer::start().await;
+    let p = provider(&server.base_url);
+
+    // A plain answer, with usage.
+    let plain = ModelRequest {
+        model: "smollm2".into(),
+        messages: vec![Message::user("Say hello.")],
+        enforcement: enforce::build(Mode::Prompt, &[], &Map::new()),
+        sampling: Sampling {
+            temperature: Some(0.0),
+            seed: Some(1),
+            max_tokens: Some(16),
+            top_p: None,
+        },
+        on_token: None,
+    };
+    let r = p.complete(&plain).await.expect("a plain completion");
+    assert!(!r.text.trim().is_empty());
+    let tokens = r.tokens.expect("usage is reported");
+    assert!(tokens.input > 0 && tokens.output > 0 && tokens.output <= 16);
+
+    // A JSON-constrained answer: response_format json_object with the wrapped union.
+    let id = json!(["ask", "done"]);
+    let routes = [Route {
+        id: &id,
+        to: "done",
+        description: None,
+        schema: json!({"type": "object", "required": ["id", "answer"], "properties": {
+            "id": {"const": ["ask", "done"]},
+            "answer": {"type": "string", "maxLength": 40}},
+            "additionalProperties": false}),
+    }];
+    let constrained = ModelRequest {
+        messages: vec![
+            Message::system("Answer with a JSON object."),
+            Message::user("What colour is the sky?"),
+        ],
+        enforcement: enforce::build(Mode::JsonSchema, &routes, &Map::new()),
+        sampling: Sampling {
+            max_tokens: Some(120),
+            ..plain.sampling
+        },
+        ..plain.clone()
+    };
+    let r = p
+        .complete(&constrained)
+        .await
+        .expect("a constrained completion");
+    let answer: Value = serde_json::from_str(r.text.trim())
+        .unwrap_or_else(|e| panic!("constrained output parses ({e}): {}", r.text));
+    let event = enforce::unwrap_answer(Mode::JsonSchema, answer);
+    assert_eq!(event["id"], json!(["ask", "done"]), "{event}");
+    assert!(event["answer"].is_string(), "{event}");
+
+    // The same through the engine: the `llm` action, auto-chosen `json_schema` mode.
+    let config = LlmConfig::parse(
+        &format!(
+            r#"
+default_model = "smol"
+[providers.llama]
+kind = "openai"
+base_url = "{}"
+json_flavour = "json_object"
+tools = false
+[models.smol]
+provider = "llama"
+name = "smollm2"
+temperature = 0.0
+seed = 1
+max_tokens = 120
+"#,
+            server.base_url
+        ),
+        std::path::Path::new("llama.toml"),
+    )
+    .unwrap();
+    let layer = LlmLayer::with_env(config, &|_| None).unwrap();
+    let engine = common::engine(layer);
+    let fsm = common::ask_fsm(&engine, "{max_attempts: 3}");
+    let out = engine
+        .run(
+            fsm,
+            json!({"question": "What colour is the sky?"}),
+            RunOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Completed, "{:#?}", out.trail);
+    assert!(out.result.unwrap()["answer"].is_string());
+    let took = out
+        .trail
+        .iter()
+        .find(|e| e.from.as_ref() == "ask" && e.to.is_some())
+        .unwrap();
+    assert_eq!(took.model.as_deref(), Some("smol"));
+    assert!(took.usage.as_ref().unwrap().input_tokens > 0);
+    drop(server);
+}

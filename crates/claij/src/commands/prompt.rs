@@ -1,0 +1,134 @@
+//! `claij prompt`: the exact messages a model gets in an `llm` state, with token counts.
+
+use std::time::SystemTime;
+
+use anyhow::{Context, bail};
+use claij_core::prompts::{PromptOptions, trail_to_prompts};
+use claij_core::{Fsm, TrailEntry};
+use claij_engine::Engine;
+use claij_llm::tokens::{count_tokens, total};
+use serde_json::Value;
+
+use super::load;
+use crate::cli::PromptArgs;
+use crate::{EXIT_OK, EXIT_USAGE, input};
+
+/// Runs `claij prompt`.
+pub fn prompt(engine: &Engine, args: &PromptArgs) -> anyhow::Result<u8> {
+    let mut fsm = match load(engine, &args.file) {
+        Ok(fsm) => fsm,
+        Err(d) => {
+            note!("claij: {d}");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    if args.inline_schemas {
+        inline_shared_schemas(&mut fsm);
+    }
+    let opts = PromptOptions {
+        dynamic: Some(engine.registry()),
+    };
+    if let Some(path) = &args.trail {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the trail {}", path.display()))?;
+        let trail: Vec<TrailEntry> = text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .enumerate()
+            .map(|(i, l)| {
+                serde_json::from_str(l).with_context(|| {
+                    format!("{} line {}: not a trail entry", path.display(), i + 1)
+                })
+            })
+            .collect::<anyhow::Result<_>>()?;
+        out!("step  seq  state                 messages  prompt tokens")?;
+        let mut sum = 0;
+        let mut step = 0;
+        for (i, entry) in trail.iter().enumerate() {
+            // Model steps: entries of `llm` states, except the engine's own `on_failure`
+            // route.
+            let is_model_step = fsm.state(&entry.from).is_some_and(|s| {
+                &*s.action == "llm" && !(entry.to.is_some() && entry.to == s.settings.on_failure)
+            });
+            if !is_model_step {
+                continue;
+            }
+            step += 1;
+            let messages = trail_to_prompts(&fsm, &trail[..i], &entry.from, &opts);
+            let tokens = total(&count_tokens(&messages).unwrap_or_default());
+            sum += tokens;
+            out!(
+                "{step:>4}  {:>3}  {:<20}  {:>8}  {tokens:>13}",
+                entry.seq,
+                entry.from,
+                messages.len()
+            )?;
+        }
+        out!("total prompt tokens over {step} model step(s): {sum}")?;
+        return Ok(EXIT_OK);
+    }
+    let event = input::json_argument("input", &args.input)?;
+    let entry = entry_of(&fsm, event)?;
+    let state = args
+        .state
+        .clone()
+        .unwrap_or_else(|| entry.to.as_deref().unwrap_or_default().to_owned());
+    if fsm.state(&state).is_none() {
+        bail!("no state `{state}` in {}", args.file.display());
+    }
+    let messages = trail_to_prompts(&fsm, std::slice::from_ref(&entry), &state, &opts);
+    let counts = count_tokens(&messages).unwrap_or_default();
+    for (m, n) in messages.iter().zip(&counts) {
+        out!("── {} ({n} tokens) ──\n{}\n", m.role, m.content)?;
+    }
+    out!(
+        "total: {} tokens in {} message(s) (tiktoken o200k_base, with chat framing)",
+        total(&counts),
+        messages.len()
+    )?;
+    Ok(EXIT_OK)
+}
+
+/// A trail entry for the input taking its entry transition (picked by its `id`, or the
+/// only one).
+fn entry_of(fsm: &Fsm, mut event: Value) -> anyhow::Result<TrailEntry> {
+    let entries: Vec<_> = fsm.outgoing(claij_core::START).collect();
+    let id = event.get("id").cloned();
+    let t = match id {
+        Some(id) => entries
+            .iter()
+            .find(|t| t.id_value == id)
+            .with_context(|| format!("the input's `id` {id} is not an entry of the FSM"))?,
+        None => match entries.as_slice() {
+            [only] => only,
+            _ => bail!("the FSM has several entries: give the input an `id`"),
+        },
+    };
+    if let Value::Object(m) = &mut event {
+        m.insert("id".into(), t.id_value.clone());
+    }
+    Ok(TrailEntry {
+        seq: 0,
+        fsm: fsm.id.clone(),
+        version: fsm.version,
+        from: t.from.clone(),
+        to: Some(t.to.clone()),
+        event,
+        at: SystemTime::now(),
+        attempt: 1,
+        model: None,
+        usage: None,
+        duration_ms: None,
+        failure: None,
+    })
+}
+
+/// Every transition's schema with the shared schemas inlined, and no shared schemas.
+fn inline_shared_schemas(fsm: &mut Fsm) {
+    let defs = std::mem::take(&mut fsm.schemas);
+    for t in &mut fsm.transitions {
+        if let Some(effective) = &t.effective {
+            t.effective = Some(claij_llm::enforce::inline_refs(effective, &defs, 0));
+        }
+    }
+}
