@@ -10,7 +10,6 @@ use super::run::engine;
 use crate::cli::McpServeArgs;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
 
-
 /// Logs (errors of tools, the transport's own messages) go to stderr: stdout is the
 /// protocol over stdio.
 fn init_logging() {

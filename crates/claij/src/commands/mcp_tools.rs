@@ -7,7 +7,6 @@ use serde_json::{Value, json};
 
 use crate::{EXIT_OK, EXIT_USAGE};
 
-
 /// `claij mcp tools`.
 pub async fn tools(url: Option<String>, as_json: bool, command: Vec<String>) -> u8 {
     let spec = match (url, command.split_first()) {
