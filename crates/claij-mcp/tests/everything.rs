@@ -462,16 +462,22 @@ async fn streamable_http() {
         .spawn()
         .unwrap();
     let url = format!("http://127.0.0.1:{port}/mcp");
+    // Under load the server may accept connections before it answers MCP: retry the
+    // handshake (for up to 30 s), keeping the last error for the message.
     let mut connected = None;
-    for _ in 0..100 {
+    for _ in 0..300 {
         if tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
             .is_ok()
         {
-            connected = Some(
-                Connection::connect("web", &ServerSpec::http(&url), ClientHooks::default()).await,
-            );
-            break;
+            match Connection::connect("web", &ServerSpec::http(&url), ClientHooks::default()).await
+            {
+                Ok(c) => {
+                    connected = Some(Ok(c));
+                    break;
+                }
+                Err(e) => connected = Some(Err(e)),
+            }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
