@@ -2,6 +2,7 @@
 
 mod defs;
 mod graph;
+mod model;
 mod run;
 mod runs;
 mod validate;
@@ -40,6 +41,7 @@ pub async fn dispatch(cli: Cli) -> u8 {
             Ok(store) => defs::defs(store.as_ref(), command).await,
             Err(e) => return usage(e),
         },
+        Command::Model { command } => model::model(command),
     };
     result.unwrap_or_else(|e| {
         // The reader of our output went away (`| head`): stop quietly, like other tools.
