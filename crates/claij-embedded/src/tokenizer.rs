@@ -138,7 +138,10 @@ impl Tokenizer {
         for (rank, m) in merges_md.iter().enumerate() {
             let m = m.to_string().map_err(|e| bad("tokenizer.ggml.merges", e))?;
             let Some((a, b)) = m.split_once(' ') else {
-                return Err(bad("tokenizer.ggml.merges", format!("merge {m:?} has no space")));
+                return Err(bad(
+                    "tokenizer.ggml.merges",
+                    format!("merge {m:?} has no space"),
+                ));
             };
             merges.insert((a.to_owned(), b.to_owned()), rank as u32);
         }
@@ -370,12 +373,12 @@ fn gpt2_split<'a>(text: &'a str, out: &mut Vec<&'a str>) {
             }
         }
         // ` ?X+` for letters, numbers and other non-space characters.
-        let (body, first) = if c == ' ' && k + 1 < chars.len() && class(chars[k + 1].1) != Class::Space
-        {
-            (class(chars[k + 1].1), k + 1)
-        } else {
-            (class(c), k)
-        };
+        let (body, first) =
+            if c == ' ' && k + 1 < chars.len() && class(chars[k + 1].1) != Class::Space {
+                (class(chars[k + 1].1), k + 1)
+            } else {
+                (class(c), k)
+            };
         if body != Class::Space {
             let mut j = first + 1;
             while j < chars.len() && class(chars[j].1) == body {
@@ -390,7 +393,11 @@ fn gpt2_split<'a>(text: &'a str, out: &mut Vec<&'a str>) {
         while j < chars.len() && class(chars[j].1) == Class::Space {
             j += 1;
         }
-        let stop = if j < chars.len() && j - k > 1 { j - 1 } else { j };
+        let stop = if j < chars.len() && j - k > 1 {
+            j - 1
+        } else {
+            j
+        };
         out.push(&text[chars[k].0..end_of(stop)]);
         k = stop;
     }
@@ -405,12 +412,14 @@ mod tests {
         assert_eq!(
             pre_tokenize("Hello world, it's 2024!\n\n  ok"),
             vec![
-                "Hello", " world", ",", " it", "'s", " ", "2", "0", "2", "4", "!", "\n\n ",
-                " ok"
+                "Hello", " world", ",", " it", "'s", " ", "2", "0", "2", "4", "!", "\n\n ", " ok"
             ]
         );
         assert_eq!(pre_tokenize("a  b "), vec!["a", " ", " b", " "]);
-        assert_eq!(pre_tokenize("{\"id\":[\"x\"]}"), vec!["{\"", "id", "\":[\"", "x", "\"]}"]);
+        assert_eq!(
+            pre_tokenize("{\"id\":[\"x\"]}"),
+            vec!["{\"", "id", "\":[\"", "x", "\"]}"]
+        );
     }
 
     #[test]

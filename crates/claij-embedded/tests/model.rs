@@ -25,7 +25,9 @@ fn model() -> EmbeddedModel {
 }
 
 fn repo_file(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel)
 }
 
 const MESSAGES: [&str; 7] = [
@@ -75,6 +77,10 @@ fn answer(
         Err(e) => panic!("state {state}: {e}"),
     };
     assert_eq!(streamed, out.text, "streamed text differs from the result");
+    eprintln!(
+        "{state}: {} prompt + {} generated tokens: {}",
+        out.prompt_tokens, out.completion_tokens, out.text
+    );
     let value: Value = match serde_json::from_str(&out.text) {
         Ok(v) => v,
         Err(e) => panic!("state {state}: output does not parse ({e}): {}", out.text),
@@ -115,9 +121,23 @@ fn triage_states_answer_valid_json_first_time_over_21_generations() {
     for (i, text) in MESSAGES.iter().enumerate() {
         let seed = 1000 + i as u64;
         let start = json!({"id": ["start", "extract"], "text": text});
-        let facts = answer(&mut model, &fsm, "extract", ("start", "extract"), &start, seed);
+        let facts = answer(
+            &mut model,
+            &fsm,
+            "extract",
+            ("start", "extract"),
+            &start,
+            seed,
+        );
         assert!(["low", "normal", "high"].contains(&facts["urgency"].as_str().unwrap_or("")));
-        let routed = answer(&mut model, &fsm, "route", ("extract", "route"), &facts, seed);
+        let routed = answer(
+            &mut model,
+            &fsm,
+            "route",
+            ("extract", "route"),
+            &facts,
+            seed,
+        );
         let team = routed["id"][1].as_str().unwrap_or("").to_owned();
         let summary = answer(&mut model, &fsm, &team, ("route", &team), &routed, seed);
         assert_eq!(summary["id"], json!([team, "done"]));
@@ -165,7 +185,10 @@ fn same_seed_same_text_and_other_seeds_differ() {
 fn tokenizer_round_trips_and_the_template_is_chatml() {
     let model = model();
     let tok = model.tokenizer();
-    for text in MESSAGES.iter().chain(&["{\"id\":[\"a\",\"b\"],\"n\":12345}", "  spaces\n\n\ttabs ü €"]) {
+    for text in MESSAGES.iter().chain(&[
+        "{\"id\":[\"a\",\"b\"],\"n\":12345}",
+        "  spaces\n\n\ttabs ü €",
+    ]) {
         let ids = tok.encode(text);
         assert_eq!(String::from_utf8_lossy(&tok.decode(&ids, true)), *text);
         assert!(ids.len() < text.len(), "{text}: {} tokens", ids.len());
@@ -184,7 +207,8 @@ fn tokenizer_round_trips_and_the_template_is_chatml() {
 
 #[test]
 fn a_schema_with_unsupported_keywords_is_reported_before_any_generation() {
-    let schema = json!({"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": true}}});
+    let schema =
+        json!({"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": true}}});
     let found = unsupported_features(&schema);
     assert!(found.iter().any(|f| f.contains("uniqueItems")), "{found:?}");
 }
