@@ -132,7 +132,7 @@ impl Tokenizer {
             }
             is_special.push(special);
         }
-        specials.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        specials.sort_by_key(|s| std::cmp::Reverse(s.0.len()));
 
         let mut merges = HashMap::with_capacity(merges_md.len());
         for (rank, m) in merges_md.iter().enumerate() {
