@@ -77,11 +77,28 @@ pub struct Route<'a> {
     pub schema: Value,
 }
 
+/// A route's effective schema as the answer must satisfy it: closed shared schemas opened
+/// for the engine's `id` (as validation does, `claij_core::schema::compilable_effective`),
+/// then every `$ref` inlined. Without the opening, a closed shared schema plus the
+/// required `id` would be unsatisfiable for a constrained decoder.
+fn enforceable(schema: &Value, defs: &Map<String, Value>) -> Value {
+    let mut ready = claij_core::schema::compilable_effective(schema, defs);
+    let opened = ready
+        .as_object_mut()
+        .and_then(|o| o.remove("$defs"))
+        .and_then(|d| match d {
+            Value::Object(m) => Some(m),
+            _ => None,
+        })
+        .unwrap_or_else(|| defs.clone());
+    inline_refs(&ready, &opened, 0)
+}
+
 /// Builds the enforcement for `mode` over `routes`, inlining the shared `defs`.
 pub fn build(mode: Mode, routes: &[Route<'_>], defs: &Map<String, Value>) -> Enforcement {
     let schemas: Vec<Value> = routes
         .iter()
-        .map(|r| inline_refs(&r.schema, defs, 0))
+        .map(|r| enforceable(&r.schema, defs))
         .collect();
     let union = match schemas.as_slice() {
         [one] => one.clone(),

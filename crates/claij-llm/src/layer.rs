@@ -25,6 +25,9 @@ set `config.model` in the state, pass `claij run --model NAME`, set $CLAIJ_MODEL
 ~/.config/claij/claij.toml). A model is a [models] entry of claij.toml or PROVIDER/MODEL-ID, \
 e.g. `openai/gpt-4o-mini` with OPENAI_API_KEY set; see README.md, \"Models\"";
 
+/// The embedded model's id (`embedded/smollm2-135m`).
+pub const EMBEDDED_MODEL_ID: &str = "smollm2-135m";
+
 /// A model ready to be called.
 #[derive(Clone)]
 pub struct ResolvedModel {
@@ -179,6 +182,37 @@ impl LlmLayer {
     /// Sets the model used when nothing names one (the embedded model, say).
     pub fn set_default(&mut self, model: ResolvedModel) {
         self.default = Some(model);
+    }
+
+    /// Makes the embedded local model (the GGUF file at `path`, loaded on first use) the
+    /// model used when nothing names one, unless the configuration or `$CLAIJ_MODEL`
+    /// chose a default. Its models are also reachable as `embedded/NAME`. Returns the
+    /// default's name when the embedded model became the default.
+    pub fn default_to_embedded(&mut self, path: std::path::PathBuf) -> Option<String> {
+        use crate::providers::embedded::{EMBEDDED_PROVIDER, EmbeddedProvider};
+        let provider: Arc<dyn Provider> = Arc::new(EmbeddedProvider::new(path));
+        self.providers
+            .entry(EMBEDDED_PROVIDER.to_owned())
+            .or_insert_with(|| Arc::clone(&provider));
+        if self.default.is_some() {
+            return None;
+        }
+        let name = format!("{EMBEDDED_PROVIDER}/{EMBEDDED_MODEL_ID}");
+        self.default = Some(ResolvedModel {
+            name: name.clone(),
+            model_id: EMBEDDED_MODEL_ID.to_owned(),
+            provider,
+            price: Some(Price::default()),
+            enforce: None,
+            retry: RetryPolicy::default(),
+            sampling: crate::request::Sampling::default(),
+        });
+        Some(name)
+    }
+
+    /// Whether a run model was named (`claij run --model`).
+    pub fn has_run_model(&self) -> bool {
+        self.run_model.is_some()
     }
 
     /// Sets the run's model (`claij run --model`).

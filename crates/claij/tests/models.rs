@@ -21,6 +21,8 @@ fn claij(home: &Path, args: &[&str]) -> Output {
         .env("XDG_CONFIG_HOME", home)
         .env_remove("CLAIJ_CONFIG")
         .env_remove("CLAIJ_MODEL")
+        .env_remove("CLAIJ_CACHE_DIR")
+        .env_remove("CLAIJ_EMBEDDED_MODEL")
         .env_remove("OPENAI_API_KEY")
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("GEMINI_API_KEY")
@@ -62,7 +64,8 @@ fn the_code_review_example_replays_and_prints_usage_totals() {
 }
 
 #[test]
-fn an_llm_state_with_nothing_configured_says_how_to_configure_a_model() {
+fn an_llm_state_with_nothing_configured_uses_the_embedded_model_and_says_how_to_get_it() {
+    // HOME is empty, so the embedded model's file is not in its cache.
     let home = tempfile::tempdir().unwrap();
     let out = claij(
         home.path(),
@@ -74,16 +77,59 @@ fn an_llm_state_with_nothing_configured_says_how_to_configure_a_model() {
         ],
     );
     let stderr = text(&out.stderr);
-    // The chairman gives up at once (trying again cannot help) through its `on_failure`.
+    assert!(
+        stderr.contains("no model is configured")
+            && stderr.contains("embedded model embedded/smollm2-135m"),
+        "{stderr}"
+    );
+    // The chairman ends through its `on_failure`, told how to get the model.
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result["id"], serde_json::json!(["chairman", "failed"]));
-    assert_eq!(result["failure"]["attempt"], 1);
     let message = result["failure"]["message"].as_str().unwrap();
+    assert!(message.contains("claij model fetch"), "{message}");
+}
+
+/// The README's example on the real embedded model (fetched by `scripts/setup/model`):
+/// no key, no network, every answer constrained to its state's schemas, so the run
+/// completes with no failed attempt.
+#[test]
+fn the_triage_example_runs_on_the_embedded_model() {
+    let cache = std::env::var_os("CLAIJ_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/claij")))
+        .unwrap();
+    let model = cache.join("models/SmolLM2-135M-Instruct.Q8_0.gguf");
     assert!(
-        message.contains("claij.toml") && message.contains("--model"),
-        "{message}"
+        model.exists(),
+        "{} is missing: run scripts/setup/model",
+        model.display()
     );
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_claij"))
+        .current_dir(repo())
+        .stdin(Stdio::null())
+        .env("CLAIJ_STORE", "memory")
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path())
+        .env("CLAIJ_EMBEDDED_MODEL", &model)
+        .env_remove("CLAIJ_CONFIG")
+        .env_remove("CLAIJ_MODEL")
+        .env_remove("OPENAI_API_KEY")
+        .args([
+            "run",
+            "examples/triage.yaml",
+            "--input",
+            "@examples/inputs/complaint.json",
+        ])
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("embedded model"), "{stderr}");
+    assert!(stderr.contains("0 failed attempt(s)"), "{stderr}");
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["id"][1], "done", "{result}");
 }
 
 #[test]

@@ -1,8 +1,10 @@
-//! The remote providers: one HTTP provider speaking one of three wire formats.
+//! The providers: one HTTP provider speaking one of three wire formats, and the embedded
+//! local model (`embedded`).
 //! Each format is a pair of pure functions (build the call, parse the answer), tested
 //! against recorded exchanges in the vendor's documented wire format.
 
 pub mod anthropic;
+pub mod embedded;
 pub mod gemini;
 pub mod openai;
 

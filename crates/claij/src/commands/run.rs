@@ -9,13 +9,16 @@ use serde_json::{Value, json};
 use super::load;
 use crate::cli::RunArgs;
 use crate::progress::{Progress, TrailFile};
+use claij_llm::providers::embedded::default_model_file;
+
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_SUSPENDED, EXIT_USAGE, input, store};
 
 /// An engine whose `human` states suspend the run when there is a store to wait in, and
 /// ask at the terminal when there is not. Its `llm` states use the model configuration
 /// found in the documented places (none when it cannot be read).
 pub fn engine(durable: bool) -> Engine {
-    let layer = claij_llm::LlmLayer::discover(None).unwrap_or_default();
+    let mut layer = claij_llm::LlmLayer::discover(None).unwrap_or_default();
+    layer.default_to_embedded(default_model_file());
     engine_with(durable, layer)
 }
 
@@ -33,16 +36,21 @@ pub fn engine_with(durable: bool, layer: claij_llm::LlmLayer) -> Engine {
 
 /// The model layer of `claij run`: the configuration (--config or the documented
 /// places), the run's model, record or replay.
-fn llm_layer(args: &crate::cli::LlmArgs) -> anyhow::Result<claij_llm::LlmLayer> {
+/// The model layer of a run, and the embedded model's name when it is the model `llm`
+/// states use because nothing else is configured.
+fn llm_layer(args: &crate::cli::LlmArgs) -> anyhow::Result<(claij_llm::LlmLayer, Option<String>)> {
     let mut layer = claij_llm::LlmLayer::discover(args.config.as_deref())?;
     layer.set_run_model(args.model.clone());
+    let embedded = layer
+        .default_to_embedded(default_model_file())
+        .filter(|_| !layer.has_run_model());
     if let Some(path) = &args.record {
         layer.set_tape(claij_llm::Tape::record(path));
     }
     if let Some(path) = &args.replay {
         layer.set_tape(claij_llm::Tape::replay(path)?);
     }
-    Ok(layer)
+    Ok((layer, embedded))
 }
 
 /// Runs the FSM in `args.file`.
@@ -54,7 +62,7 @@ pub async fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let layer = match llm_layer(&args.llm) {
+    let (layer, embedded) = match llm_layer(&args.llm) {
         Ok(l) => l,
         Err(e) => {
             note!("claij: {e:#}");
@@ -71,6 +79,16 @@ pub async fn run(args: RunArgs) -> u8 {
                 return EXIT_USAGE;
             }
         }
+    }
+    if let Some(name) = embedded
+        && fsms
+            .iter()
+            .any(|f| f.states.iter().any(|s| &*s.action == "llm"))
+    {
+        note!(
+            "claij: no model is configured: `llm` states use the embedded model {name} ({}; no key, no network; see docs/MODELS.md)",
+            default_model_file().display()
+        );
     }
     for fsm in &fsms {
         if let Err(e) = crate::mcp::connect(fsm).await {

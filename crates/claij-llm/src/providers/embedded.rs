@@ -1,0 +1,185 @@
+//! The embedded local model as a provider: SmolLM2-135M-Instruct (or another
+//! llama-family GGUF) run in process by `claij-embedded`, with `grammar` enforcement, so
+//! every answer parses and validates. No key, no network.
+//!
+//! The model is loaded on first use and kept; generation is CPU-bound and runs on a
+//! blocking thread, one at a time (the attention cache lives in the model). Compiled
+//! constraints are kept per schema, so each state's union is compiled once per process.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use claij_embedded::{Constraint, EmbeddedModel, GenerateOptions};
+use claij_engine::BoxFuture;
+use sha2::{Digest, Sha256};
+
+use crate::enforce::Mode;
+use crate::provider::{Capabilities, Provider, ProviderError};
+use crate::request::{ModelRequest, ModelResponse, Tokens};
+
+/// The provider's name (models are `embedded/NAME`).
+pub const EMBEDDED_PROVIDER: &str = "embedded";
+
+/// The environment variable naming another GGUF file to use as the embedded model.
+pub const EMBEDDED_MODEL_ENV: &str = "CLAIJ_EMBEDDED_MODEL";
+
+/// The model file used when nothing else is named: `$CLAIJ_EMBEDDED_MODEL`, else the
+/// file `claij model fetch` writes under the cache.
+pub fn default_model_file() -> PathBuf {
+    match std::env::var_os(EMBEDDED_MODEL_ENV).filter(|v| !v.is_empty()) {
+        Some(path) => PathBuf::from(path),
+        None => claij_embedded::model_path(&claij_embedded::cache_root()),
+    }
+}
+
+#[derive(Default)]
+struct Loaded {
+    model: Option<EmbeddedModel>,
+    constraints: HashMap<String, Constraint>,
+}
+
+/// The embedded model behind the [`Provider`] trait.
+pub struct EmbeddedProvider {
+    path: PathBuf,
+    loaded: Arc<Mutex<Loaded>>,
+}
+
+impl EmbeddedProvider {
+    /// A provider for the GGUF file at `path` (loaded on first use).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            loaded: Arc::default(),
+        }
+    }
+
+    /// The model file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl std::fmt::Debug for EmbeddedProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedProvider")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+fn permanent(message: String) -> ProviderError {
+    ProviderError::Permanent {
+        provider: EMBEDDED_PROVIDER.to_owned(),
+        message,
+    }
+}
+
+fn options(request: &ModelRequest) -> GenerateOptions {
+    let defaults = GenerateOptions::default();
+    let s = &request.sampling;
+    GenerateOptions {
+        temperature: s.temperature.map_or(defaults.temperature, f64::from),
+        top_p: s.top_p.map_or(defaults.top_p, f64::from),
+        seed: s.seed.unwrap_or(defaults.seed),
+        max_tokens: s.max_tokens.map_or(defaults.max_tokens, |m| {
+            usize::try_from(m).unwrap_or(usize::MAX)
+        }),
+    }
+}
+
+/// One generation, on the calling (blocking) thread.
+fn generate(
+    path: &Path,
+    loaded: &Mutex<Loaded>,
+    request: &ModelRequest,
+) -> Result<ModelResponse, ProviderError> {
+    let mut guard = loaded
+        .lock()
+        .map_err(|_| permanent("an earlier generation panicked".to_owned()))?;
+    let Loaded { model, constraints } = &mut *guard;
+    if model.is_none() {
+        if !path.exists() {
+            return Err(permanent(format!(
+                "the embedded model file {} is missing: run `claij model fetch` (or set ${EMBEDDED_MODEL_ENV} to a llama-family GGUF file)",
+                path.display()
+            )));
+        }
+        let m = EmbeddedModel::load(path)
+            .map_err(|e| permanent(format!("loading {}: {e}", path.display())))?;
+        *model = Some(m);
+    }
+    let Some(model) = model.as_mut() else {
+        return Err(permanent("the embedded model is not loaded".to_owned()));
+    };
+    let constraint = match request.enforcement.mode {
+        Mode::Grammar => {
+            let schema = &request.enforcement.schema;
+            let key = format!("{:x}", Sha256::digest(schema.to_string().as_bytes()));
+            if !constraints.contains_key(&key) {
+                let c = Constraint::from_schema(schema)
+                    .map_err(|e| permanent(format!("the answer's schema: {e}")))?;
+                constraints.insert(key.clone(), c);
+            }
+            constraints.get(&key)
+        }
+        Mode::Prompt => None,
+        other => {
+            return Err(permanent(format!(
+                "the embedded model supports `grammar` and `prompt` enforcement, not `{other}`"
+            )));
+        }
+    };
+    let on_token = request.on_token.clone();
+    let mut observe = |piece: &str| {
+        if let Some(f) = &on_token {
+            f(piece);
+        }
+    };
+    let generation = model
+        .generate(
+            &request.messages,
+            &options(request),
+            constraint,
+            &mut observe,
+        )
+        .map_err(|e| permanent(e.to_string()))?;
+    Ok(ModelResponse {
+        text: generation.text,
+        tool_call: None,
+        tokens: Some(Tokens {
+            input: generation.prompt_tokens as u64,
+            output: generation.completion_tokens as u64,
+            cached: None,
+        }),
+        retries: 0,
+    })
+}
+
+impl Provider for EmbeddedProvider {
+    fn name(&self) -> &str {
+        EMBEDDED_PROVIDER
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            json_schema: false,
+            tools: false,
+            grammar: true,
+        }
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<ModelResponse, ProviderError>> {
+        Box::pin(async move {
+            let path = self.path.clone();
+            let loaded = Arc::clone(&self.loaded);
+            let request = request.clone();
+            tokio::task::spawn_blocking(move || generate(&path, &loaded, &request))
+                .await
+                .map_err(|e| permanent(format!("the generation thread failed: {e}")))?
+        })
+    }
+}
