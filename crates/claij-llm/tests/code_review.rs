@@ -64,3 +64,47 @@ async fn the_code_review_example_runs_from_its_recorded_exchanges() {
     let last = out.result.unwrap();
     assert_eq!(last["id"], serde_json::json!(["chairman", "failed"]));
 }
+
+/// The same example from `tests/llm/code-review.embedded.exchanges.json`, recorded with
+/// `claij run examples/code-review.yaml --record …` on the embedded model (SmolLM2 in
+/// process, `grammar` enforcement: the default when nothing is configured). Constrained
+/// decoding makes the first answer valid, so the review completes with no failure. The
+/// model file is not needed: replay answers every request.
+#[tokio::test]
+async fn the_code_review_example_completes_from_its_embedded_model_recording() {
+    let dir = root().join("tests/llm");
+    let mut layer = LlmLayer::default();
+    let named = layer.default_to_embedded(dir.join("no-model-file-is-read-on-replay.gguf"));
+    assert_eq!(named.as_deref(), Some("embedded/smollm2-135m"));
+    layer.set_tape(Tape::replay(&dir.join("code-review.embedded.exchanges.json")).unwrap());
+    let engine = common::engine(layer);
+    let fsm = claij_core::load_file(&root().join("examples/code-review.yaml"), engine.registry())
+        .unwrap();
+    let input: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("code-review.input.json")).unwrap())
+            .unwrap();
+    let out = engine
+        .run(std::sync::Arc::new(fsm), input, RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Completed, "{:#?}", out.trail);
+    assert_eq!(out.state, "end", "{:#?}", out.trail);
+    assert!(
+        out.trail.iter().all(|e| e.failure.is_none()),
+        "{:#?}",
+        out.trail
+    );
+    let model_entries: Vec<_> = out.trail.iter().filter(|e| e.model.is_some()).collect();
+    assert!(!model_entries.is_empty());
+    for e in model_entries {
+        assert_eq!(e.model.as_deref(), Some("embedded/smollm2-135m"));
+        let usage = e.usage.as_ref().unwrap();
+        assert!(
+            usage.input_tokens > 0 && usage.output_tokens > 0,
+            "{usage:?}"
+        );
+    }
+    let last = out.result.unwrap();
+    assert_eq!(last["id"], serde_json::json!(["chairman", "end"]));
+    assert!(last["verdict"].is_string(), "{last}");
+}
