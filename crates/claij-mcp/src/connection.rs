@@ -186,6 +186,7 @@ impl Connection {
                 }
             }
             Transport::Http { url } => {
+                install_crypto_provider();
                 let transport =
                     rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
                 let started = tokio::time::timeout(
@@ -418,4 +419,18 @@ impl Connection {
         let mut process = self.process.lock().await.take()?;
         Some(process.shutdown(grace).await)
     }
+}
+
+/// Makes ring the process's rustls crypto provider, once, unless one is installed.
+///
+/// reqwest, built with `rustls-no-provider` (the model layer's choice, unified across the
+/// workspace), refuses to build a client until a provider is installed, and rmcp builds
+/// its own client for streamable HTTP: without this, connecting over HTTP panics in any
+/// binary that also links the model layer.
+fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // Err: another provider was installed first, which serves as well.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
