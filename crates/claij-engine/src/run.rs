@@ -310,22 +310,17 @@ impl Engine {
                             wait.children.join(", ")
                         )));
                     }
-                    let claimed = store
-                        .claim(
+                    return self
+                        .claim_and_continue(
+                            &fsm,
                             run_id,
                             ClaimFrom::Suspended,
+                            store,
                             &owner,
-                            SystemTime::now() + lease,
+                            lease,
+                            &options,
                         )
-                        .await?;
-                    let run = self
-                        .resumed_state(&fsm, &claimed, store, &owner, lease, &options)
-                        .await?;
-                    let Some(into) = run.current_transition() else {
-                        return Err(not_resumable("has no transition in its trail".into()));
-                    };
-                    let attempt = run.attempts_here() + 1;
-                    return Ok(run.drive(into, attempt).await?);
+                        .await;
                 }
                 let expired = wait.expires_at.is_some_and(|at| at <= SystemTime::now());
                 let taking = match (&input, expired) {
@@ -400,22 +395,16 @@ impl Engine {
                     .map(|l| l.owner.clone())
                     .filter(|o| is_dead_local_owner(o))
                     .collect();
-                let claimed = store
-                    .claim(
-                        run_id,
-                        ClaimFrom::Stale { dead_owners },
-                        &owner,
-                        SystemTime::now() + lease,
-                    )
-                    .await?;
-                let run = self
-                    .resumed_state(&fsm, &claimed, store, &owner, lease, &options)
-                    .await?;
-                let Some(into) = run.current_transition() else {
-                    return Err(not_resumable("has no transition in its trail".into()));
-                };
-                let first_attempt = run.attempts_here() + 1;
-                Ok(run.drive(into, first_attempt).await?)
+                self.claim_and_continue(
+                    &fsm,
+                    run_id,
+                    ClaimFrom::Stale { dead_owners },
+                    store,
+                    &owner,
+                    lease,
+                    &options,
+                )
+                .await
             }
             // A finished run: for an input, another resume may just have won the race;
             // either way it is a conflict with the run's state, not a bad request.
@@ -471,6 +460,35 @@ impl Engine {
     }
 
     /// The in-memory state of a claimed run, rebuilt from its stored trail.
+    /// Claims the run (from `from`), rebuilds its state from the store and continues it
+    /// from the last transition of its trail, with the next attempt of that state.
+    #[allow(clippy::too_many_arguments)]
+    async fn claim_and_continue(
+        &self,
+        fsm: &Fsm,
+        run_id: &str,
+        from: ClaimFrom,
+        store: Arc<dyn RunStore>,
+        owner: &str,
+        lease: Duration,
+        options: &RunOptions,
+    ) -> Result<RunOutcome, RunError> {
+        let claimed = store
+            .claim(run_id, from, owner, SystemTime::now() + lease)
+            .await?;
+        let run = self
+            .resumed_state(fsm, &claimed, store, owner, lease, options)
+            .await?;
+        let Some(into) = run.current_transition() else {
+            return Err(RunError::NotResumable {
+                run: run_id.to_owned(),
+                reason: "has no transition in its trail".into(),
+            });
+        };
+        let attempt = run.attempts_here() + 1;
+        Ok(run.drive(into, attempt).await?)
+    }
+
     async fn resumed_state<'e>(
         &'e self,
         fsm: &'e Fsm,

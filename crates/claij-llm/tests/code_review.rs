@@ -7,7 +7,7 @@ mod common;
 use std::path::PathBuf;
 
 use claij_core::FailureKind;
-use claij_engine::{RunOptions, RunStatus};
+use claij_engine::{RunOptions, RunOutcome, RunStatus};
 use claij_llm::{LlmLayer, Tape};
 use serde_json::Value;
 
@@ -15,21 +15,32 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-#[tokio::test]
-async fn the_code_review_example_runs_from_its_recorded_exchanges() {
-    let dir = root().join("tests/llm");
-    let mut layer = LlmLayer::discover(Some(&dir.join("claij.toml"))).unwrap();
-    layer.set_tape(Tape::replay(&dir.join("code-review.exchanges.json")).unwrap());
+/// The recordings, the model configuration and the input, under `tests/llm`.
+fn dir() -> PathBuf {
+    root().join("tests/llm")
+}
+
+/// Runs examples/code-review.yaml on `layer`, every model call answered from the
+/// recording `exchanges` (a file in `tests/llm`).
+async fn replay_code_review(mut layer: LlmLayer, exchanges: &str) -> RunOutcome {
+    layer.set_tape(Tape::replay(&dir().join(exchanges)).unwrap());
     let engine = common::engine(layer);
     let fsm = claij_core::load_file(&root().join("examples/code-review.yaml"), engine.registry())
         .unwrap();
-    let input: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("code-review.input.json")).unwrap())
-            .unwrap();
-    let out = engine
+    let input: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir().join("code-review.input.json")).unwrap(),
+    )
+    .unwrap();
+    engine
         .run(std::sync::Arc::new(fsm), input, RunOptions::default())
         .await
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_code_review_example_runs_from_its_recorded_exchanges() {
+    let layer = LlmLayer::discover(Some(&dir().join("claij.toml"))).unwrap();
+    let out = replay_code_review(layer, "code-review.exchanges.json").await;
     // What the recording holds (SmolLM2, 135M parameters, unconstrained: see
     // tests/llm/claij.toml): two answers that are not JSON, each a `parse` failure fed
     // back; the third request timed out while recording (the example's 60-s state
@@ -72,21 +83,10 @@ async fn the_code_review_example_runs_from_its_recorded_exchanges() {
 /// model file is not needed: replay answers every request.
 #[tokio::test]
 async fn the_code_review_example_completes_from_its_embedded_model_recording() {
-    let dir = root().join("tests/llm");
     let mut layer = LlmLayer::default();
-    let named = layer.default_to_embedded(dir.join("no-model-file-is-read-on-replay.gguf"));
+    let named = layer.default_to_embedded(dir().join("no-model-file-is-read-on-replay.gguf"));
     assert_eq!(named.as_deref(), Some("embedded/smollm2-135m"));
-    layer.set_tape(Tape::replay(&dir.join("code-review.embedded.exchanges.json")).unwrap());
-    let engine = common::engine(layer);
-    let fsm = claij_core::load_file(&root().join("examples/code-review.yaml"), engine.registry())
-        .unwrap();
-    let input: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("code-review.input.json")).unwrap())
-            .unwrap();
-    let out = engine
-        .run(std::sync::Arc::new(fsm), input, RunOptions::default())
-        .await
-        .unwrap();
+    let out = replay_code_review(layer, "code-review.embedded.exchanges.json").await;
     assert_eq!(out.status, RunStatus::Completed, "{:#?}", out.trail);
     assert_eq!(out.state, "end", "{:#?}", out.trail);
     assert!(
