@@ -149,7 +149,7 @@ async fn read_pids(path: &Path) -> Vec<i32> {
             }
         }
         assert!(
-            started.elapsed() < Duration::from_secs(10),
+            started.elapsed() < Duration::from_secs(30),
             "the program never wrote its pids"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -160,7 +160,7 @@ async fn assert_gone(pids: &[i32]) {
     let started = Instant::now();
     while pids.iter().any(|&p| alive(p)) {
         assert!(
-            started.elapsed() < Duration::from_secs(5),
+            started.elapsed() < Duration::from_secs(30),
             "processes {pids:?} outlived the attempt"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -188,7 +188,7 @@ async fn interrupting_a_long_command_kills_it_and_records_interrupted() {
     let pids = read_pids(&pidfile).await;
     assert!(pids.iter().all(|&p| alive(p)));
     cancel.cancel();
-    let out = tokio::time::timeout(Duration::from_secs(5), task)
+    let out = tokio::time::timeout(Duration::from_secs(30), task)
         .await
         .expect("interrupt is prompt")
         .unwrap()

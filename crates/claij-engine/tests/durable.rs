@@ -427,7 +427,7 @@ async fn a_running_run_notices_an_interrupt_requested_from_elsewhere() {
         RunStatus::Running,
         "the owner is alive: it stops the run itself"
     );
-    let out = tokio::time::timeout(Duration::from_secs(5), task)
+    let out = tokio::time::timeout(Duration::from_secs(30), task)
         .await
         .expect("noticed within a heartbeat")
         .unwrap()

@@ -298,7 +298,7 @@ async fn interruption_records_an_interrupted_entry() {
     let run = tokio::spawn(async move { engine.run(fsm, json!({}), options).await });
     tokio::time::sleep(Duration::from_millis(50)).await;
     cancel.cancel();
-    let out = tokio::time::timeout(Duration::from_secs(5), run)
+    let out = tokio::time::timeout(Duration::from_secs(30), run)
         .await
         .expect("an interrupted run ends promptly")
         .unwrap()

@@ -306,7 +306,7 @@ fn ctrl_c_interrupts_the_run_kills_its_programs_and_records_interrupted() {
             break pids;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(20),
+            started.elapsed() < Duration::from_secs(30),
             "the command never started"
         );
         std::thread::sleep(Duration::from_millis(20));
@@ -324,7 +324,7 @@ fn ctrl_c_interrupts_the_run_kills_its_programs_and_records_interrupted() {
     let started = Instant::now();
     while pids.iter().any(|&p| alive(p)) {
         assert!(
-            started.elapsed() < Duration::from_secs(5),
+            started.elapsed() < Duration::from_secs(30),
             "{pids:?} outlived the interrupt"
         );
         std::thread::sleep(Duration::from_millis(20));

@@ -155,12 +155,17 @@ fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
     let started = Instant::now();
     while !ready() {
         assert!(
-            started.elapsed() < Duration::from_secs(5),
+            started.elapsed() < HANG_GUARD,
             "timed out waiting until {what}"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// How long a test waits for something before calling it a hang. A guard, not a
+/// timing target: the programs these tests stop sleep for far longer, and CI runs
+/// these tests on two busy cores.
+const HANG_GUARD: Duration = Duration::from_secs(30);
 
 /// A pid written to a file by a test's program (once it is there).
 fn pid_in(path: &Path) -> Option<i32> {
@@ -491,10 +496,10 @@ fn interrupting_a_running_run_from_another_process_stops_it_and_its_program() {
         "slow.json",
         &command_document(
             "slow",
-            &format!("echo $$ > {}; exec sleep 30", pidfile.display()),
+            &format!("echo $$ > {}; exec sleep 300", pidfile.display()),
         ),
     );
-    let child = store.spawn(&["run", &doc, "--run-id", "busy"]);
+    let mut child = store.spawn(&["run", &doc, "--run-id", "busy"]);
     let runner = KillOnDrop(child.id() as i32);
     wait_until(
         "the run is listed as running and its program started",
@@ -508,15 +513,14 @@ fn interrupting_a_running_run_from_another_process_stops_it_and_its_program() {
     let program = KillOnDrop(pid_in(&pidfile).unwrap());
     assert!(alive(program.0));
 
-    let asked = Instant::now();
     let out = store.run(&["runs", "interrupt", "busy"]).exits(0);
     assert_eq!(out.stdout.trim(), "run busy interrupted in state `work`");
+    // The program sleeps for 300 s: the run and the program ending well within the
+    // guard means the interrupt stopped them, not the program finishing.
+    wait_until("the run has stopped", || {
+        child.try_wait().ok().flatten().is_some()
+    });
     let first = Out::from(child.wait_with_output().unwrap()).exits(1);
-    assert!(
-        asked.elapsed() < Duration::from_secs(3),
-        "the run took {:?} to stop",
-        asked.elapsed()
-    );
     assert!(first.stderr.contains("interrupted"), "{}", first.stderr);
     wait_until("the program is gone", || !alive(program.0));
     drop(runner);
