@@ -3,8 +3,8 @@
 //! The model layer (DESIGN.md §4): providers behind one [`Provider`] trait (any
 //! OpenAI-compatible API, Anthropic Messages, Google Gemini), named providers and
 //! models in `claij.toml` ([`config`]), the `llm` action ([`LlmAction`]), output
-//! enforcement ([`enforce`]), transient-failure retries ([`retry`]), usage and cost, and
-//! record/replay ([`record`]).
+//! enforcement ([`enforce`]), transient-failure retries ([`retry`]), usage and cost,
+//! record/replay ([`record`]), and free-text completions for MCP sampling ([`text`]).
 //!
 //! Register it with [`register`]:
 //!
@@ -27,6 +27,7 @@ pub mod record;
 pub mod request;
 pub mod retry;
 pub mod secret;
+pub mod text;
 pub mod tokens;
 
 use std::sync::Arc;
@@ -41,6 +42,7 @@ pub use request::{
     Enforcement, ModelRequest, ModelResponse, Sampling, TokenObserver, Tokens, ToolSpec,
 };
 pub use secret::Secret;
+pub use text::{TextAnswer, TextRequest};
 
 /// Registers the `llm` action over `layer` in `registry`, replacing the placeholder.
 pub fn register(registry: &mut claij_engine::ActionRegistry, layer: Arc<LlmLayer>) {

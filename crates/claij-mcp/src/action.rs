@@ -129,6 +129,17 @@ impl Action for McpAction {
                     .await
                     .map_err(|e| ActionError::failed(e.to_string()))?;
                 let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
+                if method == "tools/call"
+                    && let Some(tool) = params["name"].as_str()
+                    && !connection.spec().exposes_tool(tool)
+                {
+                    item["error"] = json!({"message": format!(
+                        "the tool `{tool}` of `{server}` is not one of its `tools` ({:?})",
+                        connection.spec().tools.as_deref().unwrap_or_default()
+                    )});
+                    results.push(item);
+                    continue;
+                }
                 let caller = json!({
                     "run_id": input.run_id,
                     "state": reply_to,

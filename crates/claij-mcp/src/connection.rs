@@ -142,6 +142,7 @@ impl Connection {
         let shared = Arc::new(Shared {
             name: name.to_owned(),
             roots: spec.roots.clone(),
+            tools: spec.tools.clone(),
             sampling: hooks.sampling,
             elicitation: hooks.elicitation,
             catalog: RwLock::new(Catalog::default()),
@@ -215,8 +216,8 @@ impl Connection {
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        shared.refresh(&peer, &[]).await;
-        Ok(Self {
+        let listed = shared.refresh(&peer, &[]).await;
+        let connection = Self {
             name: name.to_owned(),
             spec: spec.clone(),
             pid: process.as_ref().map(ServerProcess::pid),
@@ -228,7 +229,15 @@ impl Connection {
             generation,
             protocol,
             server_info: info,
-        })
+        };
+        if let Err(message) = listed {
+            connection.shutdown().await;
+            return Err(McpError::Spec {
+                server: name.to_owned(),
+                message,
+            });
+        }
+        Ok(connection)
     }
 
     /// The server's name.
@@ -286,7 +295,9 @@ impl Connection {
 
     /// Lists everything again now.
     pub async fn refresh(&self) {
-        self.shared.refresh(&self.peer, &[]).await;
+        if let Err(mismatch) = self.shared.refresh(&self.peer, &[]).await {
+            tracing::warn!(server = %self.name, "{mismatch}");
+        }
     }
 
     /// Sends one request (`tools/call`, `resources/read`, `prompts/get`, or any other

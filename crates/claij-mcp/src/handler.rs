@@ -31,6 +31,8 @@ const MAX_PENDING_NOTES: usize = 1000;
 pub(crate) struct Shared {
     pub name: String,
     pub roots: Vec<String>,
+    /// The only tools kept in the catalog, when given.
+    pub tools: Option<Vec<String>>,
     pub sampling: Option<Arc<dyn SamplingHandler>>,
     pub elicitation: Option<Arc<dyn ElicitationHandler>>,
     pub catalog: RwLock<Catalog>,
@@ -54,7 +56,13 @@ impl Shared {
     }
 
     /// Re-lists `kinds` (all when empty) from the server and bumps the generation.
-    pub async fn refresh(&self, peer: &rmcp::Peer<RoleClient>, kinds: &[ListKind]) {
+    /// When tools were listed and the server's entry names tools (`tools`) that the
+    /// server does not offer, says which (and what it offers).
+    pub async fn refresh(
+        &self,
+        peer: &rmcp::Peer<RoleClient>,
+        kinds: &[ListKind],
+    ) -> Result<(), String> {
         let _one_at_a_time = self.refreshing.lock().await;
         let caps = peer
             .peer_info()
@@ -66,10 +74,38 @@ impl Shared {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        if wants(ListKind::Tools) && caps.get("tools").is_some() {
-            match peer.list_all_tools().await {
-                Ok(tools) => next.tools = to_values(tools),
-                Err(e) => tracing::warn!(server = %self.name, "tools/list failed: {e}"),
+        let mut mismatch = Ok(());
+        if wants(ListKind::Tools) {
+            let listed = if caps.get("tools").is_some() {
+                match peer.list_all_tools().await {
+                    Ok(tools) => Some(to_values(tools)),
+                    Err(e) => {
+                        tracing::warn!(server = %self.name, "tools/list failed: {e}");
+                        None
+                    }
+                }
+            } else {
+                Some(Vec::new())
+            };
+            if let Some(mut tools) = listed {
+                if let Some(allowed) = &self.tools {
+                    let missing: Vec<&str> = allowed
+                        .iter()
+                        .map(String::as_str)
+                        .filter(|a| !tools.iter().any(|t| t["name"] == *a))
+                        .collect();
+                    if !missing.is_empty() {
+                        let offered: Vec<&str> =
+                            tools.iter().filter_map(|t| t["name"].as_str()).collect();
+                        mismatch = Err(format!(
+                            "`tools` names {} that the server does not offer (it offers: {})",
+                            quoted(&missing),
+                            quoted(&offered)
+                        ));
+                    }
+                    tools.retain(|t| allowed.iter().any(|a| t["name"] == a.as_str()));
+                }
+                next.tools = tools;
             }
         }
         if wants(ListKind::Resources) && caps.get("resources").is_some() {
@@ -86,7 +122,20 @@ impl Shared {
         }
         *self.catalog.write().unwrap_or_else(|p| p.into_inner()) = next;
         self.generation.send_modify(|g| *g += 1);
+        mismatch
     }
+}
+
+/// `a`, `b` (or "none").
+fn quoted(names: &[&str]) -> String {
+    if names.is_empty() {
+        return "none".into();
+    }
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn to_values<T: serde::Serialize>(items: Vec<T>) -> Vec<Value> {
@@ -110,7 +159,11 @@ impl Handler {
     fn refresh_later(&self, peer: rmcp::Peer<RoleClient>, kind: ListKind) {
         let shared = self.shared.clone();
         // Not on the service's own task: listing needs it to read the answers.
-        tokio::spawn(async move { shared.refresh(&peer, &[kind]).await });
+        tokio::spawn(async move {
+            if let Err(mismatch) = shared.refresh(&peer, &[kind]).await {
+                tracing::warn!(server = %shared.name, "after a list change: {mismatch}");
+            }
+        });
     }
 }
 

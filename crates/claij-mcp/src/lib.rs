@@ -18,6 +18,7 @@ pub mod error;
 mod handler;
 pub mod hooks;
 pub mod process;
+pub mod sampling;
 pub mod schemas;
 pub mod spec;
 
@@ -31,6 +32,7 @@ pub use client::McpClient;
 pub use connection::{ClientHooks, Connection, Exchange, Reply};
 pub use error::McpError;
 pub use hooks::{ElicitationHandler, Elicited, HumanElicitation, SamplingHandler};
+pub use sampling::{SamplingRequest, sampling_result};
 pub use schemas::McpSchemas;
 pub use spec::{ServerSpec, Transport};
 

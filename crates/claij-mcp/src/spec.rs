@@ -18,6 +18,9 @@ pub struct ServerSpec {
     pub timeout: Duration,
     /// Roots advertised to the server, as URIs (`file:///…`).
     pub roots: Vec<String>,
+    /// The only tools shown to models and callable, when given (`None`: every tool the
+    /// server lists). A small model's prompt holds a handful of tools, not a server's all.
+    pub tools: Option<Vec<String>>,
 }
 
 /// How a server is reached.
@@ -57,6 +60,7 @@ struct RawSpec {
     timeout: Option<Value>,
     #[serde(default)]
     roots: Vec<String>,
+    tools: Option<Vec<String>>,
 }
 
 impl ServerSpec {
@@ -88,6 +92,7 @@ impl ServerSpec {
             transport,
             timeout: parse_timeout(raw.timeout.as_ref()).map_err(bad)?,
             roots: raw.roots.iter().map(|r| root_uri(r)).collect(),
+            tools: raw.tools,
         })
     }
 
@@ -102,6 +107,7 @@ impl ServerSpec {
             },
             timeout: DEFAULT_TIMEOUT,
             roots: Vec::new(),
+            tools: None,
         }
     }
 
@@ -111,6 +117,7 @@ impl ServerSpec {
             transport: Transport::Http { url: url.into() },
             timeout: DEFAULT_TIMEOUT,
             roots: Vec::new(),
+            tools: None,
         }
     }
 
@@ -118,6 +125,19 @@ impl ServerSpec {
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
+    }
+
+    /// The same, showing only these tools.
+    pub fn with_tools(mut self, tools: &[&str]) -> Self {
+        self.tools = Some(tools.iter().map(|t| (*t).to_owned()).collect());
+        self
+    }
+
+    /// Whether the tool named `name` may be shown and called.
+    pub fn exposes_tool(&self, name: &str) -> bool {
+        self.tools
+            .as_ref()
+            .is_none_or(|tools| tools.iter().any(|t| t == name))
     }
 
     /// The same, advertising these roots (paths or URIs).
@@ -192,6 +212,22 @@ mod tests {
         let e = ServerSpec::from_value("slow", &json!({"command": "x", "timeout": "soon"}))
             .unwrap_err();
         assert!(e.to_string().contains("soon"), "{e}");
+        let e = ServerSpec::from_value("few", &json!({"command": "x", "tools": "get-sum"}))
+            .unwrap_err();
+        assert!(e.to_string().contains("`few`"), "{e}");
+    }
+
+    #[test]
+    fn a_tools_list_limits_what_is_exposed() {
+        let all = ServerSpec::command("x", []);
+        assert!(all.exposes_tool("anything"));
+        let few = ServerSpec::from_value(
+            "few",
+            &json!({"command": "x", "tools": ["echo", "get-sum"]}),
+        )
+        .unwrap();
+        assert!(few.exposes_tool("get-sum"));
+        assert!(!few.exposes_tool("get-tiny-image"));
     }
 
     #[test]

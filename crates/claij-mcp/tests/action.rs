@@ -145,6 +145,39 @@ async fn server_errors_are_results_or_failures_as_configured() {
 }
 
 #[tokio::test]
+async fn only_the_tools_a_server_entry_lists_are_offered_and_callable() {
+    let server =
+        json!({"command": common::server_bin("mcp-server-everything"), "tools": ["get-sum"]});
+    // Without a schema on [caller, call], the request reaches the action, which refuses
+    // the tool itself; with `mcp:ev:request` the schema offers `get-sum` alone.
+    let mut doc = document(server, None);
+    doc["xitions"][1] = json!({"id": ["caller", "call"]});
+    let requests = json!([
+        {"server": "ev", "method": "tools/call", "params": {"name": "get-sum", "arguments": {"a": 40, "b": 2}}},
+        {"server": "ev", "method": "tools/call", "params": {"name": "echo", "arguments": {"message": "hi"}}}
+    ]);
+    let (outcome, client) = run(doc, requests).await;
+    assert_eq!(outcome.status, RunStatus::Completed, "{:#?}", outcome.trail);
+    let results = outcome.result.unwrap()["results"].clone();
+    assert!(results[0]["result"].to_string().contains("42"), "{results}");
+    let refused = results[1]["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        refused.contains("`echo`") && refused.contains("get-sum"),
+        "{results}"
+    );
+    assert!(results[1].get("result").is_none(), "{results}");
+
+    let schema = client.connection("ev").unwrap().catalog();
+    let names: Vec<&str> = schema
+        .tools
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["get-sum"]);
+    client.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_server_that_crashes_fails_the_attempt_with_its_stderr() {
     let bin = common::server_bin("mcp-server-everything");
     // Dies on its second start: the first connection (at load) works, the kill below

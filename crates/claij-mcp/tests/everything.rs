@@ -139,6 +139,24 @@ async fn lists_calls_reads_and_gets() {
 }
 
 #[tokio::test]
+async fn a_tools_list_naming_a_tool_the_server_lacks_is_refused_at_connect() {
+    let spec = common::everything().with_tools(&["get-sum", "get-summ"]);
+    let error = match Connection::connect("everything", &spec, ClientHooks::default()).await {
+        Ok(c) => panic!("connected with a tool it lacks: {:?}", c.catalog().tools),
+        Err(e) => e,
+    };
+    let message = error.to_string();
+    assert!(matches!(error, McpError::Spec { .. }), "{error:?}");
+    assert!(message.contains("`everything`"), "{message}");
+    assert!(message.contains("`get-summ`"), "{message}");
+    assert!(!message.contains("names `get-sum`,"), "{message}");
+    assert!(
+        message.contains("it offers: ") && message.contains("`echo`"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
 async fn the_cache_follows_list_changed() {
     let c = connect(&common::everything(), ClientHooks::default()).await;
     let before = c.catalog().resources.len();

@@ -1,26 +1,87 @@
 //! The MCP client of this process: one for every command, registered in every engine's
 //! registry (the `mcp` action and the `mcp:…` schemas), connected to a document's servers
-//! once it is loaded, shut down (processes reaped) before the process exits.
+//! once it is loaded, shut down (processes reaped) before the process exits. Servers'
+//! sampling requests are answered by the model layer of the run; their elicitation
+//! requests ask at the terminal.
 
 use std::sync::{Arc, OnceLock};
 
 use claij_core::Fsm;
-use claij_engine::ActionRegistry;
-use claij_mcp::{ClientHooks, HumanElicitation, McpClient};
+use claij_engine::{ActionRegistry, BoxFuture};
+use claij_llm::{LlmLayer, Sampling, TextRequest};
+use claij_mcp::{
+    ClientHooks, HumanElicitation, McpClient, SamplingHandler, SamplingRequest, sampling_result,
+};
+use serde_json::Value;
 
 fn client() -> &'static Arc<McpClient> {
     static CLIENT: OnceLock<Arc<McpClient>> = OnceLock::new();
     CLIENT.get_or_init(|| {
-        // Elicitation asks at the terminal; sampling arrives with the model layer.
         McpClient::new(ClientHooks {
-            sampling: None,
+            sampling: Some(Arc::new(ModelSampling)),
             elicitation: Some(Arc::new(HumanElicitation::terminal())),
         })
     })
 }
 
-/// Adds the `mcp` action and the `mcp:…` schema provider to `registry`.
-pub fn register(registry: &mut ActionRegistry) {
+/// The model layer sampling requests go to: the first one an engine of this process was
+/// built with (a process runs one command).
+static SAMPLING_LAYER: OnceLock<Arc<LlmLayer>> = OnceLock::new();
+
+/// Answers servers' sampling requests with the model layer: the asking state's
+/// `config.model` when it has one, else the first of the server's model hints that is a
+/// configured model, else the run's model or the default.
+struct ModelSampling;
+
+impl SamplingHandler for ModelSampling {
+    fn create_message<'a>(
+        &'a self,
+        server: &'a str,
+        caller: Option<&'a Value>,
+        request: Value,
+    ) -> BoxFuture<'a, Result<Value, String>> {
+        Box::pin(async move {
+            let layer = SAMPLING_LAYER
+                .get()
+                .ok_or("this claij command runs no models")?;
+            let asked = SamplingRequest::from_params(&request)?;
+            let state_model = caller
+                .and_then(|c| c["config"]["model"].as_str())
+                .map(str::to_owned);
+            let model = state_model.or_else(|| {
+                asked
+                    .model_hints
+                    .iter()
+                    .find(|hint| layer.knows(hint))
+                    .cloned()
+            });
+            let on_behalf_of = match caller.and_then(|c| c["state"].as_str()) {
+                Some(state) => format!("{state} (sampling for `{server}`)"),
+                None => format!("sampling for `{server}`"),
+            };
+            let answer = layer
+                .complete_text(
+                    TextRequest {
+                        model,
+                        messages: asked.messages,
+                        sampling: Sampling {
+                            temperature: asked.temperature,
+                            max_tokens: asked.max_tokens,
+                            ..Sampling::default()
+                        },
+                    },
+                    &on_behalf_of,
+                )
+                .await?;
+            Ok(sampling_result(&answer.text, &answer.model))
+        })
+    }
+}
+
+/// Adds the `mcp` action and the `mcp:…` schema provider to `registry`; `layer` answers
+/// the servers' sampling requests.
+pub fn register(registry: &mut ActionRegistry, layer: &Arc<LlmLayer>) {
+    let _first_wins = SAMPLING_LAYER.set(layer.clone());
     if let Err(e) = claij_mcp::register(registry, client()) {
         note!("claij: the MCP client could not be registered: {e}");
     }

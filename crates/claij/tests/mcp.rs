@@ -1,5 +1,6 @@
 //! `claij mcp tools` and runs of documents with MCP servers, against the real npm
-//! reference servers (installed by scripts/setup/mcp-servers).
+//! reference servers (installed by scripts/setup/mcp-servers), one of them driven by the
+//! real embedded model (fetched by scripts/setup/model).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -118,5 +119,177 @@ fn a_run_uses_a_hat_through_the_cli() {
     assert!(
         result["listing"].as_str().unwrap().contains("a.txt"),
         "{result}"
+    );
+}
+
+/// The embedded model's file, fetched by scripts/setup/model.
+fn embedded_model() -> PathBuf {
+    let cache = std::env::var_os("CLAIJ_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/claij")
+        });
+    let model = cache.join("models/SmolLM2-135M-Instruct.Q8_0.gguf");
+    assert!(
+        model.exists(),
+        "{} is missing: run scripts/setup/model",
+        model.display()
+    );
+    model
+}
+
+/// A model-driven run with an MCP tool: examples/file-question.yaml on the real embedded
+/// model (no key, no network) and the real filesystem server. The model writes the
+/// `tools/call` (which tool, which file), the server reads the file, and the model's
+/// answer carries what the file says: a fact that is in no prompt, only in the tool's
+/// result.
+#[test]
+fn a_model_reads_a_file_through_the_filesystem_server_and_answers_from_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("notes.txt"),
+        "Team notes: the launch review is on Thursday in room Juniper.",
+    )
+    .unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/file-question.yaml");
+    let mut doc: Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
+    // The installed server rather than npx, in the folder of the question.
+    let files = &mut doc["servers"]["files"];
+    assert_eq!(files["args"].as_array().unwrap().last().unwrap(), ".");
+    files["command"] = json!(server_bin("mcp-server-filesystem"));
+    files["args"] = json!(["."]);
+    files["cwd"] = json!(dir.path());
+    let file = dir.path().join("file-question.json");
+    std::fs::write(&file, doc.to_string()).unwrap();
+    let trail = dir.path().join("trail.jsonl");
+    let home = tempfile::tempdir().unwrap();
+    let input = json!({"file": "notes.txt", "question": "Which room is the launch review in?"});
+    let out = Command::new(env!("CARGO_BIN_EXE_claij"))
+        .stdin(Stdio::null())
+        .env("CLAIJ_STORE", "memory")
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path())
+        .env("CLAIJ_EMBEDDED_MODEL", embedded_model())
+        .env_remove("CLAIJ_CONFIG")
+        .env_remove("CLAIJ_MODEL")
+        .env_remove("OPENAI_API_KEY")
+        .args(["run", "--trail"])
+        .arg(&trail)
+        .arg(&file)
+        .args(["--input", &input.to_string()])
+        .output()
+        .expect("claij starts");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("embedded model"), "{stderr}");
+
+    let entries: Vec<Value> = std::fs::read_to_string(&trail)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let step = |from: &str| {
+        entries
+            .iter()
+            .find(|e| e["from"] == from && e["failure"].is_null())
+            .unwrap_or_else(|| panic!("no step from `{from}`: {entries:#?}"))
+    };
+    // The model's request: a call of the one tool it is shown, on the file.
+    let read = step("read");
+    assert!(
+        read["model"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("embedded/"),
+        "{read}"
+    );
+    let call = &read["event"]["requests"][0];
+    assert_eq!(call["method"], "tools/call", "{read}");
+    assert_eq!(call["params"]["name"], "read_text_file", "{read}");
+    assert_eq!(call["params"]["arguments"]["path"], "notes.txt", "{read}");
+    // The server's answer: the file's text.
+    let fetched = step("fetch")["event"]["results"][0]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(fetched.contains("Juniper"), "{fetched}");
+    // The model's answer carries it.
+    let answer = step("answer");
+    assert!(
+        answer["model"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("embedded/"),
+        "{answer}"
+    );
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["id"], json!(["answer", "end"]), "{result}");
+    assert!(
+        result["answer"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Juniper"),
+        "{result}"
+    );
+}
+
+/// A server's sampling request during a run is answered by the run's model layer — here
+/// the real embedded model — and the server gets the model's text and name back.
+#[test]
+fn a_servers_sampling_request_is_answered_by_the_runs_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let template = r#"{% if event.results is defined %}{"id": ["asker", "done"], "results": {{ event.results | tojson }}}{% else %}{"id": ["asker", "call"], "requests": [{"server": "ev", "method": "tools/call", "params": {"name": "trigger-sampling-request", "arguments": {"prompt": "Name a colour.", "maxTokens": 12}}}]}{% endif %}"#;
+    let doc = json!({
+        "id": "sampler",
+        "servers": {"ev": {"command": server_bin("mcp-server-everything")}},
+        "states": [
+            {"id": "asker", "action": "transform", "config": {"template": template}},
+            {"id": "call", "action": "mcp"},
+            {"id": "done", "action": "end"}
+        ],
+        "xitions": [
+            {"id": ["start", "asker"]},
+            {"id": ["asker", "call"], "schema": "mcp:ev:request"},
+            {"id": ["call", "asker"], "schema": "mcp:ev:response"},
+            {"id": ["asker", "done"]}
+        ]
+    });
+    let file = dir.path().join("sampler.json");
+    std::fs::write(&file, doc.to_string()).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_claij"))
+        .stdin(Stdio::null())
+        .env("CLAIJ_STORE", "memory")
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path())
+        .env("CLAIJ_EMBEDDED_MODEL", embedded_model())
+        .env_remove("CLAIJ_CONFIG")
+        .env_remove("CLAIJ_MODEL")
+        .env_remove("OPENAI_API_KEY")
+        .arg("run")
+        .arg(&file)
+        .output()
+        .expect("claij starts");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let call = &result["results"][0];
+    assert!(call.get("error").is_none(), "{result}");
+    // The tool reports the CreateMessageResult it got, as JSON after a heading.
+    let text = call["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    let json_start = text.find('{').unwrap_or_else(|| panic!("{text}"));
+    let sampled: Value = serde_json::from_str(&text[json_start..]).unwrap();
+    assert_eq!(sampled["model"], "embedded/smollm2-135m", "{sampled}");
+    assert_eq!(sampled["role"], "assistant", "{sampled}");
+    assert!(
+        !sampled["content"]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .trim()
+            .is_empty(),
+        "{sampled}"
     );
 }

@@ -29,8 +29,9 @@ pub fn engine_with(durable: bool, layer: claij_llm::LlmLayer) -> Engine {
     } else {
         ActionRegistry::with_builtins()
     };
-    crate::mcp::register(&mut registry);
-    claij_llm::register(&mut registry, Arc::new(layer));
+    let layer = Arc::new(layer);
+    crate::mcp::register(&mut registry, &layer);
+    claij_llm::register(&mut registry, layer);
     Engine::new(Arc::new(registry))
 }
 

@@ -1,0 +1,74 @@
+//! Free-text completions outside any state's schemas: what an MCP server's sampling
+//! request (`sampling/createMessage`) asks of the client. The answer is plain text, not an
+//! event, so nothing is enforced; the model is chosen like a state's (a named model, else
+//! the run's, else the default) and the call goes through the same retries and tape.
+
+use claij_core::prompts::Message;
+
+use crate::enforce::Mode;
+use crate::layer::LlmLayer;
+use crate::request::{Enforcement, ModelRequest, Sampling, Tokens};
+
+/// What to complete.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TextRequest {
+    /// The model (a configured name); `None`: the run's model, else the default.
+    pub model: Option<String>,
+    /// The conversation, system message first when there is one.
+    pub messages: Vec<Message>,
+    /// Sampling options (the model's configured defaults fill the gaps).
+    pub sampling: Sampling,
+}
+
+/// The model's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextAnswer {
+    /// What it said.
+    pub text: String,
+    /// The model that said it (its configured name).
+    pub model: String,
+    /// Token counts, where reported.
+    pub tokens: Option<Tokens>,
+}
+
+impl LlmLayer {
+    /// Completes `request` with free text. `on_behalf_of` names who asked (a state, or
+    /// `server NAME`), for logs and the tape. Errors are messages fit to send back to the
+    /// one who asked; they never carry keys.
+    pub async fn complete_text(
+        &self,
+        request: TextRequest,
+        on_behalf_of: &str,
+    ) -> Result<TextAnswer, String> {
+        let model = match &request.model {
+            Some(name) => self.resolve(name)?,
+            None => self.run_or_default()?,
+        };
+        let s = request.sampling;
+        let call = ModelRequest {
+            model: model.model_id.clone(),
+            messages: request.messages,
+            enforcement: Enforcement {
+                mode: Mode::Prompt,
+                schema: serde_json::Value::Null,
+                tools: Vec::new(),
+            },
+            sampling: Sampling {
+                temperature: s.temperature.or(model.sampling.temperature),
+                top_p: s.top_p.or(model.sampling.top_p),
+                seed: s.seed.or(model.sampling.seed),
+                max_tokens: s.max_tokens.or(model.sampling.max_tokens),
+            },
+            on_token: None,
+        };
+        let response = self
+            .call(&model, &call, on_behalf_of)
+            .await
+            .map_err(|e| format!("model `{}`: {e}", model.name))?;
+        Ok(TextAnswer {
+            text: response.text,
+            model: model.name,
+            tokens: response.tokens,
+        })
+    }
+}
