@@ -19,6 +19,7 @@ pub mod chat;
 pub mod constraint;
 pub mod error;
 pub mod fetch;
+pub mod llama;
 pub mod model;
 pub mod requantize;
 pub mod sampling;

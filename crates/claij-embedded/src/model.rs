@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device, Tensor};
-use candle_transformers::models::quantized_llama::{MAX_SEQ_LEN, ModelWeights};
 use claij_core::prompts::Message;
 use toktrie::TokEnv;
 
 use crate::chat::{CHATML, ChatTemplate};
 use crate::constraint::{Constraint, MatcherCache};
 use crate::error::{GenerateError, LoadError};
+use crate::llama::{Llama, MAX_SEQ_LEN};
 use crate::sampling::{Rng, sample};
 use crate::tokenizer::Tokenizer;
 
@@ -74,7 +74,7 @@ impl Generation {
 /// is inside); share it behind a mutex.
 pub struct EmbeddedModel {
     path: PathBuf,
-    weights: ModelWeights,
+    weights: Llama,
     tokenizer: Arc<Tokenizer>,
     template: ChatTemplate,
     stop_tokens: Vec<u32>,
@@ -137,7 +137,7 @@ impl EmbeddedModel {
             }
         }
         let device = Device::Cpu;
-        let weights = ModelWeights::from_gguf(content, &mut reader, &device)
+        let weights = Llama::from_gguf(content, &mut reader, &device)
             .map_err(|e| model_err(e.to_string()))?;
         let env: TokEnv = tokenizer.clone();
         let matchers = MatcherCache::new(env).map_err(LoadError::Constraint)?;
@@ -208,7 +208,7 @@ impl EmbeddedModel {
             None => None,
         };
         let model = |e: candle_core::Error| GenerateError::Model(e.to_string());
-        self.weights.clear_kv_cache();
+        self.weights.clear_cache();
         let input = Tensor::new(prompt_tokens.as_slice(), &self.device)
             .and_then(|t| t.unsqueeze(0))
             .map_err(model)?;

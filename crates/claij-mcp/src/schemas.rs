@@ -2,7 +2,9 @@
 //!
 //! Names (served by [`McpSchemas`]):
 //! - `mcp:request`, `mcp:response`: every server the client knows;
-//! - `mcp:NAME:request`, `mcp:A,B:response`: the named servers only (what a hat uses).
+//! - `mcp:NAME:request`, `mcp:A,B:response`: the named servers only (what a hat uses);
+//! - `mcp:NAME:call`: exactly one request, given at the top level of the event (no
+//!   `requests` batch) — for small models, which otherwise go on adding requests.
 //!
 //! A request event holds `requests`, a batch of one or more requests, each
 //! `{"server", "method", "params"}`; the request schema's `items` is a `oneOf` with one
@@ -35,6 +37,8 @@ pub enum SchemaKind {
     Request,
     /// What the `mcp` state answers: their results.
     Response,
+    /// Exactly one request, its fields at the top level of the event.
+    Call,
 }
 
 /// Parses `mcp:request`, `mcp:NAME,…:response`, …; `None` for other names.
@@ -47,6 +51,7 @@ pub fn parse_name(name: &str) -> Option<SchemaName> {
     let kind = match kind {
         "request" => SchemaKind::Request,
         "response" => SchemaKind::Response,
+        "call" => SchemaKind::Call,
         _ => return None,
     };
     let servers = match servers {
@@ -72,6 +77,7 @@ pub fn schema_name(servers: &[String], kind: SchemaKind) -> String {
     let kind = match kind {
         SchemaKind::Request => "request",
         SchemaKind::Response => "response",
+        SchemaKind::Call => "call",
     };
     format!("mcp:{}:{kind}", servers.join(","))
 }
@@ -251,6 +257,27 @@ pub fn request_schema(catalogs: &[(String, Catalog)]) -> Value {
     })
 }
 
+/// The single-request schema over `catalogs`: one of the request branches, at the top
+/// level of the event (which also carries its `id`).
+pub fn call_schema(catalogs: &[(String, Catalog)]) -> Value {
+    let branches: Vec<Value> = catalogs
+        .iter()
+        .flat_map(|(server, catalog)| request_branches(server, catalog))
+        .map(|mut branch| {
+            // The event's `id` sits beside the request's fields.
+            branch["properties"]["id"] = json!({});
+            branch
+        })
+        .collect();
+    if branches.is_empty() {
+        return json!(false);
+    }
+    json!({
+        "description": "One request to an MCP server; its result comes back.",
+        "oneOf": branches,
+    })
+}
+
 /// The response schema for `servers`.
 pub fn response_schema(servers: &[String]) -> Value {
     json!({
@@ -339,12 +366,16 @@ impl DynamicSchemas for McpSchemas {
             return Ok(value.clone());
         }
         let value = Arc::new(match parsed.kind {
-            SchemaKind::Request => {
+            SchemaKind::Request | SchemaKind::Call => {
                 let catalogs: Vec<(String, Catalog)> = connections
                     .iter()
                     .map(|c| (c.name().to_owned(), c.catalog()))
                     .collect();
-                request_schema(&catalogs)
+                if parsed.kind == SchemaKind::Call {
+                    call_schema(&catalogs)
+                } else {
+                    request_schema(&catalogs)
+                }
             }
             SchemaKind::Response => response_schema(&servers),
         });
@@ -372,6 +403,13 @@ mod tests {
             Some(SchemaName {
                 servers: Some(vec!["a".into(), "b.c".into()]),
                 kind: SchemaKind::Response
+            })
+        );
+        assert_eq!(
+            parse_name("mcp:fs:call"),
+            Some(SchemaName {
+                servers: Some(vec!["fs".into()]),
+                kind: SchemaKind::Call
             })
         );
         assert_eq!(parse_name("mcp:tools"), None);
@@ -421,6 +459,22 @@ mod tests {
         ] {
             assert!(!compiled.is_valid(&bad), "accepted {bad}");
         }
+    }
+
+    #[test]
+    fn the_call_schema_takes_exactly_one_request_beside_the_id() {
+        let compiled = CompiledSchema::compile(call_schema(&[("ev".into(), catalog())])).unwrap();
+        let ok = json!({"id": ["a", "b"], "server": "ev", "method": "tools/call",
+            "params": {"name": "get-sum", "arguments": {"a": 1, "b": 2}}});
+        assert!(compiled.is_valid(&ok), "{:?}", compiled.issues(&ok));
+        for bad in [
+            json!({"requests": [{"server": "ev", "method": "tools/call", "params": {"name": "get-sum", "arguments": {"a": 1, "b": 2}}}]}),
+            json!({"server": "ev", "method": "tools/call", "params": {"name": "get-sum", "arguments": {"a": "x", "b": 2}}}),
+            json!({"server": "ev", "method": "tools/call", "params": {"name": "get-sum", "arguments": {"a": 1, "b": 2}}, "more": 1}),
+        ] {
+            assert!(!compiled.is_valid(&bad), "accepted {bad}");
+        }
+        assert_eq!(call_schema(&[]), json!(false));
     }
 
     #[test]

@@ -195,7 +195,8 @@ fn a_model_reads_a_file_through_the_filesystem_server_and_answers_from_it() {
             .find(|e| e["from"] == from && e["failure"].is_null())
             .unwrap_or_else(|| panic!("no step from `{from}`: {entries:#?}"))
     };
-    // The model's request: a call of the one tool it is shown, on the file.
+    // The model's request (one call: `mcp:files:call`): the one tool it is shown, on
+    // the file.
     let read = step("read");
     assert!(
         read["model"]
@@ -204,7 +205,7 @@ fn a_model_reads_a_file_through_the_filesystem_server_and_answers_from_it() {
             .starts_with("embedded/"),
         "{read}"
     );
-    let call = &read["event"]["requests"][0];
+    let call = &read["event"];
     assert_eq!(call["method"], "tools/call", "{read}");
     assert_eq!(call["params"]["name"], "read_text_file", "{read}");
     assert_eq!(call["params"]["arguments"]["path"], "notes.txt", "{read}");
