@@ -138,6 +138,22 @@ fn embedded_model() -> PathBuf {
     model
 }
 
+/// The binary, runs in memory, with no model configuration from the machine (HOME and
+/// XDG_CONFIG_HOME at `home`), so `llm` states use the embedded model.
+fn on_the_embedded_model(home: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_claij"));
+    command
+        .stdin(Stdio::null())
+        .env("CLAIJ_STORE", "memory")
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home)
+        .env("CLAIJ_EMBEDDED_MODEL", embedded_model())
+        .env_remove("CLAIJ_CONFIG")
+        .env_remove("CLAIJ_MODEL")
+        .env_remove("OPENAI_API_KEY");
+    command
+}
+
 /// A model-driven run with an MCP tool: examples/file-question.yaml on the real embedded
 /// model (no key, no network) and the real filesystem server. The model writes the
 /// `tools/call` (which tool, which file), the server reads the file, and the model's
@@ -163,17 +179,9 @@ fn a_model_reads_a_file_through_the_filesystem_server_and_answers_from_it() {
     let file = dir.path().join("file-question.json");
     std::fs::write(&file, doc.to_string()).unwrap();
     let trail = dir.path().join("trail.jsonl");
-    let home = tempfile::tempdir().unwrap();
     let input = json!({"file": "notes.txt", "question": "Which room is the launch review in?"});
-    let out = Command::new(env!("CARGO_BIN_EXE_claij"))
-        .stdin(Stdio::null())
-        .env("CLAIJ_STORE", "memory")
-        .env("HOME", home.path())
-        .env("XDG_CONFIG_HOME", home.path())
-        .env("CLAIJ_EMBEDDED_MODEL", embedded_model())
-        .env_remove("CLAIJ_CONFIG")
-        .env_remove("CLAIJ_MODEL")
-        .env_remove("OPENAI_API_KEY")
+    let home = tempfile::tempdir().unwrap();
+    let out = on_the_embedded_model(home.path())
         .args(["run", "--trail"])
         .arg(&trail)
         .arg(&file)
@@ -259,15 +267,7 @@ fn a_servers_sampling_request_is_answered_by_the_runs_model() {
     let file = dir.path().join("sampler.json");
     std::fs::write(&file, doc.to_string()).unwrap();
     let home = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_claij"))
-        .stdin(Stdio::null())
-        .env("CLAIJ_STORE", "memory")
-        .env("HOME", home.path())
-        .env("XDG_CONFIG_HOME", home.path())
-        .env("CLAIJ_EMBEDDED_MODEL", embedded_model())
-        .env_remove("CLAIJ_CONFIG")
-        .env_remove("CLAIJ_MODEL")
-        .env_remove("OPENAI_API_KEY")
+    let out = on_the_embedded_model(home.path())
         .arg("run")
         .arg(&file)
         .output()
