@@ -10,12 +10,14 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use claij_core::store::StoreError;
-use sqlx::{AssertSqlSafe, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
+use sqlx::pool::PoolConnection;
+use sqlx::{AssertSqlSafe, Connection, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::dialect::Dialect;
+use crate::dialect::{CHECKPOINT_REFUSED, Dialect};
 use crate::rows::{EncodedCheckpoint, now_micros};
 
 /// The most checkpoints written in one transaction.
@@ -27,6 +29,10 @@ const QUEUE: usize = 4 * MAX_GROUP;
 /// Rows per multi-row `INSERT` into `trail` (3 parameters each; both databases allow far
 /// more parameters than this needs).
 const INSERT_CHUNK: usize = 200;
+
+/// How long the committer keeps its connection idle before giving it back to the pool
+/// (which checks it before the next use: a server may have closed it meanwhile).
+const KEEP_IDLE: Duration = Duration::from_secs(1);
 
 /// A checkpoint waiting to be written, and where its outcome goes.
 pub(crate) struct Pending {
@@ -81,6 +87,9 @@ fn backend(what: &str, e: sqlx::Error) -> StoreError {
 pub(crate) struct Committer<DB: Dialect> {
     pool: Pool<DB>,
     counters: Arc<Counters>,
+    /// The connection of the last group, kept while commits keep coming: a connection
+    /// going back to the pool costs a round trip (sqlx pings it), and so does taking one.
+    held: Option<(PoolConnection<DB>, Instant)>,
 }
 
 impl<DB> Committer<DB>
@@ -98,7 +107,11 @@ where
     /// sender and its clones are dropped.
     pub(crate) fn spawn(pool: Pool<DB>, counters: Arc<Counters>) -> mpsc::Sender<Pending> {
         let (sender, mut receiver) = mpsc::channel::<Pending>(QUEUE);
-        let committer = Committer { pool, counters };
+        let mut committer = Committer {
+            pool,
+            counters,
+            held: None,
+        };
         tokio::spawn(async move {
             let mut group = Vec::with_capacity(MAX_GROUP);
             while receiver.recv_many(&mut group, MAX_GROUP).await > 0 {
@@ -113,7 +126,7 @@ where
     }
 
     /// Writes a group; one outcome per checkpoint, in order.
-    async fn write_group(&self, group: &[Pending]) -> Vec<Result<(), StoreError>> {
+    async fn write_group(&mut self, group: &[Pending]) -> Vec<Result<(), StoreError>> {
         let n = group.len() as u64;
         self.counters.commits.fetch_add(n, Ordering::Relaxed);
         self.counters.largest_group.fetch_max(n, Ordering::Relaxed);
@@ -128,9 +141,11 @@ where
         group.iter().map(|_| Err(error.clone())).collect()
     }
 
-    /// One transaction over the group, with a savepoint per checkpoint when `isolate`.
+    /// One transaction over the group, with a savepoint per checkpoint when `isolate`, on
+    /// the held connection (or a new one from the pool). The connection is kept only if
+    /// all went well.
     async fn write_once(
-        &self,
+        &mut self,
         group: &[Pending],
         isolate: bool,
     ) -> Result<Vec<Result<(), StoreError>>, GroupFailure> {
@@ -139,8 +154,36 @@ where
             Err(e) => return Ok(group.iter().map(|_| Err(e.clone())).collect()),
         };
         self.counters.transactions.fetch_add(1, Ordering::Relaxed);
-        let mut tx = self
-            .pool
+        let mut conn = match self.held.take() {
+            Some((conn, since)) if since.elapsed() < KEEP_IDLE => conn,
+            _ => self
+                .pool
+                .acquire()
+                .await
+                .map_err(GroupFailure::Transaction)?,
+        };
+        let outcome = Self::write_on(&mut conn, group, isolate, now).await;
+        if outcome.is_ok() {
+            self.held = Some((conn, Instant::now()));
+        }
+        outcome
+    }
+
+    /// [`Self::write_once`] on `conn`.
+    async fn write_on(
+        conn: &mut DB::Connection,
+        group: &[Pending],
+        isolate: bool,
+        now: i64,
+    ) -> Result<Vec<Result<(), StoreError>>, GroupFailure> {
+        if let ([lone], false, Some(_)) = (group, isolate, DB::CHECKPOINT_STATEMENT) {
+            // One statement is its own transaction: no BEGIN and COMMIT round trips.
+            return match Self::apply(conn, &lone.checkpoint, now).await {
+                Ok(result) => Ok(vec![result]),
+                Err(e) => Err(GroupFailure::Statement(e)),
+            };
+        }
+        let mut tx = conn
             .begin_with(DB::BEGIN_WRITE)
             .await
             .map_err(GroupFailure::Transaction)?;
@@ -188,6 +231,9 @@ where
         checkpoint: &EncodedCheckpoint,
         now: i64,
     ) -> Result<Result<(), StoreError>, sqlx::Error> {
+        if let Some(statement) = DB::CHECKPOINT_STATEMENT {
+            return Self::apply_in_one(conn, statement, checkpoint, now).await;
+        }
         let updated = sqlx::query(UPDATE_RUN)
             .bind(checkpoint.status.to_owned())
             .bind(checkpoint.state.clone())
@@ -202,18 +248,53 @@ where
             .fetch_optional(&mut *conn)
             .await?;
         if updated.is_none() {
-            let first = checkpoint.first_seq.and_then(|s| u64::try_from(s).ok());
-            let run = &checkpoint.run_id;
-            return Ok(Err(Self::refusal(
-                &mut *conn,
-                run,
-                &checkpoint.owner,
-                first,
-            )
-            .await?));
+            return Ok(Err(Self::refused(conn, checkpoint).await?));
         }
         Self::insert_entries(conn, &checkpoint.run_id, &checkpoint.entries).await?;
         Ok(Ok(()))
+    }
+
+    /// [`Self::apply`] through the dialect's one checkpoint `statement`.
+    async fn apply_in_one(
+        conn: &mut DB::Connection,
+        statement: &'static str,
+        checkpoint: &EncodedCheckpoint,
+        now: i64,
+    ) -> Result<Result<(), StoreError>, sqlx::Error> {
+        let entries = serde_json::to_string(&checkpoint.entries)
+            .map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+        let written = sqlx::query(statement)
+            .bind(checkpoint.run_id.clone())
+            .bind(checkpoint.owner.clone())
+            .bind(checkpoint.first_seq)
+            .bind(checkpoint.status.to_owned())
+            .bind(checkpoint.state.clone())
+            .bind(checkpoint.context.clone())
+            .bind(checkpoint.wait.clone())
+            .bind(checkpoint.lease_until)
+            .bind(now)
+            .bind(entries)
+            .execute(&mut *conn)
+            .await;
+        match written {
+            Ok(_) => Ok(Ok(())),
+            Err(e)
+                if e.as_database_error()
+                    .is_some_and(|d| d.message().contains(CHECKPOINT_REFUSED)) =>
+            {
+                Ok(Err(Self::refused(conn, checkpoint).await?))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Why the guard refused `checkpoint` (nothing of it was written).
+    async fn refused(
+        conn: &mut DB::Connection,
+        checkpoint: &EncodedCheckpoint,
+    ) -> Result<StoreError, sqlx::Error> {
+        let first = checkpoint.first_seq.and_then(|s| u64::try_from(s).ok());
+        Self::refusal(&mut *conn, &checkpoint.run_id, &checkpoint.owner, first).await
     }
 
     /// Appends `(seq, entry JSON)` rows to a run's trail.

@@ -24,7 +24,17 @@ pub trait Dialect: sqlx::Database + private::Sealed {
     /// A query returning the connection's durability setting, as text.
     #[doc(hidden)]
     const DURABILITY_PROBE: &'static str;
+    /// One statement that writes a whole checkpoint (parameters `$1`–`$10`: run id, owner,
+    /// first sequence number, status, state, context, wait, lease end, time, entries as a
+    /// JSON array of `[seq, entry]`), failing with `claij: checkpoint refused` in its message
+    /// when the guard refuses it; `None` where a checkpoint is a guarded `UPDATE` and an
+    /// `INSERT`.
+    #[doc(hidden)]
+    const CHECKPOINT_STATEMENT: Option<&'static str>;
 }
+
+/// The message of a [`Dialect::CHECKPOINT_STATEMENT`] the guard refused.
+pub(crate) const CHECKPOINT_REFUSED: &str = "claij: checkpoint refused";
 
 mod private {
     pub trait Sealed {}

@@ -27,6 +27,7 @@ impl Dialect for Postgres {
     const FOR_UPDATE: &'static str = " FOR UPDATE";
     const DURABILITY_PROBE: &'static str =
         "SELECT 'synchronous_commit=' || current_setting('synchronous_commit')";
+    const CHECKPOINT_STATEMENT: Option<&'static str> = None;
 }
 
 /// Parses a `postgres://` URL; the description it returns has no password.

@@ -19,17 +19,29 @@ const MAX_CONNECTIONS: u32 = 8;
 
 impl Dialect for Sqlite {
     const SCHEME: &'static str = "sqlite";
-    const MIGRATIONS: &'static [Migration] = &[Migration {
-        version: 1,
-        name: "initial",
-        sql: include_str!("../migrations/sqlite/0001_initial.sql"),
-    }];
+    const MIGRATIONS: &'static [Migration] = &[
+        Migration {
+            version: 1,
+            name: "initial",
+            sql: include_str!("../migrations/sqlite/0001_initial.sql"),
+        },
+        Migration {
+            version: 2,
+            name: "checkpoint_statement",
+            sql: include_str!("../migrations/sqlite/0002_checkpoint_statement.sql"),
+        },
+    ];
     const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
     const MIGRATION_LOCK: Option<&'static str> = None;
     const FOR_UPDATE: &'static str = "";
     const DURABILITY_PROBE: &'static str = "SELECT 'journal_mode=' || j.journal_mode || \
          ' synchronous=' || CASE s.synchronous WHEN 0 THEN 'off' WHEN 1 THEN 'normal' \
          WHEN 2 THEN 'full' ELSE 'extra' END FROM pragma_journal_mode AS j, pragma_synchronous AS s";
+    // The view and trigger of migration 2.
+    const CHECKPOINT_STATEMENT: Option<&'static str> = Some(
+        "INSERT INTO checkpoint_writes (run_id, owner, first_seq, status, state, context, \
+         wait, lease_until, updated_at, entries) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+    );
 }
 
 /// A pool on the SQLite file at `path` (created with its parent directories if missing).
@@ -54,6 +66,9 @@ pub(crate) async fn connect(
         .foreign_keys(true);
     SqlitePoolOptions::new()
         .max_connections(MAX_CONNECTIONS)
+        // A connection to a local file does not go stale: no ping (a round trip to the
+        // connection's thread) before each use.
+        .test_before_acquire(false)
         .connect_with(options)
         .await
         .map_err(|e| StoreError::Backend(format!("cannot open sqlite:{}: {e}", path.display())))

@@ -9,6 +9,11 @@ use support::Harness;
 
 store_suite!(Harness::sqlite());
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_of_schema_1_is_upgraded_and_its_runs_go_on() {
+    suite::a_sqlite_file_of_schema_1_is_upgraded(Harness::sqlite()).await;
+}
+
 #[tokio::test]
 async fn plain_paths_and_sqlite_urls_open_the_same_file() {
     let dir = tempfile::tempdir().expect("temporary directory");

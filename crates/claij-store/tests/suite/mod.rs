@@ -890,11 +890,13 @@ pub async fn a_reopened_store_sees_everything(h: Harness) {
 pub async fn migrations_apply_once(h: Harness) {
     let first = h.open_concrete(Durability::Normal).await;
     let applied = first.applied_migrations().await;
-    assert_eq!(applied.len(), 1);
     assert_eq!(
         (applied[0].version, applied[0].name.as_str()),
         (1, "initial")
     );
+    let versions: Vec<i64> = applied.iter().map(|m| m.version).collect();
+    let expected: Vec<i64> = (1..=applied.len() as i64).collect();
+    assert_eq!(versions, expected, "each migration once, in order");
     // Several openers at once, then again: nothing is applied twice.
     let opens: Vec<_> = (0..4).map(|_| h.try_open(Durability::Normal)).collect();
     for open in opens {
@@ -902,6 +904,41 @@ pub async fn migrations_apply_once(h: Harness) {
     }
     let again = h.open_concrete(Durability::Strict).await;
     assert_eq!(again.applied_migrations().await, applied);
+}
+
+/// SQLite only: a file written before migration 2 (no one-statement checkpoint) is
+/// upgraded when opened, and its runs go on where they were.
+pub async fn a_sqlite_file_of_schema_1_is_upgraded(h: Harness) {
+    let before = {
+        let store = h.open().await;
+        create(&store, "r1", RunStatus::Running, Some("w1"), 2).await;
+        store.trail("r1", 0).await.expect("trail")
+    };
+    h.execute(
+        "DROP TRIGGER checkpoint_write; DROP VIEW checkpoint_writes; \
+         DELETE FROM claij_migrations WHERE version = 2",
+    )
+    .await;
+    let upgraded = h.open_concrete(Durability::Normal).await;
+    let applied: Vec<(i64, String)> = upgraded
+        .applied_migrations()
+        .await
+        .into_iter()
+        .map(|m| (m.version, m.name))
+        .collect();
+    assert_eq!(
+        applied,
+        [(1, "initial".into()), (2, "checkpoint_statement".into())]
+    );
+    let store = upgraded.store();
+    store
+        .commit(checkpoint("r1", "w1", entries(2, 4)))
+        .await
+        .expect("commit after the upgrade");
+    let after = store.trail("r1", 0).await.expect("trail");
+    assert_eq!(after[..2], before[..]);
+    assert_eq!(after[2..], entries(2, 4)[..]);
+    assert_eq!(store.run("r1").await.expect("run").trail_len, 4);
 }
 
 pub async fn a_newer_database_is_refused(h: Harness) {
