@@ -93,137 +93,154 @@ pub(crate) fn to_micros(at: SystemTime) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_micros(u64::try_from(micros).unwrap_or(u64::MAX))
 }
 
-impl RunState<'_> {
+impl<'e> RunState<'e> {
     /// Drives the run from the state `transition` entered until it ends or suspends,
     /// starting at attempt `first_attempt` (above 1 when a resumed run had already spent
     /// attempts in that state).
-    pub async fn drive(
+    ///
+    /// Not an `async fn`: that would keep the state twice in the future (the argument and
+    /// the body's copy of it, 330 bytes more for every live run). The block below uses the
+    /// captured `self` in place.
+    #[allow(clippy::manual_async_fn)]
+    pub fn drive(
         mut self,
         mut transition: usize,
         mut first_attempt: u32,
-    ) -> Result<RunOutcome, StoreError> {
-        let _heartbeat = self
-            .durable
-            .as_ref()
-            .map(|d| d.heartbeat(&self.run_id, &self.cancel));
-        loop {
-            let fsm = self.fsm;
-            let Some(state_idx) = fsm.transitions[transition].to_idx else {
-                let to = fsm.transitions[transition].to.clone();
-                return self.finish(RunStatus::Failed, &to, None).await;
-            };
-            let state = &fsm.states[state_idx];
-            if state.is_terminal() {
-                return self.finish(RunStatus::Completed, &state.id, None).await;
-            }
-            let max_attempts = fsm.max_attempts(state);
-            let mut last_failure = self.last_failure_here();
-            let mut next = None;
-            for attempt in first_attempt..=max_attempts {
-                self.checkpoint(RunStatus::Running, &state.id).await?;
-                let started = self.clock.stamp;
-                let result = self.attempt(state, transition, attempt).await;
-                self.clock.stamp = Instant::now();
-                let duration = self.clock.stamp.saturating_duration_since(started);
-                match result {
-                    Attempt::Took {
-                        transition: t,
-                        output,
-                    } => {
-                        let ActionOutput {
-                            event,
-                            context,
+    ) -> impl Future<Output = Result<RunOutcome, StoreError>> + Send + 'e {
+        async move {
+            let _heartbeat = self
+                .durable
+                .as_ref()
+                .map(|d| d.heartbeat(&self.run_id, &self.cancel));
+            loop {
+                let fsm = self.fsm;
+                let Some(state_idx) = fsm.transitions[transition].to_idx else {
+                    let to = fsm.transitions[transition].to.clone();
+                    return Box::pin(self.finish(RunStatus::Failed, &to, None)).await;
+                };
+                let state = &fsm.states[state_idx];
+                if state.is_terminal() {
+                    return Box::pin(self.finish(RunStatus::Completed, &state.id, None)).await;
+                }
+                let max_attempts = fsm.max_attempts(state);
+                let mut last_failure = self.last_failure_here();
+                let mut next = None;
+                // How the run ends here, if it does: finished after the loop, so that no
+                // attempt's result is held across that await, and the wait boxed, since
+                // this is held across every attempt (either would grow every run's future).
+                let mut ending: Option<(RunStatus, Option<Box<Wait>>)> = None;
+                for attempt in first_attempt..=max_attempts {
+                    self.checkpoint(RunStatus::Running, &state.id).await?;
+                    let started = self.clock.stamp;
+                    let result = self.attempt(state, transition, attempt).await;
+                    self.clock.stamp = Instant::now();
+                    let duration = self.clock.stamp.saturating_duration_since(started);
+                    match result {
+                        Attempt::Took {
+                            transition: t,
+                            output,
+                        } => {
+                            let ActionOutput {
+                                event,
+                                context,
+                                model,
+                                usage,
+                            } = output;
+                            if let Some(context) = context {
+                                self.context = context;
+                                self.context_dirty = true;
+                            }
+                            self.append_full(t, event, attempt, model, usage, Some(duration), None);
+                            next = Some(t);
+                            break;
+                        }
+                        Attempt::Failed {
+                            failure,
+                            output,
+                            retryable,
                             model,
                             usage,
-                        } = output;
-                        if let Some(context) = context {
-                            self.context = context;
-                            self.context_dirty = true;
+                        } => {
+                            self.append_failure_with_usage(
+                                state,
+                                output,
+                                failure.clone(),
+                                (model, usage),
+                                Some(duration),
+                            );
+                            last_failure = Some(failure);
+                            if !retryable {
+                                break;
+                            }
                         }
-                        self.append_full(t, event, attempt, model, usage, Some(duration), None);
-                        next = Some(t);
-                        break;
-                    }
-                    Attempt::Failed {
-                        failure,
-                        output,
-                        retryable,
-                        model,
-                        usage,
-                    } => {
-                        self.append_failure_with_usage(
-                            state,
-                            output,
-                            failure.clone(),
-                            (model, usage),
-                            Some(duration),
-                        );
-                        last_failure = Some(failure);
-                        if !retryable {
+                        Attempt::Suspend(suspension) => {
+                            let wait = self.wait_for(state, suspension);
+                            ending = Some((RunStatus::Suspended, Some(Box::new(wait))));
+                            break;
+                        }
+                        Attempt::Interrupted => {
+                            self.append_failure(
+                                state,
+                                Value::Null,
+                                Failure {
+                                    kind: FailureKind::Interrupted,
+                                    message: "the run was interrupted".into(),
+                                    errors: Vec::new(),
+                                    attempt,
+                                },
+                                None,
+                                Some(duration),
+                            );
+                            ending = Some((RunStatus::Interrupted, None));
+                            break;
+                        }
+                        Attempt::LeaseLost => {
+                            return Err(StoreError::LostLease {
+                                run: self.run_id.clone(),
+                            });
+                        }
+                        Attempt::DeadlineExceeded => {
+                            let limit = self.deadline.map(|(_, d)| d).unwrap_or_default();
+                            let failure = Failure {
+                                kind: FailureKind::Timeout,
+                                message: format!(
+                                    "the run's deadline of {} passed",
+                                    humantime::format_duration(limit)
+                                ),
+                                errors: Vec::new(),
+                                attempt,
+                            };
+                            self.append_failure(
+                                state,
+                                Value::Null,
+                                failure.clone(),
+                                None,
+                                Some(duration),
+                            );
+                            // The deadline is a failure like any other: its `on_failure` route
+                            // is followed, but only once, so a run past its deadline ends.
+                            if std::mem::replace(&mut self.deadline_routed, true) {
+                                ending = Some((RunStatus::Failed, None));
+                                break;
+                            }
+                            last_failure = Some(failure);
                             break;
                         }
                     }
-                    Attempt::Suspend(suspension) => {
-                        let wait = self.wait_for(state, suspension);
-                        return self
-                            .finish(RunStatus::Suspended, &state.id, Some(wait))
-                            .await;
-                    }
-                    Attempt::Interrupted => {
-                        self.append_failure(
-                            state,
-                            Value::Null,
-                            Failure {
-                                kind: FailureKind::Interrupted,
-                                message: "the run was interrupted".into(),
-                                errors: Vec::new(),
-                                attempt,
-                            },
-                            None,
-                            Some(duration),
-                        );
-                        return self.finish(RunStatus::Interrupted, &state.id, None).await;
-                    }
-                    Attempt::LeaseLost => {
-                        return Err(StoreError::LostLease {
-                            run: self.run_id.clone(),
-                        });
-                    }
-                    Attempt::DeadlineExceeded => {
-                        let limit = self.deadline.map(|(_, d)| d).unwrap_or_default();
-                        let failure = Failure {
-                            kind: FailureKind::Timeout,
-                            message: format!(
-                                "the run's deadline of {} passed",
-                                humantime::format_duration(limit)
-                            ),
-                            errors: Vec::new(),
-                            attempt,
-                        };
-                        self.append_failure(
-                            state,
-                            Value::Null,
-                            failure.clone(),
-                            None,
-                            Some(duration),
-                        );
-                        // The deadline is a failure like any other: its `on_failure` route
-                        // is followed, but only once, so a run past its deadline ends.
-                        if std::mem::replace(&mut self.deadline_routed, true) {
-                            return self.finish(RunStatus::Failed, &state.id, None).await;
-                        }
-                        last_failure = Some(failure);
-                        break;
-                    }
                 }
-            }
-            first_attempt = 1;
-            match next {
-                Some(t) => transition = t,
-                None => match self.on_failure_route(state, last_failure) {
+                if let Some((status, wait)) = ending {
+                    return Box::pin(self.finish(status, &state.id, wait.map(|w| *w))).await;
+                }
+                first_attempt = 1;
+                match next {
                     Some(t) => transition = t,
-                    None => return self.finish(RunStatus::Failed, &state.id, None).await,
-                },
+                    None => match self.on_failure_route(state, last_failure) {
+                        Some(t) => transition = t,
+                        None => {
+                            return Box::pin(self.finish(RunStatus::Failed, &state.id, None)).await;
+                        }
+                    },
+                }
             }
         }
     }
@@ -250,7 +267,7 @@ impl RunState<'_> {
             .durable
             .as_ref()
             .map(|d| d.heartbeat(&self.run_id, &self.cancel));
-        self.finish(RunStatus::Failed, &state.id, None).await
+        Box::pin(self.finish(RunStatus::Failed, &state.id, None)).await
     }
 
     /// The last failure recorded since the current state was entered (a resumed run
@@ -399,7 +416,8 @@ impl RunState<'_> {
             _ = self.cancel.cancelled() => return self.stopped(),
             r = async {
                 match limit {
-                    Some(limit) => tokio::time::timeout(limit, run).await.ok(),
+                    // Boxed: a timer is most of this future, and most states have none.
+                    Some(limit) => Box::pin(tokio::time::timeout(limit, run)).await.ok(),
                     None => Some(run.await),
                 }
             } => r,
@@ -628,6 +646,9 @@ impl RunState<'_> {
 
     /// Ends (or suspends) the run: commits the rest of the trail with the final status,
     /// releasing the lease, then tells the observers.
+    ///
+    /// Its callers box it: a run's future lives as long as the run, and this one's 1.4 KB
+    /// is needed only once, at the end (it would otherwise be part of every run's size).
     async fn finish(
         mut self,
         status: RunStatus,

@@ -22,6 +22,9 @@ use crate::registry::ActionRegistry;
 
 pub use claij_core::store::RunStatus;
 
+/// The trail entries a new run has room for before its trail first grows.
+const INITIAL_TRAIL: usize = 4;
+
 /// How to run.
 #[derive(Clone, Default)]
 pub struct RunOptions {
@@ -193,8 +196,22 @@ impl Engine {
         input: Value,
         options: RunOptions,
     ) -> Result<RunOutcome, RunError> {
+        // Boxed: starting needs its records and store calls once, not for the run's whole
+        // life (a run's future is held for as long as the run lives).
+        let (run, entry) = Box::pin(self.start(&fsm, input, options)).await?;
+        Ok(run.drive(entry, 1).await?)
+    }
+
+    /// A new run of `fsm` with its input appended (and, with a store, created there),
+    /// ready to be driven from the entry transition returned with it.
+    async fn start<'e>(
+        &'e self,
+        fsm: &'e Fsm,
+        input: Value,
+        options: RunOptions,
+    ) -> Result<(RunState<'e>, usize), RunError> {
         let run_id = options.run_id.clone().unwrap_or_else(new_run_id);
-        let (entry, input) = self.entry(&fsm, input)?;
+        let (entry, input) = self.entry(fsm, input)?;
         let context = match &options.context {
             Value::Null => Value::Object(Default::default()),
             c => c.clone(),
@@ -203,15 +220,17 @@ impl Engine {
             .deadline
             .or(fsm.settings.deadline)
             .map(|d| (Instant::now() + d, d));
-        let mut trail = Vec::with_capacity(16 + options.prior_trail.len());
+        // Room for the input and a few steps: a run's trail is held for as long as it lives
+        // (about 200 bytes an entry), and grows by doubling past that.
+        let mut trail = Vec::with_capacity(INITIAL_TRAIL + options.prior_trail.len());
         trail.extend(options.prior_trail.iter().cloned());
         for (seq, e) in trail.iter_mut().enumerate() {
             e.seq = seq as u64;
         }
-        let mut run = self.run_state(&fsm, run_id, trail, context, deadline, &options);
+        let mut run = self.run_state(fsm, run_id, trail, context, deadline, &options);
         run.append_full(entry, input, 1, None, None, None, None);
         if let Some(durable) = &run.durable {
-            self.store_definition(durable.store.as_ref(), &fsm).await?;
+            self.store_definition(durable.store.as_ref(), fsm).await?;
             let now = SystemTime::now();
             let record = RunRecord {
                 id: run.run_id.clone(),
@@ -235,7 +254,7 @@ impl Engine {
             durable.store.create_run(&record, &run.trail).await?;
             run.committed = run.trail.len();
         }
-        Ok(run.drive(entry, 1).await?)
+        Ok((run, entry))
     }
 
     /// Continues a stored run of `fsm` (the definition it is pinned to):
