@@ -57,6 +57,7 @@ TARGETS = {
     "w3_event_ratio": 1.2,   # ≤1.2× the events' bytes (plus fixed overhead)
     "w4_langgraph": 100.0,   # ≥100× LangGraph's runs per second
     "w4_bytes_per_run": 8 * 1024,
+    "w5_call_ratio": 0.75,   # claij's tools/call round trip ≤0.75× the Python SDK's
 }
 
 
@@ -244,19 +245,22 @@ def w4(claij: list[str], py: list[str], size: dict) -> dict:
     return out
 
 
-def w5(py: list[str], size: dict) -> dict:
+def w5(py: list[str], claij: list[str], size: dict) -> dict:
     log("W5 MCP")
     script = os.path.join(PEERS, "mcp_bench.py")
     server = os.environ.get("CLAIJ_BENCH_MCP_SERVER", "")
     if not server or not os.path.exists(server):
         return {"skipped": "the MCP server (@modelcontextprotocol/server-everything) is not "
                            "installed; bench/run installs it with npm"}
+    reps, calls = str(size["reps"]), "200" if size["reps"] > 1 else "20"
+    out = {"claij": run_json(claij + ["w5", "--server", server, "--reps", reps, "--calls", calls],
+                             "claij")}
     try:
-        return {"python_sdk": run_json(
-            py + [script, "--server", server, "--reps", str(size["reps"]),
-                  "--calls", "200" if size["reps"] > 1 else "20"], "Python SDK")}
+        out["python_sdk"] = run_json(py + [script, "--server", server, "--reps", reps,
+                                           "--calls", calls], "Python SDK")
     except SystemExit as e:
-        return {"skipped": f"the Python SDK's measurement failed: {e}"}
+        out["python_sdk_failed"] = str(e)
+    return out
 
 
 # ---------------------------------------------------------------- the report
@@ -334,6 +338,10 @@ def verdicts(res: dict) -> list[dict]:
                f"{g['file_per_step_vs_event']:.2f}× (file)", "≤1.2× + fixed",
                rr <= TARGETS["w3_event_ratio"],
                "rows: RunStore::run_bytes (the stored text); file: SQLite file growth, pages and indexes included")
+    if "w5" in w and "python_sdk" in w["w5"]:
+        c, p = w["w5"]["claij"]["call_us"], w["w5"]["python_sdk"]["call_us"]
+        target("W5 tools/call round trip vs the Python SDK", f"{c / p:.2f}× ({fmt_us(c)} µs vs {fmt_us(p)} µs)",
+               "≤0.75×", c <= TARGETS["w5_call_ratio"] * p)
     if "w4" in w:
         d = w["w4"]
         for mode in ("seq", "concurrent"):
@@ -466,13 +474,20 @@ def report(res: dict) -> str:
         if "skipped" in d5:
             lines += [f"W5 MCP: skipped: {d5['skipped']}", ""]
         else:
-            p = d5["python_sdk"]
-            rows = [["spawn to ready (initialize)", "n/a (MCP client not built yet)",
-                     f"{p['spawn_to_ready_ms']:,.1f} ms"],
-                    ["tools/call get-sum round trip", "n/a (MCP client not built yet)",
-                     f"{p['call_us']:,.0f} µs"]]
-            lines += ["W5 MCP: @modelcontextprotocol/server-everything over stdio",
-                      table(rows, ["", "claij", f"Python SDK (mcp {res['versions'].get('mcp', '?')})"]), ""]
+            c = d5["claij"]
+            p = d5.get("python_sdk")
+            peer = (lambda key, fmt: fmt(p[key])) if p else (lambda key, fmt: "failed")
+            rows = [["spawn to ready", f"{c['spawn_to_ready_ms']:,.1f} ms",
+                     peer("spawn_to_ready_ms", lambda v: f"{v:,.1f} ms"),
+                     fmt_x(p["spawn_to_ready_ms"] / c["spawn_to_ready_ms"]) if p else ""],
+                    ["tools/call get-sum round trip", f"{c['call_us']:,.0f} µs",
+                     peer("call_us", lambda v: f"{v:,.0f} µs"),
+                     fmt_x(p["call_us"] / c["call_us"]) if p else ""]]
+            lines += ["W5 MCP: @modelcontextprotocol/server-everything over stdio (ratio = Python SDK / claij)",
+                      table(rows, ["", "claij", f"Python SDK (mcp {res['versions'].get('mcp', '?')})", "ratio"]),
+                      "ready: claij after initialize and listing the tools, resources and prompts; "
+                      "the Python SDK after initialize only",
+                      ""]
     lines.append("targets (issue 9):")
     for t in res["targets"]:
         lines.append(f"  [{'met' if t['met'] else 'NOT met'}] {t['target']}: {t['measured']} (goal {t['goal']})")
@@ -510,7 +525,7 @@ def main() -> None:
     if "w4" in only:
         w["w4"] = w4(claij, py, size)
     if "w5" in only:
-        w["w5"] = w5(py, size)
+        w["w5"] = w5(py, claij, size)
     res["machine"]["load_at_end"] = os.getloadavg()
     res["elapsed_s"] = round(time.perf_counter() - started, 1)
     res["derived"] = derive(res)

@@ -1,7 +1,7 @@
 """W5, the Python SDK's side (the official `mcp` package): spawn-to-ready of the MCP
 reference server (@modelcontextprotocol/server-everything, from npm, run by node over
 stdio: spawn, `initialize` answered) and the round trip of `tools/call get-sum`.
-claij's MCP client is not built yet, so claij has no column here.
+claij's side is `claij-bench w5` (bench/claij-bench/src/mcp.rs), the same calls.
 """
 
 from __future__ import annotations

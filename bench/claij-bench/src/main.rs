@@ -7,6 +7,7 @@
 //! claij-bench w3     [--steps 100,200,400,800] --dir DIR
 //! claij-bench w4     [--runs 10000] [--transitions 10] [--reps 5] --mode seq|concurrent
 //! claij-bench w4mem  [--runs 10000] [--transitions 10] [--at 5]
+//! claij-bench w5     --server …/server-everything/dist/index.js [--reps 5] [--calls 200]
 //! ```
 //!
 //! The loop is the two-state ping-pong of `crates/claij-engine/benches`: a deterministic
@@ -35,6 +36,8 @@ use claij_engine::{
 use serde_json::{Value, json};
 use tokio::runtime::Runtime;
 use tokio::sync::watch;
+
+mod mcp;
 
 /// The ping-pong loop (the same document as the engine's criterion benchmarks).
 const LOOP: &str = include_str!("../../workloads/ping-pong.yaml");
@@ -556,8 +559,9 @@ fn main() -> ExitCode {
         "w3" => w3(&args),
         "w4" => w4(&args),
         "w4mem" => w4mem(&args),
+        "w5" => mcp::w5(&args),
         other => Err(format!(
-            "unknown workload `{other}`: use w1, w2, w3, w4 or w4mem (see the source's header)"
+            "unknown workload `{other}`: use w1, w2, w3, w4, w4mem or w5 (see the source's header)"
         )),
     });
     match result {
@@ -627,5 +631,23 @@ mod tests {
             assert!(events >= p["chunk_bytes"].as_u64().unwrap_or(u64::MAX));
             assert!(p["run_bytes"].as_u64().unwrap_or(0) >= events);
         }
+    }
+
+    /// W5 against the real server-everything, as installed for the tests by
+    /// scripts/setup/mcp-servers (every `get-sum` answer is checked by the workload).
+    #[test]
+    fn the_mcp_workload_runs() {
+        let cache = std::env::var_os("CLAIJ_CACHE_DIR").map_or_else(
+            || PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/claij"),
+            PathBuf::from,
+        );
+        let server = cache
+            .join("mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+        let server = server.display().to_string();
+        let five = mcp::w5(&args(&[("server", &server), ("reps", "1"), ("calls", "3")]))
+            .unwrap_or_else(|e| panic!("{e} (run scripts/setup/mcp-servers first)"));
+        assert_eq!(five["calls_per_rep"], json!(3));
+        assert!(five["call_us"].as_f64().is_some_and(|us| us > 0.0), "{five}");
+        assert!(five["spawn_to_ready_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{five}");
     }
 }
