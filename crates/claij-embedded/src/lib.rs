@@ -17,6 +17,7 @@
 
 pub mod chat;
 pub mod constraint;
+mod decode;
 pub mod error;
 pub mod fetch;
 pub mod llama;

@@ -1,7 +1,7 @@
 //! The llama-family forward pass, tuned for a small model on a few CPU cores.
 //!
 //! The same computation as candle-transformers' `quantized_llama` (the tests compare the
-//! two), with three changes that matter at this size:
+//! two), with these changes that matter at this size:
 //!
 //! - **Prefill through f32 matrix products.** candle's quantized kernels are fastest for
 //!   one row (decoding) but slow for many (a prompt); with hidden sizes such as
@@ -12,18 +12,33 @@
 //!   cache at every token.
 //! - **Grouped-query attention without copying keys and values per query head**: the
 //!   query heads that share a key/value head are folded into one matrix product.
+//! - **Decoding without tensors** when the weights are Q8_0 (see `decode`): one token
+//!   goes through Q8_0 matrix–vector products read straight from the GGUF blocks, on
+//!   threads that stay awake between products, with candle's arithmetic per row.
+//! - **Embeddings looked up in the quantized table**: a token's row is dequantized when
+//!   it is asked for (the same values as dequantizing the whole table), and a tied
+//!   output projection shares the table, instead of keeping a 49,152 × 576 f32 copy.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
-use candle_core::quantized::{QMatMul, QTensor, gguf_file};
+use candle_core::quantized::k_quants::{
+    BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K,
+    BlockQ8_0, GgmlType,
+};
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, IndexOp, Module, Result, Tensor};
-use candle_nn::kv_cache::Cache;
+
+use crate::decode::{self, Pool, Q8Matrix, QuantizedVec, Shared};
 
 /// The longest sequence (prompt and answer) the model is run on.
 pub const MAX_SEQ_LEN: usize = 4096;
 
 /// Rows from which a product goes through dequantized f32 weights.
 const PREFILL_ROWS: usize = 8;
+
+/// Parts per decoding thread in each parallel step of a token.
+const PARTS_PER_THREAD: usize = 4;
 
 /// The key/value cache grows by this many positions at a time.
 const CACHE_STEP: usize = 512;
@@ -37,8 +52,7 @@ struct Linear {
 }
 
 impl Linear {
-    fn new(weights: QTensor) -> Result<Self> {
-        let weights = Arc::new(weights);
+    fn new(weights: Arc<QTensor>) -> Result<Self> {
         Ok(Self {
             quantized: QMatMul::from_arc(weights.clone())?,
             weights,
@@ -54,6 +68,164 @@ impl Linear {
         let w = self.weights.dequantize(x.device())?;
         x.broadcast_matmul(&w.t()?)
     }
+
+    /// The weights as a Q8_0 matrix for the decoding kernels, if they are one.
+    fn q8_bytes(&self) -> Option<(Cow<'_, [u8]>, usize, usize)> {
+        if self.weights.dtype() != GgmlDType::Q8_0 {
+            return None;
+        }
+        let (rows, cols) = self.weights.shape().dims2().ok()?;
+        let bytes = self.weights.data().ok()?;
+        Q8Matrix::new(&bytes, rows, cols).ok()?;
+        Some((bytes, rows, cols))
+    }
+}
+
+/// Q8_0 matrix `linear`, checked at load time by [`Linear::q8_bytes`].
+fn q8(linear: &Linear) -> Result<(Cow<'_, [u8]>, usize, usize)> {
+    match linear.q8_bytes() {
+        Some(m) => Ok(m),
+        None => candle_core::bail!("a weight matrix is not Q8_0"),
+    }
+}
+
+/// The token embedding table, kept as stored (quantized); rows are dequantized when
+/// looked up.
+struct Embeddings {
+    table: Arc<QTensor>,
+    dim: usize,
+    /// The whole table in f32, for block formats rows cannot be read from.
+    dense: Option<Tensor>,
+}
+
+impl Embeddings {
+    fn new(table: Arc<QTensor>, dim: usize, device: &Device) -> Result<Self> {
+        let mut e = Self {
+            table,
+            dim,
+            dense: None,
+        };
+        let mut probe = vec![0f32; dim];
+        if e.rows(&[0], &mut probe).is_err() {
+            e.dense = Some(e.table.dequantize(device)?);
+        }
+        Ok(e)
+    }
+
+    fn vocab(&self) -> usize {
+        self.table.shape().dims().first().copied().unwrap_or(0)
+    }
+
+    /// Writes the rows of `ids` one after the other into `out`.
+    fn rows(&self, ids: &[u32], out: &mut [f32]) -> Result<()> {
+        if out.len() != ids.len() * self.dim {
+            candle_core::bail!("{} values cannot hold {} rows", out.len(), ids.len());
+        }
+        if let Some(dense) = &self.dense {
+            let ids_t = Tensor::new(ids, dense.device())?;
+            let rows = dense
+                .index_select(&ids_t, 0)?
+                .flatten_all()?
+                .to_vec1::<f32>()?;
+            out.copy_from_slice(&rows);
+            return Ok(());
+        }
+        let bytes = self.table.data()?;
+        let (vocab, dim) = (self.vocab(), self.dim);
+        match self.table.dtype() {
+            GgmlDType::Q8_0 => rows_of::<BlockQ8_0>(&bytes, vocab, dim, ids, out),
+            GgmlDType::Q4_0 => rows_of::<BlockQ4_0>(&bytes, vocab, dim, ids, out),
+            GgmlDType::Q4_1 => rows_of::<BlockQ4_1>(&bytes, vocab, dim, ids, out),
+            GgmlDType::Q5_0 => rows_of::<BlockQ5_0>(&bytes, vocab, dim, ids, out),
+            GgmlDType::Q5_1 => rows_of::<BlockQ5_1>(&bytes, vocab, dim, ids, out),
+            GgmlDType::Q2K => rows_of::<BlockQ2K>(&bytes, vocab, dim, ids, out),
+            GgmlDType::Q3K => rows_of::<BlockQ3K>(&bytes, vocab, dim, ids, out),
+            GgmlDType::Q4K => rows_of::<BlockQ4K>(&bytes, vocab, dim, ids, out),
+            GgmlDType::Q5K => rows_of::<BlockQ5K>(&bytes, vocab, dim, ids, out),
+            GgmlDType::Q6K => rows_of::<BlockQ6K>(&bytes, vocab, dim, ids, out),
+            GgmlDType::F32 => rows_of::<f32>(&bytes, vocab, dim, ids, out),
+            other => candle_core::bail!("no row lookup for {other:?} embeddings"),
+        }
+    }
+
+    /// `tokens` (`(1, n)`) → `(1, n, dim)`.
+    fn forward(&self, tokens: &Tensor) -> Result<Tensor> {
+        let ids = tokens.flatten_all()?.to_vec1::<u32>()?;
+        let mut out = vec![0f32; ids.len() * self.dim];
+        self.rows(&ids, &mut out)?;
+        Tensor::from_vec(out, (1, ids.len(), self.dim), tokens.device())
+    }
+}
+
+/// Dequantizes rows `ids` of a `vocab × dim` table stored as blocks `T`, with the
+/// format's own `to_float` (what dequantizing the whole table does, block by block).
+fn rows_of<T: GgmlType>(
+    bytes: &[u8],
+    vocab: usize,
+    dim: usize,
+    ids: &[u32],
+    out: &mut [f32],
+) -> Result<()> {
+    let size = std::mem::size_of::<T>();
+    let per_row = dim / T::BLCK_SIZE;
+    if !dim.is_multiple_of(T::BLCK_SIZE)
+        || bytes.len() != vocab * per_row * size
+        || !(bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>())
+    {
+        candle_core::bail!("the embedding table's layout does not allow row lookups");
+    }
+    // SAFETY: size and alignment checked above; the block types are plain `repr(C)`
+    // structs of integers and floats (f16, f32), for which any bytes are a valid value.
+    let blocks: &[T] =
+        unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), bytes.len() / size) };
+    for (&id, dst) in ids.iter().zip(out.chunks_exact_mut(dim)) {
+        let id = id as usize;
+        if id >= vocab {
+            candle_core::bail!("token {id} is outside the vocabulary of {vocab}");
+        }
+        T::to_float(&blocks[id * per_row..(id + 1) * per_row], dst);
+    }
+    Ok(())
+}
+
+/// One layer's keys and values, `[position][kv head][head dim]`, grown in place.
+#[derive(Default)]
+struct KvCache {
+    keys: Vec<f32>,
+    values: Vec<f32>,
+}
+
+impl KvCache {
+    fn push(&mut self, keys: &[f32], values: &[f32], stride: usize) {
+        if self.keys.len() + keys.len() > self.keys.capacity() {
+            let more = keys.len().max(CACHE_STEP * stride);
+            self.keys.reserve_exact(more);
+            self.values.reserve_exact(more);
+        }
+        self.keys.extend_from_slice(keys);
+        self.values.extend_from_slice(values);
+    }
+
+    fn clear(&mut self) {
+        self.keys.clear();
+        self.values.clear();
+    }
+}
+
+/// The per-token buffers of the decoding path.
+struct Scratch {
+    x: Vec<f32>,
+    normed: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    attended: Vec<f32>,
+    projected: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+    scores: Vec<f32>,
+    logits: Vec<f32>,
+    xq: QuantizedVec,
 }
 
 struct Layer {
@@ -66,16 +238,24 @@ struct Layer {
     down: Linear,
     attention_norm: Tensor,
     ffn_norm: Tensor,
-    keys: Cache,
-    values: Cache,
+    attention_norm_v: Vec<f32>,
+    ffn_norm_v: Vec<f32>,
+    cache: KvCache,
 }
 
 /// The model's weights and its attention cache.
 pub struct Llama {
-    embeddings: candle_nn::Embedding,
+    embeddings: Embeddings,
     layers: Vec<Layer>,
     norm: Tensor,
+    norm_v: Vec<f32>,
     output: Linear,
+    /// Every matrix is Q8_0: single tokens take the tensor-free path.
+    fast_decode: bool,
+    pool: Pool,
+    scratch: Scratch,
+    cos_v: Vec<f32>,
+    sin_v: Vec<f32>,
     n_head: usize,
     n_kv_head: usize,
     head_dim: usize,
@@ -134,39 +314,104 @@ impl Llama {
         let head_dim = embedding_length / n_head;
         let (cos, sin) = rotary_tables(rope_dim, freq_base, device)?;
 
-        let embeddings_q = content.tensor(reader, "token_embd.weight", device)?;
-        let embeddings =
-            candle_nn::Embedding::new(embeddings_q.dequantize(device)?, embedding_length);
+        let embeddings_q = Arc::new(content.tensor(reader, "token_embd.weight", device)?);
+        let embeddings = Embeddings::new(embeddings_q.clone(), embedding_length, device)?;
         let norm = content
             .tensor(reader, "output_norm.weight", device)?
             .dequantize(device)?;
+        // A tied output projection shares the embedding table.
         let output = match content.tensor(reader, "output.weight", device) {
-            Ok(t) => t,
+            Ok(t) => Arc::new(t),
             Err(_) => embeddings_q,
         };
         let mut layers = Vec::with_capacity(block_count);
         for i in 0..block_count {
             let mut tensor =
                 |name: &str| content.tensor(reader, &format!("blk.{i}.{name}"), device);
+            let mut linear = |name: &str| Linear::new(Arc::new(tensor(name)?));
+            let (wq, wk, wv, wo) = (
+                linear("attn_q.weight")?,
+                linear("attn_k.weight")?,
+                linear("attn_v.weight")?,
+                linear("attn_output.weight")?,
+            );
+            let (gate, up, down) = (
+                linear("ffn_gate.weight")?,
+                linear("ffn_up.weight")?,
+                linear("ffn_down.weight")?,
+            );
+            let mut tensor =
+                |name: &str| content.tensor(reader, &format!("blk.{i}.{name}"), device);
+            let attention_norm = tensor("attn_norm.weight")?.dequantize(device)?;
+            let ffn_norm = tensor("ffn_norm.weight")?.dequantize(device)?;
             layers.push(Layer {
-                wq: Linear::new(tensor("attn_q.weight")?)?,
-                wk: Linear::new(tensor("attn_k.weight")?)?,
-                wv: Linear::new(tensor("attn_v.weight")?)?,
-                wo: Linear::new(tensor("attn_output.weight")?)?,
-                gate: Linear::new(tensor("ffn_gate.weight")?)?,
-                up: Linear::new(tensor("ffn_up.weight")?)?,
-                down: Linear::new(tensor("ffn_down.weight")?)?,
-                attention_norm: tensor("attn_norm.weight")?.dequantize(device)?,
-                ffn_norm: tensor("ffn_norm.weight")?.dequantize(device)?,
-                keys: Cache::new(1, CACHE_STEP),
-                values: Cache::new(1, CACHE_STEP),
+                wq,
+                wk,
+                wv,
+                wo,
+                gate,
+                up,
+                down,
+                attention_norm_v: attention_norm.to_vec1()?,
+                ffn_norm_v: ffn_norm.to_vec1()?,
+                attention_norm,
+                ffn_norm,
+                cache: KvCache::default(),
             });
         }
+        let output = Linear::new(output)?;
+        let vocab = output.weights.shape().dims().first().copied().unwrap_or(0);
+        let kv_dim = n_kv_head * head_dim;
+        let q8_shapes = |l: &Layer| {
+            let shape = |m: &Linear, rows: usize, cols: usize| {
+                m.q8_bytes().is_some_and(|(_, r, c)| (r, c) == (rows, cols))
+            };
+            let ffn = l.gate.weights.shape().dims().first().copied().unwrap_or(0);
+            shape(&l.wq, n_head * head_dim, embedding_length)
+                && shape(&l.wk, kv_dim, embedding_length)
+                && shape(&l.wv, kv_dim, embedding_length)
+                && shape(&l.wo, embedding_length, n_head * head_dim)
+                && shape(&l.gate, ffn, embedding_length)
+                && shape(&l.up, ffn, embedding_length)
+                && shape(&l.down, embedding_length, ffn)
+        };
+        let fast_decode = device.is_cpu()
+            && n_head * head_dim == embedding_length
+            && rope_dim == head_dim
+            && layers.iter().all(q8_shapes)
+            && output
+                .q8_bytes()
+                .is_some_and(|(_, r, c)| (r, c) == (vocab, embedding_length));
+        let ffn = layers
+            .first()
+            .and_then(|l| l.gate.weights.shape().dims().first().copied())
+            .unwrap_or(0);
+        let scratch = Scratch {
+            x: vec![0.0; embedding_length],
+            normed: vec![0.0; embedding_length],
+            q: vec![0.0; n_head * head_dim],
+            k: vec![0.0; kv_dim],
+            v: vec![0.0; kv_dim],
+            attended: vec![0.0; n_head * head_dim],
+            projected: vec![0.0; embedding_length],
+            gate: vec![0.0; ffn],
+            up: vec![0.0; ffn],
+            scores: Vec::new(),
+            logits: vec![0.0; vocab],
+            xq: QuantizedVec::new(),
+        };
+        let threads = if fast_decode { decode_threads() } else { 1 };
         Ok(Self {
             embeddings,
             layers,
+            norm_v: norm.to_vec1()?,
             norm,
-            output: Linear::new(output)?,
+            output,
+            fast_decode,
+            pool: Pool::new(threads),
+            scratch,
+            cos_v: cos.flatten_all()?.to_vec1()?,
+            sin_v: sin.flatten_all()?.to_vec1()?,
             n_head,
             n_kv_head,
             head_dim,
@@ -201,9 +446,15 @@ impl Llama {
     /// Forgets the cached positions (a new prompt follows).
     pub fn clear_cache(&mut self) {
         for layer in &mut self.layers {
-            layer.keys.reset();
-            layer.values.reset();
+            layer.cache.clear();
         }
+    }
+
+    /// Positions in the attention cache.
+    fn cached(&self) -> usize {
+        self.layers
+            .first()
+            .map_or(0, |l| l.cache.keys.len() / (self.n_kv_head * self.head_dim))
     }
 
     /// Runs `tokens` (`(1, n)`) at positions `start..start + n` after the cached ones,
@@ -215,6 +466,16 @@ impl Llama {
                 "{} positions exceed the {MAX_SEQ_LEN} supported",
                 start + seq_len
             );
+        }
+        if start != self.cached() {
+            candle_core::bail!(
+                "position {start} does not follow the {} cached ones",
+                self.cached()
+            );
+        }
+        if seq_len == 1 && self.fast_decode {
+            let token = tokens.flatten_all()?.to_vec1::<u32>()?;
+            return self.decode(token[0], start);
         }
         let groups = self.n_head / self.n_kv_head;
         let mask = (seq_len > 1)
@@ -265,12 +526,32 @@ impl Llama {
         let q = rotate(&heads(layer.wq.forward(x)?, h)?)?;
         let k = rotate(&heads(layer.wk.forward(x)?, kv)?)?;
         let v = heads(layer.wv.forward(x)?, kv)?;
-        // The cache holds (kv heads, positions, head dim), written in place.
-        layer.keys.append(&k.squeeze(0)?)?;
-        layer.values.append(&v.squeeze(0)?)?;
-        let (Some(keys), Some(values)) = (layer.keys.current_data()?, layer.values.current_data()?)
-        else {
-            candle_core::bail!("the attention cache is empty after an append");
+        // The cache holds (positions, kv heads, head dim), appended in place.
+        let stride = kv * hd;
+        let before = layer.cache.keys.len() / stride;
+        let by_position = |t: &Tensor| -> Result<Vec<f32>> {
+            t.squeeze(0)?
+                .transpose(0, 1)?
+                .contiguous()?
+                .flatten_all()?
+                .to_vec1()
+        };
+        layer
+            .cache
+            .push(&by_position(&k)?, &by_position(&v)?, stride);
+        let (keys, values) = if before == 0 {
+            (k.squeeze(0)?, v.squeeze(0)?)
+        } else {
+            let total = before + seq_len;
+            let from_cache = |c: &[f32]| -> Result<Tensor> {
+                Tensor::from_slice(c, (total, kv, hd), x.device())?
+                    .transpose(0, 1)?
+                    .contiguous()
+            };
+            (
+                from_cache(&layer.cache.keys)?,
+                from_cache(&layer.cache.values)?,
+            )
         };
         // The query heads sharing a key/value head form one (groups × positions) matrix.
         let groups = h / kv;
@@ -290,6 +571,132 @@ impl Llama {
             .reshape((b, seq_len, hidden))?;
         layer.wo.forward(&y)
     }
+}
+
+impl Llama {
+    /// One token at position `pos` through the tensor-free Q8_0 path; the logits as
+    /// `(1, vocab)`.
+    fn decode(&mut self, token: u32, pos: usize) -> Result<Tensor> {
+        let (h, kv, hd) = (self.n_head, self.n_kv_head, self.head_dim);
+        let (eps, neox, groups) = (self.eps, self.neox, h / kv);
+        let stride = kv * hd;
+        let half = hd / 2;
+        let cos = &self.cos_v[pos * half..(pos + 1) * half];
+        let sin = &self.sin_v[pos * half..(pos + 1) * half];
+        let scale = (1.0 / (hd as f64).sqrt()) as f32;
+        let pool = &self.pool;
+        // More parts than threads: a thread the system does not schedule for a while
+        // leaves its parts to the others.
+        let parts = PARTS_PER_THREAD * pool.threads();
+        let s = &mut self.scratch;
+        self.embeddings.rows(&[token], &mut s.x)?;
+        for layer in &mut self.layers {
+            // Attention.
+            decode::rms_norm(&s.x, &layer.attention_norm_v, eps, &mut s.normed);
+            s.xq.quantize(&s.normed);
+            {
+                let (wq, wk, wv) = (q8(&layer.wq)?, q8(&layer.wk)?, q8(&layer.wv)?);
+                let (q, k, v) = (
+                    Shared::new(&mut s.q),
+                    Shared::new(&mut s.k),
+                    Shared::new(&mut s.v),
+                );
+                let jobs = [
+                    (Q8Matrix::new(&wq.0, wq.1, wq.2)?, &q),
+                    (Q8Matrix::new(&wk.0, wk.1, wk.2)?, &k),
+                    (Q8Matrix::new(&wv.0, wv.1, wv.2)?, &v),
+                ];
+                let xq = &s.xq;
+                pool.run(parts, &|part| decode::products(&jobs, xq, part, parts))?;
+            }
+            decode::rope(&mut s.q, hd, cos, sin, neox);
+            decode::rope(&mut s.k, hd, cos, sin, neox);
+            layer.cache.push(&s.k, &s.v, stride);
+            let positions = layer.cache.keys.len() / stride;
+            s.scores.resize(positions * parts, 0.0);
+            {
+                let (keys, values) = (&layer.cache.keys, &layer.cache.values);
+                let out = Shared::new(&mut s.attended);
+                let scores = Shared::new(&mut s.scores);
+                let q = &s.q;
+                pool.run(parts, &|part| {
+                    // SAFETY: each part takes its own `positions` slots of the scratch.
+                    let scores =
+                        unsafe { scores.range_mut(part * positions, (part + 1) * positions) };
+                    let heads = h * part / parts..h * (part + 1) / parts;
+                    decode::attend(
+                        q,
+                        keys,
+                        values,
+                        heads,
+                        (kv, hd, groups),
+                        scale,
+                        scores,
+                        &out,
+                    );
+                })?;
+            }
+            s.xq.quantize(&s.attended);
+            {
+                let wo = q8(&layer.wo)?;
+                let out = Shared::new(&mut s.projected);
+                let jobs = [(Q8Matrix::new(&wo.0, wo.1, wo.2)?, &out)];
+                let xq = &s.xq;
+                pool.run(parts, &|part| decode::products(&jobs, xq, part, parts))?;
+            }
+            for (x, o) in s.x.iter_mut().zip(&s.projected) {
+                *x += o;
+            }
+            // Feed-forward.
+            decode::rms_norm(&s.x, &layer.ffn_norm_v, eps, &mut s.normed);
+            s.xq.quantize(&s.normed);
+            {
+                let (wg, wu) = (q8(&layer.gate)?, q8(&layer.up)?);
+                let (gate, up) = (Shared::new(&mut s.gate), Shared::new(&mut s.up));
+                let jobs = [
+                    (Q8Matrix::new(&wg.0, wg.1, wg.2)?, &gate),
+                    (Q8Matrix::new(&wu.0, wu.1, wu.2)?, &up),
+                ];
+                let xq = &s.xq;
+                pool.run(parts, &|part| decode::products(&jobs, xq, part, parts))?;
+            }
+            for (g, u) in s.gate.iter_mut().zip(&s.up) {
+                *g = *g / (1.0 + (-*g).exp()) * u;
+            }
+            s.xq.quantize(&s.gate);
+            {
+                let wd = q8(&layer.down)?;
+                let out = Shared::new(&mut s.projected);
+                let jobs = [(Q8Matrix::new(&wd.0, wd.1, wd.2)?, &out)];
+                let xq = &s.xq;
+                pool.run(parts, &|part| decode::products(&jobs, xq, part, parts))?;
+            }
+            for (x, o) in s.x.iter_mut().zip(&s.projected) {
+                *x += o;
+            }
+        }
+        decode::rms_norm(&s.x, &self.norm_v, eps, &mut s.normed);
+        s.xq.quantize(&s.normed);
+        {
+            let wout = q8(&self.output)?;
+            let out = Shared::new(&mut s.logits);
+            let jobs = [(Q8Matrix::new(&wout.0, wout.1, wout.2)?, &out)];
+            let xq = &s.xq;
+            pool.run(parts, &|part| decode::products(&jobs, xq, part, parts))?;
+        }
+        let vocab = s.logits.len();
+        Tensor::from_slice(&s.logits, (1, vocab), &Device::Cpu)
+    }
+}
+
+/// Threads for decoding: `CANDLE_NUM_THREADS` when set (as for candle's own pool),
+/// else candle's default (`RAYON_NUM_THREADS`, else the cores available).
+fn decode_threads() -> usize {
+    std::env::var("CANDLE_NUM_THREADS")
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or_else(candle_core::utils::get_num_threads)
 }
 
 /// Cosines and sines of the rotary embedding, `(MAX_SEQ_LEN, dim / 2)`.
@@ -324,4 +731,31 @@ fn causal_mask(seq_len: usize, start: usize, groups: usize, device: &Device) -> 
         .collect();
     let mask = Tensor::from_vec(row, (seq_len, width), device)?;
     mask.repeat((groups, 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row looked up in the quantized table is the row of the dequantized table, to
+    /// the bit, for Q8_0 and a k-quant.
+    #[test]
+    fn embedding_rows_are_rows_of_the_dequantized_table() -> Result<()> {
+        let device = Device::Cpu;
+        for (dtype, dim) in [(GgmlDType::Q8_0, 576), (GgmlDType::Q4K, 512)] {
+            let table = Tensor::randn(0f32, 1.0, (40, dim), &device)?;
+            let q = Arc::new(QTensor::quantize(&table, dtype)?);
+            let dense: Vec<Vec<f32>> = q.dequantize(&device)?.to_vec2()?;
+            let e = Embeddings::new(q, dim, &device)?;
+            assert!(e.dense.is_none(), "{dtype:?} rows are read from the blocks");
+            let ids = [0u32, 39, 7, 7];
+            let mut out = vec![0f32; ids.len() * dim];
+            e.rows(&ids, &mut out)?;
+            for (row, &id) in out.chunks_exact(dim).zip(&ids) {
+                assert_eq!(row, dense[id as usize].as_slice(), "{dtype:?} row {id}");
+            }
+            assert!(e.rows(&[40], &mut out[..dim]).is_err());
+        }
+        Ok(())
+    }
 }
