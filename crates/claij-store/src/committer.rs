@@ -1,6 +1,13 @@
-//! Grouped commits: one task per store receives every checkpoint through a channel, takes
-//! whatever is queued (up to [`MAX_GROUP`]), writes it all in one transaction — one fsync
-//! for the lot — and answers each committer on its own.
+//! Grouped commits: every checkpoint joins a queue; whoever holds the store's writer
+//! takes whatever is queued (up to [`MAX_GROUP`]), writes it all in one transaction — one
+//! fsync for the lot — and answers each committer on its own.
+//!
+//! There is no committer task: the committers take turns. One that finds the writer free
+//! takes the queue; a group of just its own checkpoint it writes itself (so a lone run's
+//! commit goes from its task to the database and back, with no hand-off to another
+//! task), a larger group in a task of its own (so that cancelling one committer cannot
+//! lose the others' answers). The others wait for their answer or for the writer, and
+//! the first to get the writer takes what has queued meanwhile.
 //!
 //! A failing checkpoint must not fail the others. The usual failures (a lost lease, an
 //! entry out of sequence, an unknown run) are found by a guarded `UPDATE` that changes
@@ -15,16 +22,13 @@ use std::time::{Duration, Instant};
 use claij_core::store::StoreError;
 use sqlx::pool::PoolConnection;
 use sqlx::{AssertSqlSafe, Connection, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard, oneshot};
 
 use crate::dialect::{CHECKPOINT_REFUSED, Dialect};
 use crate::rows::{EncodedCheckpoint, now_micros};
 
 /// The most checkpoints written in one transaction.
 pub(crate) const MAX_GROUP: usize = 256;
-
-/// Checkpoints that may wait in the queue before committers wait to enqueue.
-const QUEUE: usize = 4 * MAX_GROUP;
 
 /// Rows per multi-row `INSERT` into `trail` (3 parameters each; both databases allow far
 /// more parameters than this needs).
@@ -35,9 +39,11 @@ const INSERT_CHUNK: usize = 200;
 const KEEP_IDLE: Duration = Duration::from_secs(1);
 
 /// A checkpoint waiting to be written, and where its outcome goes.
-pub(crate) struct Pending {
-    pub checkpoint: EncodedCheckpoint,
-    pub reply: oneshot::Sender<Result<(), StoreError>>,
+struct Pending {
+    /// Which commit it is (to recognize one's own).
+    id: u64,
+    checkpoint: EncodedCheckpoint,
+    reply: oneshot::Sender<Result<(), StoreError>>,
 }
 
 /// What the committer has done since the store was opened.
@@ -67,6 +73,101 @@ impl Counters {
             transactions: self.transactions.load(Ordering::Relaxed),
             largest_group: self.largest_group.load(Ordering::Relaxed),
         }
+    }
+}
+
+impl<DB: Dialect> Drop for Committer<DB> {
+    fn drop(&mut self) {
+        // A connection going back to the pool does so in a task, which needs a runtime;
+        // a store dropped outside one (after its runtime, say) closes it instead.
+        if let Some((connection, _)) = self.held.take()
+            && tokio::runtime::Handle::try_current().is_err()
+        {
+            drop(connection.detach());
+        }
+    }
+}
+
+/// A store's commits: the queue and the writer the committers take turns with.
+pub(crate) struct Commits<DB: Dialect> {
+    queue: std::sync::Mutex<Vec<Pending>>,
+    writer: Arc<AsyncMutex<Committer<DB>>>,
+    next_id: AtomicU64,
+}
+
+fn stopped() -> StoreError {
+    StoreError::Backend("the commit was abandoned before its outcome was known".into())
+}
+
+impl<DB> Commits<DB>
+where
+    DB: Dialect,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'e> i64: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
+    for<'e> String: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
+    for<'e> Option<i64>: Encode<'e, DB> + Type<DB>,
+    for<'e> Option<String>: Encode<'e, DB> + Type<DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+{
+    pub(crate) fn new(pool: Pool<DB>, counters: Arc<Counters>) -> Self {
+        Self {
+            queue: std::sync::Mutex::new(Vec::new()),
+            writer: Arc::new(AsyncMutex::new(Committer {
+                pool,
+                counters,
+                held: None,
+            })),
+            next_id: AtomicU64::new(0),
+        }
+    }
+
+    /// Writes `checkpoint`, grouped with whatever else is queued, and returns its outcome.
+    pub(crate) async fn commit(&self, checkpoint: EncodedCheckpoint) -> Result<(), StoreError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (reply, mut outcome) = oneshot::channel();
+        self.lock_queue().push(Pending {
+            id,
+            checkpoint,
+            reply,
+        });
+        loop {
+            let writer: OwnedMutexGuard<Committer<DB>> = tokio::select! {
+                biased;
+                result = &mut outcome => return result.unwrap_or_else(|_| Err(stopped())),
+                writer = self.writer.clone().lock_owned() => writer,
+            };
+            let group: Vec<Pending> = {
+                let mut queue = self.lock_queue();
+                let n = queue.len().min(MAX_GROUP);
+                queue.drain(..n).collect()
+            };
+            match group.as_slice() {
+                // Another committer's group took this one; its answer is there (the
+                // writer is released only after the answers are sent).
+                [] => continue,
+                [lone] if lone.id == id => {
+                    let mut writer = writer;
+                    writer.write_and_answer(group).await;
+                }
+                _ => {
+                    tokio::spawn(async move {
+                        let mut writer = writer;
+                        writer.write_and_answer(group).await;
+                    });
+                }
+            }
+        }
+    }
+
+    /// Gives the writer's connection back to the pool (before the pool is closed, which
+    /// waits for every connection to come back).
+    pub(crate) async fn release(&self) {
+        self.writer.lock().await.held = None;
+    }
+
+    fn lock_queue(&self) -> std::sync::MutexGuard<'_, Vec<Pending>> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -103,26 +204,13 @@ where
     for<'e> Option<String>: Encode<'e, DB> + Type<DB>,
     usize: sqlx::ColumnIndex<DB::Row>,
 {
-    /// Starts the committer task (on the current tokio runtime); it ends when the returned
-    /// sender and its clones are dropped.
-    pub(crate) fn spawn(pool: Pool<DB>, counters: Arc<Counters>) -> mpsc::Sender<Pending> {
-        let (sender, mut receiver) = mpsc::channel::<Pending>(QUEUE);
-        let mut committer = Committer {
-            pool,
-            counters,
-            held: None,
-        };
-        tokio::spawn(async move {
-            let mut group = Vec::with_capacity(MAX_GROUP);
-            while receiver.recv_many(&mut group, MAX_GROUP).await > 0 {
-                let results = committer.write_group(&group).await;
-                for (pending, result) in group.drain(..).zip(results) {
-                    // A committer that stopped waiting (its task was cancelled) is no error.
-                    let _ = pending.reply.send(result);
-                }
-            }
-        });
-        sender
+    /// Writes `group` and answers each of its committers.
+    async fn write_and_answer(&mut self, group: Vec<Pending>) {
+        let results = self.write_group(&group).await;
+        for (pending, result) in group.into_iter().zip(results) {
+            // A committer that stopped waiting (its task was cancelled) is no error.
+            let _ = pending.reply.send(result);
+        }
     }
 
     /// Writes a group; one outcome per checkpoint, in order.

@@ -11,9 +11,8 @@ use claij_core::store::{
 use claij_core::trail::TrailEntry;
 use sqlx::error::ErrorKind;
 use sqlx::{AssertSqlSafe, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
-use tokio::sync::{mpsc, oneshot};
 
-use crate::committer::{CommitStats, Committer, Counters, Pending};
+use crate::committer::{CommitStats, Commits, Committer, Counters};
 use crate::dialect::Dialect;
 use crate::migrate::{self, AppliedMigration};
 use crate::rows::{
@@ -27,7 +26,7 @@ const DELETE_CHUNK: usize = 500;
 pub struct SqlStore<DB: Dialect> {
     pool: Pool<DB>,
     description: String,
-    commits: mpsc::Sender<Pending>,
+    commits: Commits<DB>,
     counters: Arc<Counters>,
 }
 
@@ -110,7 +109,7 @@ where
     pub(crate) async fn start(pool: Pool<DB>, description: String) -> Result<Self, StoreError> {
         migrate::migrate(&pool).await?;
         let counters = Arc::new(Counters::default());
-        let commits = Committer::spawn(pool.clone(), counters.clone());
+        let commits = Commits::new(pool.clone(), counters.clone());
         Ok(SqlStore {
             pool,
             description,
@@ -143,6 +142,7 @@ where
     /// Closes the connections, waiting for those in use to be returned. Every operation
     /// after this fails, commits still queued included: call it once the runs are idle.
     pub async fn close(&self) {
+        self.commits.release().await;
         self.pool.close().await;
     }
 
@@ -368,21 +368,7 @@ where
             Ok(encoded) => encoded,
             Err(gap) => return Err(self.gap(&checkpoint, gap).await),
         };
-        let (reply, outcome) = oneshot::channel();
-        let stopped = || {
-            StoreError::Backend(
-                "the commit task has stopped (was the runtime that opened the store shut down?)"
-                    .into(),
-            )
-        };
-        self.commits
-            .send(Pending {
-                checkpoint: encoded,
-                reply,
-            })
-            .await
-            .map_err(|_| stopped())?;
-        outcome.await.map_err(|_| stopped())?
+        self.commits.commit(encoded).await
     }
 
     /// The error for a checkpoint whose entries are not consecutive (`gap`: the first one

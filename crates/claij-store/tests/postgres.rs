@@ -10,6 +10,11 @@ use support::Harness;
 
 store_suite!(Harness::postgres());
 
+#[test]
+fn a_store_dropped_outside_its_runtime_lets_go_quietly() {
+    suite::a_store_dropped_outside_its_runtime_lets_go_quietly(Harness::postgres());
+}
+
 #[tokio::test]
 async fn connection_errors_never_show_the_password() {
     // Port 1 on loopback: nothing listens there.

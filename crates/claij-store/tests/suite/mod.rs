@@ -33,6 +33,7 @@ macro_rules! store_suite {
             storage_grows_linearly,
             a_reopened_store_sees_everything,
             migrations_apply_once,
+            closing_after_commits_returns,
             a_newer_database_is_refused,
             concurrent_commits_are_grouped,
             a_refused_commit_does_not_fail_its_group,
@@ -904,6 +905,50 @@ pub async fn migrations_apply_once(h: Harness) {
     }
     let again = h.open_concrete(Durability::Strict).await;
     assert_eq!(again.applied_migrations().await, applied);
+}
+
+/// Closing waits for the connections in use, the committer's included: it must give
+/// its connection back rather than hold it forever.
+pub async fn closing_after_commits_returns(h: Harness) {
+    let concrete = h.open_concrete(Durability::Normal).await;
+    let store = concrete.store();
+    create(&store, "r1", RunStatus::Running, Some("w1"), 1).await;
+    store
+        .commit(checkpoint("r1", "w1", entries(1, 3)))
+        .await
+        .expect("commit");
+    tokio::time::timeout(Duration::from_secs(30), concrete.close())
+        .await
+        .expect("close returns once the runs are idle");
+    let after = store.commit(checkpoint("r1", "w1", entries(3, 4))).await;
+    assert!(after.is_err(), "a closed store commits nothing: {after:?}");
+}
+
+/// Not async: a store dropped outside any runtime (after the runtime's last `block_on`)
+/// lets its connections go without panicking, the committer's held one included.
+pub fn a_store_dropped_outside_its_runtime_lets_go_quietly(h: Harness) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let store = runtime.block_on(async {
+        let store = h.open().await;
+        create(&store, "r1", RunStatus::Running, Some("w1"), 1).await;
+        store
+            .commit(checkpoint("r1", "w1", entries(1, 2)))
+            .await
+            .expect("commit");
+        store
+    });
+    drop(store);
+    drop(runtime);
+    let reopened = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async { h.open().await.run("r1").await.expect("run").trail_len });
+    assert_eq!(reopened, 2);
 }
 
 /// SQLite only: a file written before migration 2 (no one-statement checkpoint) is

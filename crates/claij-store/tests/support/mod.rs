@@ -47,6 +47,13 @@ impl Concrete {
         .expect("durability settings")
     }
 
+    pub async fn close(&self) {
+        match self {
+            Concrete::Sqlite(s) => s.close().await,
+            Concrete::Postgres(s) => s.close().await,
+        }
+    }
+
     pub fn store(&self) -> Arc<dyn RunStore> {
         match self {
             Concrete::Sqlite(s) => s.clone(),
