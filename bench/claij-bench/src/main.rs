@@ -647,7 +647,15 @@ mod tests {
         let five = mcp::w5(&args(&[("server", &server), ("reps", "1"), ("calls", "3")]))
             .unwrap_or_else(|e| panic!("{e} (run scripts/setup/mcp-servers first)"));
         assert_eq!(five["calls_per_rep"], json!(3));
-        assert!(five["call_us"].as_f64().is_some_and(|us| us > 0.0), "{five}");
-        assert!(five["spawn_to_ready_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{five}");
+        assert!(
+            five["call_us"].as_f64().is_some_and(|us| us > 0.0),
+            "{five}"
+        );
+        assert!(
+            five["spawn_to_ready_ms"]
+                .as_f64()
+                .is_some_and(|ms| ms > 0.0),
+            "{five}"
+        );
     }
 }
