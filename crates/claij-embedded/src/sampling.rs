@@ -25,6 +25,14 @@ impl Rng {
     }
 }
 
+/// The candidates first put in order when sampling (see [`sample`]).
+const FIRST_CUT: usize = 64;
+
+/// Higher logit first; ties to the lower token id.
+fn best_first(a: &(u32, f32), b: &(u32, f32)) -> std::cmp::Ordering {
+    b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
+}
+
 /// Picks a token among `candidates` (token, logit). `temperature <= 0` is greedy
 /// (ties go to the lowest id). Returns `None` when there is no candidate.
 pub fn sample(
@@ -45,25 +53,36 @@ pub fn sample(
             })
             .map(|(t, _)| t);
     }
-    candidates.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let max = f64::from(candidates[0].1);
-    let mut weights: Vec<f64> = candidates
-        .iter()
-        .map(|(_, l)| ((f64::from(*l) - max) / temperature).exp())
-        .collect();
-    let total: f64 = weights.iter().sum();
-    // Nucleus: the smallest prefix whose probability reaches top_p.
+    let max = f64::from(candidates.iter().map(|c| c.1).max_by(f32::total_cmp)?);
+    let weight = |logit: f32| ((f64::from(logit) - max) / temperature).exp();
+    let total: f64 = candidates.iter().map(|(_, l)| weight(*l)).sum();
+    // Nucleus: the smallest prefix, best first, whose probability reaches top_p. Only the
+    // best `cut` candidates are put in order (a vocabulary is 49,152 of them, and the
+    // nucleus usually a few dozen); `cut` grows until the nucleus fits in it.
     let top_p = top_p.clamp(0.0, 1.0);
-    let mut kept = 0;
-    let mut acc = 0.0;
-    for w in &weights {
-        kept += 1;
-        acc += w / total;
-        if acc >= top_p {
+    let n = candidates.len();
+    let mut cut = FIRST_CUT.min(n);
+    let mut weights: Vec<f64> = Vec::with_capacity(cut);
+    loop {
+        if cut < n {
+            candidates.select_nth_unstable_by(cut - 1, best_first);
+        }
+        candidates[..cut].sort_by(best_first);
+        weights.clear();
+        let mut acc = 0.0;
+        for (_, l) in &candidates[..cut] {
+            let w = weight(*l);
+            weights.push(w);
+            acc += w / total;
+            if acc >= top_p {
+                break;
+            }
+        }
+        if acc >= top_p || cut == n {
             break;
         }
+        cut = (cut * 4).min(n);
     }
-    weights.truncate(kept.max(1));
     let kept_total: f64 = weights.iter().sum();
     let mut r = rng.next_f64() * kept_total;
     for (i, w) in weights.iter().enumerate() {
@@ -78,6 +97,58 @@ pub fn sample(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`sample`] ordering every candidate (what it did before it ordered only the best).
+    fn sample_sorting_all(
+        candidates: &mut [(u32, f32)],
+        temperature: f64,
+        top_p: f64,
+        rng: &mut Rng,
+    ) -> Option<u32> {
+        let max = f64::from(candidates.iter().map(|c| c.1).max_by(f32::total_cmp)?);
+        let weight = |logit: f32| ((f64::from(logit) - max) / temperature).exp();
+        let total: f64 = candidates.iter().map(|(_, l)| weight(*l)).sum();
+        candidates.sort_by(best_first);
+        let mut weights = Vec::new();
+        let mut acc = 0.0;
+        for (_, l) in candidates.iter() {
+            weights.push(weight(*l));
+            acc += weight(*l) / total;
+            if acc >= top_p {
+                break;
+            }
+        }
+        let mut r = rng.next_f64() * weights.iter().sum::<f64>();
+        for (i, w) in weights.iter().enumerate() {
+            if r < *w {
+                return Some(candidates[i].0);
+            }
+            r -= w;
+        }
+        Some(candidates[weights.len() - 1].0)
+    }
+
+    #[test]
+    fn ordering_only_the_best_picks_what_ordering_all_picks() {
+        let mut logit_rng = Rng::new(7);
+        for (temperature, top_p, spread) in [(0.7, 0.95, 8.0), (1.0, 0.9, 0.5), (2.0, 1.0, 0.1)] {
+            // A vocabulary-sized set of logits, with ties; flat ones need a wide nucleus.
+            let logits: Vec<(u32, f32)> = (0..49_152u32)
+                .map(|t| {
+                    (
+                        t,
+                        ((logit_rng.next_f64() * spread * 16.0).round() / 16.0) as f32,
+                    )
+                })
+                .collect();
+            let (mut a, mut b) = (Rng::new(3), Rng::new(3));
+            for _ in 0..20 {
+                let ours = sample(&mut logits.clone(), temperature, top_p, &mut a);
+                let all = sample_sorting_all(&mut logits.clone(), temperature, top_p, &mut b);
+                assert_eq!(ours, all, "temperature {temperature}, top_p {top_p}");
+            }
+        }
+    }
 
     #[test]
     fn greedy_takes_the_highest_logit() {
