@@ -594,21 +594,16 @@ impl Llama {
             // Attention.
             decode::rms_norm(&s.x, &layer.attention_norm_v, eps, &mut s.normed);
             s.xq.quantize(&s.normed);
-            {
-                let (wq, wk, wv) = (q8(&layer.wq)?, q8(&layer.wk)?, q8(&layer.wv)?);
-                let (q, k, v) = (
-                    Shared::new(&mut s.q),
-                    Shared::new(&mut s.k),
-                    Shared::new(&mut s.v),
-                );
-                let jobs = [
-                    (Q8Matrix::new(&wq.0, wq.1, wq.2)?, &q),
-                    (Q8Matrix::new(&wk.0, wk.1, wk.2)?, &k),
-                    (Q8Matrix::new(&wv.0, wv.1, wv.2)?, &v),
-                ];
-                let xq = &s.xq;
-                pool.run(parts, &|part| decode::products(&jobs, xq, part, parts))?;
-            }
+            project(
+                pool,
+                parts,
+                &s.xq,
+                vec![
+                    (&layer.wq, &mut s.q),
+                    (&layer.wk, &mut s.k),
+                    (&layer.wv, &mut s.v),
+                ],
+            )?;
             decode::rope(&mut s.q, hd, cos, sin, neox);
             decode::rope(&mut s.k, hd, cos, sin, neox);
             layer.cache.push(&s.k, &s.v, stride);
@@ -637,56 +632,56 @@ impl Llama {
                 })?;
             }
             s.xq.quantize(&s.attended);
-            {
-                let wo = q8(&layer.wo)?;
-                let out = Shared::new(&mut s.projected);
-                let jobs = [(Q8Matrix::new(&wo.0, wo.1, wo.2)?, &out)];
-                let xq = &s.xq;
-                pool.run(parts, &|part| decode::products(&jobs, xq, part, parts))?;
-            }
+            project(pool, parts, &s.xq, vec![(&layer.wo, &mut s.projected)])?;
             for (x, o) in s.x.iter_mut().zip(&s.projected) {
                 *x += o;
             }
             // Feed-forward.
             decode::rms_norm(&s.x, &layer.ffn_norm_v, eps, &mut s.normed);
             s.xq.quantize(&s.normed);
-            {
-                let (wg, wu) = (q8(&layer.gate)?, q8(&layer.up)?);
-                let (gate, up) = (Shared::new(&mut s.gate), Shared::new(&mut s.up));
-                let jobs = [
-                    (Q8Matrix::new(&wg.0, wg.1, wg.2)?, &gate),
-                    (Q8Matrix::new(&wu.0, wu.1, wu.2)?, &up),
-                ];
-                let xq = &s.xq;
-                pool.run(parts, &|part| decode::products(&jobs, xq, part, parts))?;
-            }
+            project(
+                pool,
+                parts,
+                &s.xq,
+                vec![(&layer.gate, &mut s.gate), (&layer.up, &mut s.up)],
+            )?;
             for (g, u) in s.gate.iter_mut().zip(&s.up) {
                 *g = *g / (1.0 + (-*g).exp()) * u;
             }
             s.xq.quantize(&s.gate);
-            {
-                let wd = q8(&layer.down)?;
-                let out = Shared::new(&mut s.projected);
-                let jobs = [(Q8Matrix::new(&wd.0, wd.1, wd.2)?, &out)];
-                let xq = &s.xq;
-                pool.run(parts, &|part| decode::products(&jobs, xq, part, parts))?;
-            }
+            project(pool, parts, &s.xq, vec![(&layer.down, &mut s.projected)])?;
             for (x, o) in s.x.iter_mut().zip(&s.projected) {
                 *x += o;
             }
         }
         decode::rms_norm(&s.x, &self.norm_v, eps, &mut s.normed);
         s.xq.quantize(&s.normed);
-        {
-            let wout = q8(&self.output)?;
-            let out = Shared::new(&mut s.logits);
-            let jobs = [(Q8Matrix::new(&wout.0, wout.1, wout.2)?, &out)];
-            let xq = &s.xq;
-            pool.run(parts, &|part| decode::products(&jobs, xq, part, parts))?;
-        }
+        project(pool, parts, &s.xq, vec![(&self.output, &mut s.logits)])?;
         let vocab = s.logits.len();
         Tensor::from_slice(&s.logits, (1, vocab), &Device::Cpu)
     }
+}
+
+/// `out = matrix · xq` for each `(matrix, out)` pair (Q8_0 matrices), the rows shared
+/// among the pool's `parts`.
+fn project(
+    pool: &Pool,
+    parts: usize,
+    xq: &QuantizedVec,
+    pairs: Vec<(&Linear, &mut Vec<f32>)>,
+) -> Result<()> {
+    let mut weights = Vec::with_capacity(pairs.len());
+    let mut outs = Vec::with_capacity(pairs.len());
+    for (matrix, out) in pairs {
+        weights.push(q8(matrix)?);
+        outs.push(Shared::new(out));
+    }
+    let jobs = weights
+        .iter()
+        .zip(&outs)
+        .map(|((bytes, rows, cols), out)| Ok((Q8Matrix::new(bytes, *rows, *cols)?, out)))
+        .collect::<Result<Vec<_>>>()?;
+    pool.run(parts, &|part| decode::products(&jobs, xq, part, parts))
 }
 
 /// Threads for decoding: `CANDLE_NUM_THREADS` when set (as for candle's own pool),
