@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{Args, Fail, two_workers};
 
 /// `claij-bench w5 --server …/server-everything/dist/index.js [--reps 5] [--calls 200]`.
-pub fn w5(args: &Args) -> Result<Value, Fail> {
+pub(crate) fn w5(args: &Args) -> Result<Value, Fail> {
     let server = args.str("server", "");
     if server.is_empty() {
         return Err("--server PATH (server-everything's dist/index.js) is needed".into());

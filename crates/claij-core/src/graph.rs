@@ -20,7 +20,7 @@
 
 use std::fmt::{self, Write as _};
 
-use crate::model::{Fsm, START, State, Transition};
+use crate::fsm::{Fsm, START, State, Transition};
 
 /// Longest edge label taken from a description, in characters (ellipsis included).
 const DESCRIPTION_LABEL_CHARS: usize = 40;

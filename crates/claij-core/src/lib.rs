@@ -5,13 +5,13 @@
 //! trail into the prompts a model sees, and graph export. No I/O beyond reading a file
 //! on request, no async runtime.
 
-pub mod catalog;
 pub mod diagnostic;
+pub mod fsm;
 pub mod graph;
 pub mod hat;
+pub mod known_actions;
 pub mod load;
 pub mod metaschema;
-pub mod model;
 pub mod prompts;
 pub mod schema;
 pub mod source;
@@ -19,15 +19,15 @@ pub mod store;
 pub mod synthesis;
 pub mod trail;
 
-pub use catalog::{ActionCatalog, BuiltinNames, ConfigIssue};
 pub use diagnostic::{Diagnostic, Diagnostics, JsonPath, Problem};
-pub use graph::{to_dot, to_mermaid};
-pub use load::{load_file, load_str, load_value};
-pub use metaschema::{META_SCHEMA, meta_schema};
-pub use model::{
+pub use fsm::{
     DEFAULT_MAX_ATTEMPTS, END_ACTION, Fsm, FsmSettings, START, State, StateIdx, StateSettings,
     Transition, TransitionIdx, TransitionSchema,
 };
+pub use graph::{to_dot, to_mermaid};
+pub use known_actions::{BuiltinNames, ConfigIssue, KnownActions};
+pub use load::{load_file, load_str, load_value};
+pub use metaschema::{META_SCHEMA, meta_schema};
 pub use prompts::{Message, PromptOptions, Role, system_message, trail_to_prompts};
 pub use schema::{CompiledSchema, DynamicSchemas, SchemaError, ValidationIssue};
 pub use store::{RunStatus, RunStore, StoreError};

@@ -9,11 +9,11 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::catalog::{ActionCatalog, ConfigRoute};
 use crate::diagnostic::{Collector, Diagnostic, Diagnostics, JsonPath, Problem};
-use crate::model::{
+use crate::fsm::{
     END_ACTION, Fsm, FsmSettings, START, State, StateSettings, Transition, TransitionSchema,
 };
+use crate::known_actions::{ConfigRoute, KnownActions};
 use crate::schema::{
     CompiledSchema, compilable_effective, effective_schema, local_ref_resolves, meta_errors,
     refs_in, transition_id, with_defs,
@@ -23,7 +23,7 @@ use crate::schema::{
 pub const ENGINE_CONFIG_KEYS: [&str; 3] = ["max_attempts", "timeout", "on_failure"];
 
 /// Reads and loads the document at `path`.
-pub fn load_file(path: &Path, catalog: &dyn ActionCatalog) -> Result<Fsm, Diagnostics> {
+pub fn load_file(path: &Path, actions: &dyn KnownActions) -> Result<Fsm, Diagnostics> {
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| {
         Diagnostics(vec![Diagnostic {
@@ -34,21 +34,21 @@ pub fn load_file(path: &Path, catalog: &dyn ActionCatalog) -> Result<Fsm, Diagno
             message: format!("cannot read the file: {e}"),
         }])
     })?;
-    load_str(&name, &text, catalog)
+    load_str(&name, &text, actions)
 }
 
 /// Loads a document from text (`name` says where it came from and, by its extension,
 /// whether it is JSON or YAML).
-pub fn load_str(name: &str, text: &str, catalog: &dyn ActionCatalog) -> Result<Fsm, Diagnostics> {
+pub fn load_str(name: &str, text: &str, actions: &dyn KnownActions) -> Result<Fsm, Diagnostics> {
     let value = crate::source::parse_text(name, text)?;
-    load_value(name, value, catalog)
+    load_value(name, value, actions)
 }
 
 /// Loads a document already parsed into JSON.
 pub fn load_value(
     name: &str,
     mut document: Value,
-    catalog: &dyn ActionCatalog,
+    actions: &dyn KnownActions,
 ) -> Result<Fsm, Diagnostics> {
     let mut found = Collector::new(name);
     if let Value::Object(map) = &mut document
@@ -73,7 +73,7 @@ pub fn load_value(
             return Err(found.finish().err().unwrap_or(Diagnostics(Vec::new())));
         }
     };
-    let fsm = build(name, raw, document, catalog, &mut found);
+    let fsm = build(name, raw, document, actions, &mut found);
     found.finish()?;
     Ok(fsm)
 }
@@ -147,7 +147,7 @@ fn build(
     name: &str,
     raw: RawDocument,
     document: Value,
-    catalog: &dyn ActionCatalog,
+    actions: &dyn KnownActions,
     found: &mut Collector,
 ) -> Fsm {
     let root = JsonPath::root();
@@ -169,7 +169,7 @@ fn build(
         ),
     };
 
-    let states = build_states(&raw.states, catalog, found);
+    let states = build_states(&raw.states, actions, found);
     let state_index: HashMap<Arc<str>, usize> = states
         .iter()
         .enumerate()
@@ -198,9 +198,9 @@ fn build(
         document,
         state_index,
     };
-    build_transitions(&mut fsm, raw.xitions, xitions_key, &shared, catalog, found);
+    build_transitions(&mut fsm, raw.xitions, xitions_key, &shared, actions, found);
     check_graph(&fsm, xitions_key, found);
-    check_routes(&fsm, catalog, found);
+    check_routes(&fsm, actions, found);
     check_reachability(&fsm, found);
     fsm
 }
@@ -242,11 +242,7 @@ fn duration_at(value: Option<&Value>, at: &JsonPath, found: &mut Collector) -> O
         .ok()
 }
 
-fn build_states(
-    raw: &[RawState],
-    catalog: &dyn ActionCatalog,
-    found: &mut Collector,
-) -> Vec<State> {
+fn build_states(raw: &[RawState], actions: &dyn KnownActions, found: &mut Collector) -> Vec<State> {
     let mut seen: HashMap<&str, usize> = HashMap::new();
     let mut states = Vec::with_capacity(raw.len());
     for (i, s) in raw.iter().enumerate() {
@@ -290,18 +286,18 @@ fn build_states(
         // `x-` keys are free for tools and people, in `config` as everywhere else.
         config.retain(|key, _| !key.starts_with("x-"));
         let config = Value::Object(config);
-        if !catalog.has_action(&s.action) {
+        if !actions.has_action(&s.action) {
             found.push(
                 Problem::UnknownAction,
                 at.join("action"),
                 format!(
                     "unknown action `{}`; known actions: {}",
                     s.action,
-                    catalog.action_names().join(", ")
+                    actions.action_names().join(", ")
                 ),
             );
         } else {
-            for issue in catalog.check_config(&s.action, &config) {
+            for issue in actions.check_config(&s.action, &config) {
                 found.push(
                     Problem::BadConfig,
                     config_at.join_pointer(&issue.pointer),
@@ -456,7 +452,7 @@ fn build_transitions(
     raw: Vec<RawTransition>,
     key: &str,
     shared: &SharedSchemas,
-    catalog: &dyn ActionCatalog,
+    actions: &dyn KnownActions,
     found: &mut Collector,
 ) {
     let mut seen: HashMap<(String, String), usize> = HashMap::new();
@@ -503,7 +499,7 @@ fn build_transitions(
             (&from, &to),
             &at.join("schema"),
             shared,
-            catalog,
+            actions,
             found,
         );
         let idx = fsm.transitions.len();
@@ -541,7 +537,7 @@ fn transition_schema(
     (from, to): (&str, &str),
     at: &JsonPath,
     shared: &SharedSchemas,
-    catalog: &dyn ActionCatalog,
+    actions: &dyn KnownActions,
     found: &mut Collector,
 ) -> (TransitionSchema, Option<Value>, Option<Arc<CompiledSchema>>) {
     match authored {
@@ -563,7 +559,7 @@ fn transition_schema(
         }
         Some(Value::String(name)) => {
             // A name not of the form `provider:name` is reported by the meta-schema.
-            if !found.has_at(Problem::Format, at) && !catalog.has_dynamic_schema(&name) {
+            if !found.has_at(Problem::Format, at) && !actions.has_dynamic_schema(&name) {
                 found.push(
                     Problem::UnknownDynamicSchema,
                     at.clone(),
@@ -645,7 +641,7 @@ fn check_graph(fsm: &Fsm, key: &str, found: &mut Collector) {
 
 /// Every route a state names, the engine's `on_failure` and those its action's config
 /// declares ([`ConfigRoute`]), has a transition [state, target].
-fn check_routes(fsm: &Fsm, catalog: &dyn ActionCatalog, found: &mut Collector) {
+fn check_routes(fsm: &Fsm, actions: &dyn KnownActions, found: &mut Collector) {
     for (i, state) in fsm.states.iter().enumerate() {
         let config_at = JsonPath::root().join("states").join(i).join("config");
         let mut routes: Vec<ConfigRoute> = Vec::new();
@@ -655,8 +651,8 @@ fn check_routes(fsm: &Fsm, catalog: &dyn ActionCatalog, found: &mut Collector) {
                 target: target.to_string(),
             });
         }
-        if catalog.has_action(&state.action) {
-            routes.extend(catalog.config_routes(&state.action, &state.config));
+        if actions.has_action(&state.action) {
+            routes.extend(actions.config_routes(&state.action, &state.config));
         }
         for route in routes {
             let at = config_at.join_pointer(&route.pointer);

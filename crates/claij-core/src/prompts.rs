@@ -58,7 +58,7 @@ use std::fmt::{self, Write as _};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::model::{Fsm, Transition, TransitionIdx, TransitionSchema};
+use crate::fsm::{Fsm, Transition, TransitionIdx, TransitionSchema};
 use crate::schema::{DynamicSchemas, effective_schema};
 use crate::trail::{Failure, TrailEntry};
 
@@ -490,7 +490,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::catalog::{ActionCatalog, BuiltinNames, ConfigIssue};
+    use crate::known_actions::{BuiltinNames, ConfigIssue, KnownActions};
     use crate::schema::{SchemaError, ValidationIssue};
     use crate::trail::FailureKind;
 
@@ -903,9 +903,9 @@ xitions:
         assert_eq!(m.len(), 1);
     }
 
-    struct Catalog;
+    struct Known;
 
-    impl ActionCatalog for Catalog {
+    impl KnownActions for Known {
         fn has_action(&self, action: &str) -> bool {
             BuiltinNames.has_action(action)
         }
@@ -943,7 +943,7 @@ xitions:
             "d.yaml",
             "id: d\nstates: [{id: a, action: llm}, {id: m, action: mcp}, {id: z, action: end}]\n\
              xitions: [{id: [start, a]}, {id: [a, m], schema: 'mcp:request'}, {id: [m, a]}, {id: [a, z]}]\n",
-            &Catalog,
+            &Known,
         )
         .unwrap();
         let trail = [step(0, "start", "a", json!({"id": ["start", "a"]}))];

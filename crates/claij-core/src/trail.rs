@@ -125,11 +125,11 @@ mod rfc3339 {
 
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(at: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(at: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(&humantime::format_rfc3339_micros(*at))
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
         let text = String::deserialize(d)?;
         humantime::parse_rfc3339_weak(&text).map_err(serde::de::Error::custom)
     }

@@ -1,6 +1,8 @@
 //! Snapshots of what a parent's model sees of composed runs: a sub-FSM's result in each
 //! trail mode, a fork's batch, and a chain's earlier conversation.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 use std::time::SystemTime;
 
 use claij_core::{

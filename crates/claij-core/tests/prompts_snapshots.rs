@@ -1,5 +1,7 @@
 //! Snapshots of the prompts projected from a synthetic trail of the code-review example.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 use std::path::Path;
 use std::time::SystemTime;
 

@@ -3,6 +3,8 @@
 //!
 //! `cargo bench -p claij-embedded --bench generate` (needs `scripts/setup/model`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 use std::time::Instant;
 
 use claij_core::prompts::{Message, PromptOptions, system_message};

@@ -10,6 +10,9 @@
 //! multiply-add per block, the same horizontal sum), so a row gives the same score
 //! whichever thread computes it.
 
+// The workspace denies `unsafe` (Cargo.toml); the AVX2 kernels, the raw views of GGUF blocks and the thread pool's shared scratch need `unsafe`; every block says why it is sound.
+#![allow(unsafe_code)]
+
 use std::cell::UnsafeCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -449,6 +452,7 @@ impl PoolState {
             // SAFETY: a part of the current job is claimed and unfinished, so the owner
             // keeps the job alive and does not rewrite it.
             if let Some(job) = unsafe { *self.job.get() } {
+                // SAFETY: as above: the job the pointer names outlives every claimed part.
                 let job = unsafe { &*job };
                 let part = next as usize;
                 if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(part))).is_err() {

@@ -3,6 +3,8 @@
 //! same next-token scores for a prompt (prefilled in one pass) and for each token decoded
 //! after it.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 use std::fs::File;
 use std::io::BufReader;
 

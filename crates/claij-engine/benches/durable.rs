@@ -12,6 +12,8 @@
 //! `cargo bench -p claij-engine --bench durable`; criterion reports time per transition
 //! and transitions per second (throughput in elements = transitions).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 mod common;
 
 use std::path::PathBuf;

@@ -4,6 +4,8 @@
 //! `cargo bench -p claij-engine --bench transitions`; criterion reports time per
 //! transition (throughput in elements = transitions).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 mod common;
 
 use claij_engine::{RunOptions, RunStatus};

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use claij_core::catalog::ConfigRoute;
+use claij_core::known_actions::ConfigRoute;
 use claij_core::schema::{DynamicSchemas, SchemaError, effective_schema};
 use claij_core::store::RunStore;
 use claij_core::{

@@ -68,7 +68,7 @@ pub(crate) struct Clock {
 }
 
 impl Clock {
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let base = Instant::now();
         Self {
             base,
@@ -102,7 +102,7 @@ impl<'e> RunState<'e> {
     /// the body's copy of it, 330 bytes more for every live run). The block below uses the
     /// captured `self` in place.
     #[allow(clippy::manual_async_fn)]
-    pub fn drive(
+    pub(crate) fn drive(
         mut self,
         mut transition: usize,
         mut first_attempt: u32,
@@ -246,7 +246,7 @@ impl<'e> RunState<'e> {
     }
 
     /// How many attempts were recorded since the current state was entered.
-    pub fn attempts_here(&self) -> u32 {
+    pub(crate) fn attempts_here(&self) -> u32 {
         self.trail
             .iter()
             .rev()
@@ -256,13 +256,13 @@ impl<'e> RunState<'e> {
 
     /// The transition of the last transition entry: the one that led into the current
     /// state.
-    pub fn current_transition(&self) -> Option<usize> {
+    pub(crate) fn current_transition(&self) -> Option<usize> {
         let last = self.trail.iter().rev().find(|e| e.is_transition())?;
         self.fsm.transition_idx(&last.from, last.to.as_deref()?)
     }
 
     /// Ends the run `failed` in `state` (an expired wait with nowhere to go).
-    pub async fn fail_here(self, state: &State) -> Result<RunOutcome, StoreError> {
+    pub(crate) async fn fail_here(self, state: &State) -> Result<RunOutcome, StoreError> {
         let _heartbeat = self
             .durable
             .as_ref()

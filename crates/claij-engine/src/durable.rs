@@ -93,14 +93,14 @@ pub(crate) struct Durable {
 
 impl Durable {
     /// When a lease taken now ends.
-    pub fn lease_until(&self) -> SystemTime {
+    pub(crate) fn lease_until(&self) -> SystemTime {
         SystemTime::now() + self.lease
     }
 
     /// Starts the heartbeat: renews the lease every third of its length and checks for
     /// interrupts every [`HEARTBEAT_INTERVAL`]; cancels `cancel` on an interrupt request
     /// or a lost lease. Stops when the returned guard is dropped.
-    pub fn heartbeat(&self, run_id: &str, cancel: &CancellationToken) -> HeartbeatGuard {
+    pub(crate) fn heartbeat(&self, run_id: &str, cancel: &CancellationToken) -> HeartbeatGuard {
         let link = self.clone();
         let run_id = run_id.to_owned();
         let cancel = cancel.clone();

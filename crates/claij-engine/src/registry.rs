@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use claij_core::catalog::ConfigRoute;
+use claij_core::known_actions::ConfigRoute;
 use claij_core::schema::SchemaError;
-use claij_core::{ActionCatalog, CompiledSchema, ConfigIssue, DynamicSchemas};
+use claij_core::{CompiledSchema, ConfigIssue, DynamicSchemas, KnownActions};
 use serde_json::Value;
 
 use crate::action::Action;
@@ -17,7 +17,7 @@ struct Registered {
 }
 
 /// Actions by name, each with its compiled config schema, and the dynamic schema
-/// providers. Implements [`ActionCatalog`] so documents are checked against it on load.
+/// providers. Implements [`KnownActions`] so documents are checked against it on load.
 #[derive(Default)]
 pub struct ActionRegistry {
     actions: BTreeMap<String, Registered>,
@@ -132,7 +132,7 @@ impl DynamicSchemas for ActionRegistry {
     }
 }
 
-impl ActionCatalog for ActionRegistry {
+impl KnownActions for ActionRegistry {
     fn has_action(&self, action: &str) -> bool {
         self.actions.contains_key(action)
     }

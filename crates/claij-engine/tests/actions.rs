@@ -1,5 +1,7 @@
 //! The built-in actions that need no model: command, transform, human, reserved names.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 use claij_testkit::process::alive;
 use std::collections::VecDeque;
 use std::path::Path;

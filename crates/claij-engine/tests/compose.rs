@@ -4,6 +4,8 @@
 //! losers' processes, k-of-n with a concurrency limit) and branches that wait for a
 //! person (every resume order gives the same joined result).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

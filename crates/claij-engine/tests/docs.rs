@@ -1,6 +1,8 @@
 //! The documentation's complete examples load, and the YAML and JSON versions in
 //! docs/FORMAT.md are the same document; README's example commands name real files.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 use std::path::Path;
 
 use claij_engine::ActionRegistry;

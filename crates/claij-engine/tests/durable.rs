@@ -1,6 +1,8 @@
 //! Durable runs on a real SQLite store: suspension and resume, refused input changing
 //! nothing, concurrent resumes, crash recovery, expired waits, interrupts from outside.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;

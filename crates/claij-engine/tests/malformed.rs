@@ -7,6 +7,8 @@
 //! `CLAIJ_DUMP_DIAGNOSTICS=1 cargo test -p claij-engine --test malformed -- --nocapture`
 //! prints what the loader reports for every corpus file, in the manifest's form.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::panic::{AssertUnwindSafe, catch_unwind};

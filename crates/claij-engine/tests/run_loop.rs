@@ -1,6 +1,8 @@
 //! The run loop: routing, validation, retries, on_failure, timeouts, deadline, context,
 //! entries, observers.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -2,6 +2,8 @@
 //! answers in the OpenAI chat completions wire format (remote model APIs are out of reach
 //! from here; the real OpenAI-compatible server is in `llama_server.rs`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 mod common;
 
 use claij_core::FailureKind;

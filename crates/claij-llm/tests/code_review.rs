@@ -2,6 +2,8 @@
 //! (`tests/llm/code-review.exchanges.json`, recorded with `claij run --record` against
 //! SmolLM2 served by llama-cpp-python; see docs/MODELS.md): no network, no model.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 mod common;
 
 use std::path::PathBuf;

@@ -2,6 +2,8 @@
 //! llama-cpp-python's server with the SmolLM2 model, started here on a free port and
 //! killed at the end. Installed by `scripts/setup/llama-server`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 mod common;
 
 use std::path::PathBuf;
@@ -18,9 +20,9 @@ use claij_llm::{LlmConfig, LlmLayer, ModelRequest, Provider, Sampling};
 use serde_json::{Map, Value, json};
 
 /// The llama-cpp-python server, killed when dropped.
-pub struct LlamaServer {
+struct LlamaServer {
     child: Child,
-    pub base_url: String,
+    base_url: String,
 }
 
 impl Drop for LlamaServer {
@@ -37,7 +39,7 @@ fn cache() -> PathBuf {
 }
 
 impl LlamaServer {
-    pub async fn start() -> Self {
+    async fn start() -> Self {
         let python = cache().join("llama-venv/bin/python");
         let model = cache().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
         assert!(

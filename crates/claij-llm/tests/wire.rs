@@ -4,6 +4,8 @@
 //! test machines; the OpenAI-compatible client also runs against a real llama.cpp server
 //! in `llama_server.rs`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 use std::time::Duration;
 
 use claij_core::prompts::Message;

@@ -19,7 +19,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use claij_core::{ActionCatalog, Fsm};
+use claij_core::{Fsm, KnownActions};
 use regex::Regex;
 use serde::Deserialize;
 use serde_json::Value;
@@ -224,7 +224,7 @@ pub fn strip_number_prefix(name: &str) -> &str {
 /// Collects problems while loading.
 struct Loader<'a> {
     problems: Vec<BotProblem>,
-    catalog: &'a dyn ActionCatalog,
+    actions: &'a dyn KnownActions,
 }
 
 impl Loader<'_> {
@@ -290,11 +290,11 @@ impl Loader<'_> {
 }
 
 /// Loads and checks the bot folder `dir`. FSMs named by actions are loaded against
-/// `catalog`. Every problem is reported, each naming its file.
-pub fn load_bot(dir: &Path, catalog: &dyn ActionCatalog) -> Result<Bot, BotErrors> {
+/// `actions`. Every problem is reported, each naming its file.
+pub fn load_bot(dir: &Path, actions: &dyn KnownActions) -> Result<Bot, BotErrors> {
     let mut l = Loader {
         problems: Vec::new(),
-        catalog,
+        actions,
     };
     let bot = load_into(&mut l, dir);
     match bot {
@@ -480,7 +480,7 @@ fn load_behavior(l: &mut Loader<'_>, name: &str, dir: &Path) -> Option<Behavior>
                 );
                 return None;
             }
-            match claij_core::load_file(&path, l.catalog) {
+            match claij_core::load_file(&path, l.actions) {
                 Ok(fsm) => Some(FsmAction {
                     fsm: Arc::new(fsm),
                     file: path,

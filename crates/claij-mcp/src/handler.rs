@@ -58,7 +58,7 @@ impl Shared {
     /// Re-lists `kinds` (all when empty) from the server and bumps the generation.
     /// When tools were listed and the server's entry names tools (`tools`) that the
     /// server does not offer, says which (and what it offers).
-    pub async fn refresh(
+    pub(crate) async fn refresh(
         &self,
         peer: &rmcp::Peer<RoleClient>,
         kinds: &[ListKind],

@@ -3,6 +3,8 @@
 //! timed-out call as a result or, with `on_error: fail`, a failure; a server that crashed
 //! and cannot restart failing the attempt with its stderr.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 mod common;
 
 use std::sync::Arc;

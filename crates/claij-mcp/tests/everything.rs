@@ -2,6 +2,8 @@
 //! installed by scripts/setup/mcp-servers): handshake, listing, tools, resources,
 //! prompts, `list_changed`, progress, sampling, elicitation, roots, and the faults.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 mod common;
 
 use std::sync::{Arc, Mutex};

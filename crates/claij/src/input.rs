@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 
 /// Parses an argument that is JSON text, `@FILE` (JSON or YAML) or `-` (stdin).
-pub fn json_argument(what: &str, arg: &str) -> Result<Value> {
+pub(crate) fn json_argument(what: &str, arg: &str) -> Result<Value> {
     let (name, text) = if arg == "-" {
         let mut text = String::new();
         std::io::stdin()

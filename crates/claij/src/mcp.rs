@@ -80,7 +80,7 @@ impl SamplingHandler for ModelSampling {
 
 /// Adds the `mcp` action and the `mcp:…` schema provider to `registry`; `layer` answers
 /// the servers' sampling requests.
-pub fn register(registry: &mut ActionRegistry, layer: &Arc<LlmLayer>) {
+pub(crate) fn register(registry: &mut ActionRegistry, layer: &Arc<LlmLayer>) {
     let _first_wins = SAMPLING_LAYER.set(layer.clone());
     if let Err(e) = claij_mcp::register(registry, client()) {
         note!("claij: the MCP client could not be registered: {e}");
@@ -88,7 +88,7 @@ pub fn register(registry: &mut ActionRegistry, layer: &Arc<LlmLayer>) {
 }
 
 /// Starts the servers `fsm` declares (none: nothing to do).
-pub async fn connect(fsm: &Fsm) -> Result<(), claij_mcp::McpError> {
+pub(crate) async fn connect(fsm: &Fsm) -> Result<(), claij_mcp::McpError> {
     if fsm.servers.is_empty() {
         return Ok(());
     }
@@ -96,6 +96,6 @@ pub async fn connect(fsm: &Fsm) -> Result<(), claij_mcp::McpError> {
 }
 
 /// Shuts every server down.
-pub async fn shutdown() {
+pub(crate) async fn shutdown() {
     client().shutdown().await;
 }

@@ -16,7 +16,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 /// its attempt and the time elapsed, ticking while a long action runs. The spinner is
 /// put away while a person is being asked (`human` states), so it never draws over the
 /// question.
-pub struct Progress {
+pub(crate) struct Progress {
     started: Instant,
     spinner: Option<ProgressBar>,
     paused: AtomicBool,
@@ -24,7 +24,7 @@ pub struct Progress {
 
 impl Progress {
     /// Progress for a run starting now.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let spinner = std::io::stderr().is_terminal().then(|| {
             let bar = ProgressBar::new_spinner();
             bar.set_style(
@@ -113,7 +113,7 @@ impl Observer for Progress {
 }
 
 /// The status as a word.
-pub fn status_word(status: RunStatus) -> &'static str {
+pub(crate) fn status_word(status: RunStatus) -> &'static str {
     match status {
         RunStatus::Running => "running",
         RunStatus::Suspended => "suspended",
@@ -125,13 +125,13 @@ pub fn status_word(status: RunStatus) -> &'static str {
 
 /// Appends each entry to a file as one JSON line, flushed at once, so the trail survives
 /// whatever happens to the run.
-pub struct TrailFile {
+pub(crate) struct TrailFile {
     out: Mutex<BufWriter<File>>,
 }
 
 impl TrailFile {
     /// Creates (truncates) `path`.
-    pub fn create(path: &Path) -> std::io::Result<Self> {
+    pub(crate) fn create(path: &Path) -> std::io::Result<Self> {
         Ok(Self {
             out: Mutex::new(BufWriter::new(File::create(path)?)),
         })

@@ -8,7 +8,7 @@ use claij_core::store::{Durability, RunStore};
 use crate::cli::{DurabilityArg, StoreArgs};
 
 /// The store to use: `None` for `--store memory`.
-pub async fn open(args: &StoreArgs) -> Result<Option<Arc<dyn RunStore>>> {
+pub(crate) async fn open(args: &StoreArgs) -> Result<Option<Arc<dyn RunStore>>> {
     let durability = match args.durability {
         DurabilityArg::Normal => Durability::Normal,
         DurabilityArg::Strict => Durability::Strict,
@@ -25,7 +25,7 @@ pub async fn open(args: &StoreArgs) -> Result<Option<Arc<dyn RunStore>>> {
 }
 
 /// The store that `runs` and `defs` commands need (`memory` makes no sense there).
-pub async fn open_required(args: &StoreArgs) -> Result<Arc<dyn RunStore>> {
+pub(crate) async fn open_required(args: &StoreArgs) -> Result<Arc<dyn RunStore>> {
     open(args)
         .await?
         .context("this command needs a store; `--store memory` keeps nothing to look at")

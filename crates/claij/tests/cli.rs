@@ -1,6 +1,8 @@
 //! The `claij` binary, end to end: validate, run (progress, trail, exit codes,
 //! interruption), graph, schema.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 use claij_testkit::process::alive;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

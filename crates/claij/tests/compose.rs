@@ -4,6 +4,8 @@
 //! key); a branch suspended for a person whose resume continues the parent; a chain of
 //! two documents on the command line.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

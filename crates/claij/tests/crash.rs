@@ -17,6 +17,8 @@
 //! The same body runs on SQLite and on PostgreSQL (the test kit's server), 30 kills each
 //! at least. The seed is printed; `CLAIJ_CRASH_SEED=N` replays one.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
 use std::os::unix::process::ExitStatusExt;

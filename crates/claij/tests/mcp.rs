@@ -2,6 +2,8 @@
 //! reference servers (installed by scripts/setup/mcp-servers), one of them driven by the
 //! real embedded model (fetched by scripts/setup/model).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 

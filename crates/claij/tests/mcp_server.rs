@@ -5,6 +5,8 @@
 //!
 //! The clients are installed by `scripts/setup/mcp-clients` (scripts/test runs it).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

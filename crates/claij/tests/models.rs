@@ -1,6 +1,8 @@
 //! `claij run` with models (replayed from the committed exchange file: no network) and
 //! `claij prompt`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 

@@ -2,6 +2,8 @@
 //! inspected, raced, interrupted from other processes, recovered after a SIGKILL and
 //! pruned; stored definitions; store errors. Every test has its own SQLite file.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
+
 use claij_testkit::process::alive;
 use std::io::{Read, Write};
 use std::net::TcpListener;

@@ -34,7 +34,7 @@ impl Action for Hit {
 
 /// An engine with the `hit` action, and the ping-pong FSM whose runs take `transitions`
 /// transitions.
-pub fn ping_pong(transitions: u64) -> (Engine, Arc<Fsm>) {
+pub(crate) fn ping_pong(transitions: u64) -> (Engine, Arc<Fsm>) {
     let mut registry = ActionRegistry::with_builtins();
     if let Err(e) = registry.register("hit", Arc::new(Hit { transitions })) {
         panic!("{e}");

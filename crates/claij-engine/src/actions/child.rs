@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use claij_core::catalog::ConfigRoute;
+use claij_core::known_actions::ConfigRoute;
 use claij_core::{ConfigIssue, FailureKind, Fsm, TrailEntry};
 use serde_json::{Map, Value, json};
 
@@ -130,7 +130,7 @@ pub(crate) struct Common {
 }
 
 impl Common {
-    pub fn read(config: &Value) -> Self {
+    pub(super) fn read(config: &Value) -> Self {
         let route = |key: &str| config.get(key).and_then(Value::as_str).map(str::to_owned);
         Self {
             success_to: route("success_to"),
@@ -147,7 +147,7 @@ impl Common {
 
     /// The target for a child that did not succeed: `timeout_to` for timeouts (when
     /// given), else `failure_to`.
-    pub fn failure_target(&self, timed_out: bool) -> Option<&str> {
+    pub(super) fn failure_target(&self, timed_out: bool) -> Option<&str> {
         if timed_out && self.timeout_to.is_some() {
             return self.timeout_to.as_deref();
         }
@@ -186,7 +186,7 @@ pub(crate) enum FsmRef {
 }
 
 impl FsmRef {
-    pub fn parse(value: &Value) -> Option<Self> {
+    pub(super) fn parse(value: &Value) -> Option<Self> {
         match value {
             Value::String(file) => Some(FsmRef::File(file.clone())),
             Value::Object(map) => match (map.get("file"), map.get("id")) {
@@ -207,7 +207,7 @@ impl FsmRef {
     /// Loads the FSM: a file relative to the parent document's directory (or to the
     /// working directory when the parent was loaded from the store), or the stored
     /// definition (the newest of its version, or of all).
-    pub async fn load(&self, input: &ActionInput<'_>) -> Result<Arc<Fsm>, ActionError> {
+    pub(super) async fn load(&self, input: &ActionInput<'_>) -> Result<Arc<Fsm>, ActionError> {
         let registry = input.scope.engine.registry();
         match self {
             FsmRef::File(file) => {

@@ -3,7 +3,7 @@
 use std::process::Stdio;
 
 use claij_core::JsonPath;
-use claij_core::catalog::ConfigRoute;
+use claij_core::known_actions::ConfigRoute;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::{Map, Value, json};

@@ -14,7 +14,7 @@ use crate::action::{
 };
 use crate::run::{RunError, RunOutcome, RunStatus};
 use crate::tree::{ChildRun, without_id};
-use claij_core::catalog::ConfigRoute;
+use claij_core::known_actions::ConfigRoute;
 use claij_core::{ConfigIssue, Fsm};
 use serde_json::{Value, json};
 

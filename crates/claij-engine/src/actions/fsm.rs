@@ -2,7 +2,7 @@
 //! run tree, and emits its result.
 
 use claij_core::ConfigIssue;
-use claij_core::catalog::ConfigRoute;
+use claij_core::known_actions::ConfigRoute;
 use serde_json::{Value, json};
 
 use super::child::{

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use claij_core::ConfigIssue;
-use claij_core::catalog::ConfigRoute;
+use claij_core::known_actions::ConfigRoute;
 
 use crate::action::{
     Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome, Suspension,
@@ -46,7 +46,7 @@ impl HumanIo for TerminalIo {
 
 /// Reads lines until what was read parses as JSON (so an event may span lines), or until
 /// end of input; `Ok(None)` when nothing at all was read.
-pub fn read_json_lines(input: &mut dyn BufRead) -> std::io::Result<Option<String>> {
+pub(super) fn read_json_lines(input: &mut dyn BufRead) -> std::io::Result<Option<String>> {
     let mut text = String::new();
     loop {
         let mut line = String::new();

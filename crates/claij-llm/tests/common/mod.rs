@@ -16,14 +16,14 @@ use tokio::net::TcpListener;
 
 /// One canned answer.
 #[derive(Clone)]
-pub struct Canned {
+pub(crate) struct Canned {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: String,
 }
 
 impl Canned {
-    pub fn json(status: u16, body: Value) -> Self {
+    pub(crate) fn json(status: u16, body: Value) -> Self {
         Self {
             status,
             headers: Vec::new(),
@@ -31,7 +31,7 @@ impl Canned {
         }
     }
 
-    pub fn header(mut self, name: &str, value: &str) -> Self {
+    pub(crate) fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.into(), value.into()));
         self
     }
@@ -39,7 +39,7 @@ impl Canned {
 
 /// What the server was sent.
 #[derive(Clone, Debug)]
-pub struct Received {
+pub(crate) struct Received {
     pub path: String,
     pub headers: Vec<(String, String)>,
     pub body: Value,
@@ -47,13 +47,13 @@ pub struct Received {
 
 /// A local HTTP/1.1 server: answers each request with the next canned answer (the last
 /// one repeats).
-pub struct StubServer {
+pub(crate) struct StubServer {
     pub url: String,
     pub received: Arc<Mutex<Vec<Received>>>,
 }
 
 impl StubServer {
-    pub async fn start(answers: Vec<Canned>) -> Self {
+    pub(crate) async fn start(answers: Vec<Canned>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let received = Arc::new(Mutex::new(Vec::new()));
@@ -143,7 +143,7 @@ impl StubServer {
         }
     }
 
-    pub fn requests(&self) -> Vec<Received> {
+    pub(crate) fn requests(&self) -> Vec<Received> {
         self.received.lock().unwrap().clone()
     }
 }
@@ -153,7 +153,7 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// A chat completion in OpenAI's documented format whose message content is `content`.
-pub fn openai_answer(content: &str) -> Value {
+pub(crate) fn openai_answer(content: &str) -> Value {
     json!({
         "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
         "choices": [{"index": 0, "finish_reason": "stop",
@@ -164,7 +164,7 @@ pub fn openai_answer(content: &str) -> Value {
 }
 
 /// A layer with one OpenAI-compatible provider `stub` at `url` and a model `m` on it.
-pub fn layer_for(url: &str, extra: &str) -> LlmLayer {
+pub(crate) fn layer_for(url: &str, extra: &str) -> LlmLayer {
     let toml = format!(
         r#"
 default_model = "m"
@@ -196,14 +196,14 @@ name = "stub-model-2"
 }
 
 /// An engine with the `llm` action over `layer`.
-pub fn engine(layer: LlmLayer) -> Engine {
+pub(crate) fn engine(layer: LlmLayer) -> Engine {
     let mut registry = ActionRegistry::with_builtins();
     claij_llm::register(&mut registry, Arc::new(layer));
     Engine::new(Arc::new(registry))
 }
 
 /// A one-question FSM: `ask` (llm) answers with `{"answer": string}` to `done`.
-pub fn ask_fsm(engine: &Engine, ask_config: &str) -> Arc<Fsm> {
+pub(crate) fn ask_fsm(engine: &Engine, ask_config: &str) -> Arc<Fsm> {
     let doc = format!(
         r#"
 id: ask

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use claij_mcp::ServerSpec;
 
 /// The installed reference servers' `node_modules/.bin`.
-pub fn bin_dir() -> PathBuf {
+pub(crate) fn bin_dir() -> PathBuf {
     let cache = std::env::var_os("CLAIJ_CACHE_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -17,7 +17,7 @@ pub fn bin_dir() -> PathBuf {
 
 /// The path of a reference server's binary; panics with the setup script's name when it
 /// is not installed.
-pub fn server_bin(name: &str) -> String {
+pub(crate) fn server_bin(name: &str) -> String {
     let path = bin_dir().join(name);
     assert!(
         path.exists(),
@@ -28,6 +28,6 @@ pub fn server_bin(name: &str) -> String {
 }
 
 /// `mcp-server-everything` over stdio.
-pub fn everything() -> ServerSpec {
+pub(crate) fn everything() -> ServerSpec {
     ServerSpec::command(server_bin("mcp-server-everything"), [])
 }

@@ -215,7 +215,7 @@ fn json_text(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).expect("json")
 }
 
-pub async fn definitions_round_trip(h: Harness) {
+pub(crate) async fn definitions_round_trip(h: Harness) {
     let store = h.open().await;
     let v1 = definition("review", 1, T0);
     let v2 = definition("review", 2, T0 + 10);
@@ -261,7 +261,7 @@ pub async fn definitions_round_trip(h: Harness) {
     }
 }
 
-pub async fn create_commit_and_read_back(h: Harness) {
+pub(crate) async fn create_commit_and_read_back(h: Harness) {
     let store = h.open().await;
     let created = create(&store, "r1", RunStatus::Running, Some("w1"), 2).await;
     assert_eq!(store.run("r1").await.expect("run"), created);
@@ -341,7 +341,7 @@ pub async fn create_commit_and_read_back(h: Harness) {
     assert_eq!(store.run("r2").await.expect("run").trail_len, 1);
 }
 
-pub async fn a_commit_by_another_owner_loses_the_lease(h: Harness) {
+pub(crate) async fn a_commit_by_another_owner_loses_the_lease(h: Harness) {
     let store = h.open().await;
     create(&store, "r1", RunStatus::Running, Some("w1"), 1).await;
     let before = store.run("r1").await.expect("run");
@@ -371,7 +371,7 @@ pub async fn a_commit_by_another_owner_loses_the_lease(h: Harness) {
     assert_eq!(err, Err(StoreError::LostLease { run: "r1".into() }));
 }
 
-pub async fn entries_out_of_sequence_are_refused_and_nothing_is_written(h: Harness) {
+pub(crate) async fn entries_out_of_sequence_are_refused_and_nothing_is_written(h: Harness) {
     let store = h.open().await;
     create(&store, "r1", RunStatus::Running, Some("w1"), 2).await;
     let before = store.run("r1").await.expect("run");
@@ -415,7 +415,7 @@ pub async fn entries_out_of_sequence_are_refused_and_nothing_is_written(h: Harne
         .expect("the right next entry");
 }
 
-pub async fn creating_checks_the_run(h: Harness) {
+pub(crate) async fn creating_checks_the_run(h: Harness) {
     let store = h.open().await;
     create(&store, "r1", RunStatus::Running, Some("w1"), 1).await;
     let def = definition("review", 1, T0);
@@ -463,7 +463,7 @@ pub async fn creating_checks_the_run(h: Harness) {
     ));
 }
 
-pub async fn one_of_eight_concurrent_claims_wins(h: Harness) {
+pub(crate) async fn one_of_eight_concurrent_claims_wins(h: Harness) {
     let store = h.open().await;
     create(&store, "r1", RunStatus::Suspended, None, 3).await;
     let until = in_an_hour();
@@ -513,7 +513,7 @@ pub async fn one_of_eight_concurrent_claims_wins(h: Harness) {
     assert!(matches!(err, Err(StoreError::NotFound { what: "run", .. })));
 }
 
-pub async fn stale_claims_respect_leases_and_dead_owners(h: Harness) {
+pub(crate) async fn stale_claims_respect_leases_and_dead_owners(h: Harness) {
     let store = h.open().await;
     let until = in_an_hour();
     let stale = |dead: &[&str]| ClaimFrom::Stale {
@@ -592,7 +592,7 @@ pub async fn stale_claims_respect_leases_and_dead_owners(h: Harness) {
     assert_eq!(won, 1);
 }
 
-pub async fn interrupts_are_flagged_on_runs_that_are_not_over(h: Harness) {
+pub(crate) async fn interrupts_are_flagged_on_runs_that_are_not_over(h: Harness) {
     let store = h.open().await;
     create(&store, "running", RunStatus::Running, Some("w1"), 1).await;
     create(&store, "waiting", RunStatus::Suspended, None, 1).await;
@@ -618,7 +618,7 @@ pub async fn interrupts_are_flagged_on_runs_that_are_not_over(h: Harness) {
     assert!(store.run("running").await.expect("run").interrupt_requested);
 }
 
-pub async fn heartbeats_renew_only_the_holders_lease(h: Harness) {
+pub(crate) async fn heartbeats_renew_only_the_holders_lease(h: Harness) {
     let store = h.open().await;
     let created = create(&store, "r1", RunStatus::Running, Some("w1"), 1).await;
     let later = at(now_micros() + 7_200_000_000);
@@ -676,7 +676,7 @@ pub async fn heartbeats_renew_only_the_holders_lease(h: Harness) {
     );
 }
 
-pub async fn listing_filters_and_orders_newest_first(h: Harness) {
+pub(crate) async fn listing_filters_and_orders_newest_first(h: Harness) {
     let store = h.open().await;
     let a = definition("alpha", 1, T0);
     let b = definition("beta", 1, T0);
@@ -752,7 +752,7 @@ pub async fn listing_filters_and_orders_newest_first(h: Harness) {
     assert_eq!(list(none).await, vec![]);
 }
 
-pub async fn prune_removes_only_final_runs_and_their_trails(h: Harness) {
+pub(crate) async fn prune_removes_only_final_runs_and_their_trails(h: Harness) {
     let store = h.open().await;
     let def = definition("review", 1, T0);
     store.put_definition(&def).await.expect("definition");
@@ -826,7 +826,7 @@ pub async fn prune_removes_only_final_runs_and_their_trails(h: Harness) {
     );
 }
 
-pub async fn storage_grows_linearly(h: Harness) {
+pub(crate) async fn storage_grows_linearly(h: Harness) {
     let store = h.open().await;
     create(&store, "long", RunStatus::Running, Some("w1"), 0).await;
     let start = store.run_bytes("long").await.expect("bytes");
@@ -862,7 +862,7 @@ pub async fn storage_grows_linearly(h: Harness) {
     ));
 }
 
-pub async fn a_reopened_store_sees_everything(h: Harness) {
+pub(crate) async fn a_reopened_store_sees_everything(h: Harness) {
     let (definitions, runs, trail) = {
         let store = h.open().await;
         create(&store, "r1", RunStatus::Running, Some("w1"), 2).await;
@@ -888,7 +888,7 @@ pub async fn a_reopened_store_sees_everything(h: Harness) {
         .expect("commit after reopening");
 }
 
-pub async fn migrations_apply_once(h: Harness) {
+pub(crate) async fn migrations_apply_once(h: Harness) {
     let first = h.open_concrete(Durability::Normal).await;
     let applied = first.applied_migrations().await;
     assert_eq!(
@@ -909,7 +909,7 @@ pub async fn migrations_apply_once(h: Harness) {
 
 /// Closing waits for the connections in use, the committer's included: it must give
 /// its connection back rather than hold it forever.
-pub async fn closing_after_commits_returns(h: Harness) {
+pub(crate) async fn closing_after_commits_returns(h: Harness) {
     let concrete = h.open_concrete(Durability::Normal).await;
     let store = concrete.store();
     create(&store, "r1", RunStatus::Running, Some("w1"), 1).await;
@@ -926,7 +926,7 @@ pub async fn closing_after_commits_returns(h: Harness) {
 
 /// Not async: a store dropped outside any runtime (after the runtime's last `block_on`)
 /// lets its connections go without panicking, the committer's held one included.
-pub fn a_store_dropped_outside_its_runtime_lets_go_quietly(h: Harness) {
+pub(crate) fn a_store_dropped_outside_its_runtime_lets_go_quietly(h: Harness) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -953,7 +953,7 @@ pub fn a_store_dropped_outside_its_runtime_lets_go_quietly(h: Harness) {
 
 /// SQLite only: a file written before migration 2 (no one-statement checkpoint) is
 /// upgraded when opened, and its runs go on where they were.
-pub async fn a_sqlite_file_of_schema_1_is_upgraded(h: Harness) {
+pub(crate) async fn a_sqlite_file_of_schema_1_is_upgraded(h: Harness) {
     let before = {
         let store = h.open().await;
         create(&store, "r1", RunStatus::Running, Some("w1"), 2).await;
@@ -986,7 +986,7 @@ pub async fn a_sqlite_file_of_schema_1_is_upgraded(h: Harness) {
     assert_eq!(store.run("r1").await.expect("run").trail_len, 4);
 }
 
-pub async fn a_newer_database_is_refused(h: Harness) {
+pub(crate) async fn a_newer_database_is_refused(h: Harness) {
     drop(h.open().await);
     h.execute("INSERT INTO claij_migrations (version, name, applied_at) VALUES (999, 'from-the-future', 0)")
         .await;
@@ -1033,7 +1033,7 @@ async fn commit_all(
     results
 }
 
-pub async fn concurrent_commits_are_grouped(h: Harness) {
+pub(crate) async fn concurrent_commits_are_grouped(h: Harness) {
     let concrete = h.open_concrete(Durability::Strict).await;
     let store = concrete.store();
     many_runs(&store, "g", 100).await;
@@ -1062,7 +1062,7 @@ pub async fn concurrent_commits_are_grouped(h: Harness) {
     }
 }
 
-pub async fn a_refused_commit_does_not_fail_its_group(h: Harness) {
+pub(crate) async fn a_refused_commit_does_not_fail_its_group(h: Harness) {
     let store = h.open().await;
     many_runs(&store, "m", 40).await;
     let checkpoints = (0..40)
@@ -1090,7 +1090,7 @@ pub async fn a_refused_commit_does_not_fail_its_group(h: Harness) {
     }
 }
 
-pub async fn a_failing_statement_does_not_fail_its_group(h: Harness) {
+pub(crate) async fn a_failing_statement_does_not_fail_its_group(h: Harness) {
     let store = h.open().await;
     many_runs(&store, "s", 20).await;
     // A stray row where s7's next entry goes: inserting it fails inside the group.
@@ -1116,7 +1116,7 @@ pub async fn a_failing_statement_does_not_fail_its_group(h: Harness) {
     );
 }
 
-pub async fn durability_settings_reach_the_database(h: Harness) {
+pub(crate) async fn durability_settings_reach_the_database(h: Harness) {
     let expected = match h.backend() {
         Backend::Sqlite => [
             "journal_mode=wal synchronous=normal",
@@ -1137,7 +1137,7 @@ pub async fn durability_settings_reach_the_database(h: Harness) {
     }
 }
 
-pub async fn unreadable_rows_are_reported_as_corrupt(h: Harness) {
+pub(crate) async fn unreadable_rows_are_reported_as_corrupt(h: Harness) {
     let store = h.open().await;
     create(&store, "r1", RunStatus::Running, Some("w1"), 3).await;
     h.execute("UPDATE trail SET entry = '{\"seq\": 1, \"fsm\":' WHERE run_id = 'r1' AND seq = 1")
@@ -1157,7 +1157,7 @@ pub async fn unreadable_rows_are_reported_as_corrupt(h: Harness) {
     );
 }
 
-pub async fn descriptions_are_plain(h: Harness) {
+pub(crate) async fn descriptions_are_plain(h: Harness) {
     let store = h.open().await;
     let description = store.describe();
     match h.backend() {

@@ -9,29 +9,29 @@ use std::sync::Arc;
 
 use claij_core::store::{Durability, RunStore, StoreError};
 use claij_store::{AppliedMigration, CommitStats, PostgresStore, SqliteStore};
-pub use claij_testkit::Backend;
+pub(crate) use claij_testkit::Backend;
 use claij_testkit::TestStore;
 
 /// Where one test's store lives (removed or dropped with it).
-pub struct Harness {
+pub(crate) struct Harness {
     store: TestStore,
 }
 
 /// A store as its concrete type, for what the trait does not show.
-pub enum Concrete {
+pub(crate) enum Concrete {
     Sqlite(Arc<SqliteStore>),
     Postgres(Arc<PostgresStore>),
 }
 
 impl Concrete {
-    pub fn stats(&self) -> CommitStats {
+    pub(crate) fn stats(&self) -> CommitStats {
         match self {
             Concrete::Sqlite(s) => s.stats(),
             Concrete::Postgres(s) => s.stats(),
         }
     }
 
-    pub async fn applied_migrations(&self) -> Vec<AppliedMigration> {
+    pub(crate) async fn applied_migrations(&self) -> Vec<AppliedMigration> {
         match self {
             Concrete::Sqlite(s) => s.applied_migrations().await,
             Concrete::Postgres(s) => s.applied_migrations().await,
@@ -39,7 +39,7 @@ impl Concrete {
         .expect("applied migrations")
     }
 
-    pub async fn durability_settings(&self) -> String {
+    pub(crate) async fn durability_settings(&self) -> String {
         match self {
             Concrete::Sqlite(s) => s.durability_settings().await,
             Concrete::Postgres(s) => s.durability_settings().await,
@@ -47,14 +47,14 @@ impl Concrete {
         .expect("durability settings")
     }
 
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         match self {
             Concrete::Sqlite(s) => s.close().await,
             Concrete::Postgres(s) => s.close().await,
         }
     }
 
-    pub fn store(&self) -> Arc<dyn RunStore> {
+    pub(crate) fn store(&self) -> Arc<dyn RunStore> {
         match self {
             Concrete::Sqlite(s) => s.clone(),
             Concrete::Postgres(s) => s.clone(),
@@ -65,42 +65,45 @@ impl Concrete {
 impl Harness {
     /// A fresh SQLite file in a temporary directory (in a subdirectory that does not exist
     /// yet: opening creates it).
-    pub fn sqlite() -> Harness {
+    pub(crate) fn sqlite() -> Harness {
         Harness {
             store: TestStore::sqlite(),
         }
     }
 
     /// A fresh database on the shared test cluster (started if needed).
-    pub fn postgres() -> Harness {
+    pub(crate) fn postgres() -> Harness {
         Harness {
             store: TestStore::postgres(),
         }
     }
 
-    pub fn backend(&self) -> Backend {
+    pub(crate) fn backend(&self) -> Backend {
         self.store.backend()
     }
 
     /// The store URL.
-    pub fn url(&self) -> &str {
+    pub(crate) fn url(&self) -> &str {
         self.store.url()
     }
 
     /// Opens the store with the default durability.
-    pub async fn open(&self) -> Arc<dyn RunStore> {
+    pub(crate) async fn open(&self) -> Arc<dyn RunStore> {
         self.try_open(Durability::Normal)
             .await
             .unwrap_or_else(|e| panic!("opening {}: {e}", self.url()))
     }
 
     /// Opens the store through `claij_store::open`.
-    pub async fn try_open(&self, durability: Durability) -> Result<Arc<dyn RunStore>, StoreError> {
+    pub(crate) async fn try_open(
+        &self,
+        durability: Durability,
+    ) -> Result<Arc<dyn RunStore>, StoreError> {
         claij_store::open(self.url(), durability).await
     }
 
     /// Opens the store as its concrete type.
-    pub async fn open_concrete(&self, durability: Durability) -> Concrete {
+    pub(crate) async fn open_concrete(&self, durability: Durability) -> Concrete {
         match self.backend() {
             Backend::Sqlite => {
                 let path = self.store.sqlite_path().expect("a SQLite file");
@@ -119,7 +122,7 @@ impl Harness {
     }
 
     /// Runs SQL on the database directly (to damage it on purpose).
-    pub async fn execute(&self, sql: &str) {
+    pub(crate) async fn execute(&self, sql: &str) {
         use sqlx::Connection;
         let sql = sqlx::AssertSqlSafe(sql.to_owned());
         match self.backend() {
@@ -146,7 +149,7 @@ impl Harness {
 
     /// A URL of the same database with a password in it (the test cluster trusts every
     /// local connection, so any password works).
-    pub fn url_with_password(&self, password: &str) -> Option<String> {
+    pub(crate) fn url_with_password(&self, password: &str) -> Option<String> {
         self.store
             .database()
             .map(|db| db.url_with_password(password))

@@ -8,7 +8,7 @@ use crate::EXIT_OK;
 use crate::cli::DefsCommand;
 
 /// Runs a `claij defs` subcommand against `store`.
-pub async fn defs(store: &dyn RunStore, command: DefsCommand) -> Result<u8> {
+pub(super) async fn defs(store: &dyn RunStore, command: DefsCommand) -> Result<u8> {
     let all = store.definitions().await?;
     match command {
         DefsCommand::List { json } => {

@@ -9,7 +9,12 @@ use crate::cli::GraphFormat;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 
 /// Draws the FSM in `file`.
-pub fn graph(engine: &Engine, file: &Path, format: GraphFormat, output: Option<&Path>) -> u8 {
+pub(super) fn graph(
+    engine: &Engine,
+    file: &Path,
+    format: GraphFormat,
+    output: Option<&Path>,
+) -> u8 {
     let fsm = match load(engine, file) {
         Ok(fsm) => fsm,
         Err(d) => {

@@ -4,7 +4,7 @@ use super::{mcp_serve, mcp_tools};
 use crate::cli::McpCommand;
 
 /// Runs a `claij mcp` subcommand.
-pub async fn mcp(command: McpCommand) -> u8 {
+pub(super) async fn mcp(command: McpCommand) -> u8 {
     match command {
         McpCommand::Serve(args) => mcp_serve::serve(args).await,
         McpCommand::Tools { url, json, command } => mcp_tools::tools(url, json, command).await,

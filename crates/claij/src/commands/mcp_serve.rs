@@ -21,7 +21,7 @@ fn init_logging() {
 }
 
 /// `claij mcp serve`.
-pub async fn serve(args: McpServeArgs) -> u8 {
+pub(super) async fn serve(args: McpServeArgs) -> u8 {
     init_logging();
     let store = match store::open(&args.store).await {
         Ok(Some(s)) => s,

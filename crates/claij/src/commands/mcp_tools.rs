@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::{EXIT_OK, EXIT_USAGE};
 
 /// `claij mcp tools`.
-pub async fn tools(url: Option<String>, as_json: bool, command: Vec<String>) -> u8 {
+pub(super) async fn tools(url: Option<String>, as_json: bool, command: Vec<String>) -> u8 {
     let spec = match (url, command.split_first()) {
         (Some(url), _) => ServerSpec::http(url),
         (None, Some((program, args))) => ServerSpec::command(program.clone(), args.to_vec()),

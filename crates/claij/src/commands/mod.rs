@@ -20,7 +20,7 @@ use crate::cli::{Cli, Command};
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
 
 /// Runs the chosen subcommand; returns the exit status.
-pub async fn dispatch(cli: Cli) -> u8 {
+pub(crate) async fn dispatch(cli: Cli) -> u8 {
     // Documents are checked against the durable registry: it knows every action the
     // in-memory one does, with the same configuration.
     let engine = run::engine(true);

@@ -6,7 +6,7 @@ use crate::EXIT_OK;
 use crate::cli::ModelCommand;
 
 /// Runs a `claij model` subcommand.
-pub fn model(command: ModelCommand) -> anyhow::Result<u8> {
+pub(super) fn model(command: ModelCommand) -> anyhow::Result<u8> {
     match command {
         ModelCommand::Fetch { cache_dir } => {
             let dir = cache_dir.unwrap_or_else(claij_embedded::cache_root);

@@ -14,7 +14,7 @@ use crate::cli::PromptArgs;
 use crate::{EXIT_OK, EXIT_USAGE, input};
 
 /// Runs `claij prompt`.
-pub fn prompt(engine: &Engine, args: &PromptArgs) -> anyhow::Result<u8> {
+pub(super) fn prompt(engine: &Engine, args: &PromptArgs) -> anyhow::Result<u8> {
     let mut fsm = match load(engine, &args.file) {
         Ok(fsm) => fsm,
         Err(d) => {

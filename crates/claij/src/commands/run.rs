@@ -16,14 +16,14 @@ use crate::{EXIT_FAILED, EXIT_OK, EXIT_SUSPENDED, EXIT_USAGE, input, store};
 /// An engine whose `human` states suspend the run when there is a store to wait in, and
 /// ask at the terminal when there is not. Its `llm` states use the model configuration
 /// found in the documented places (none when it cannot be read).
-pub fn engine(durable: bool) -> Engine {
+pub(super) fn engine(durable: bool) -> Engine {
     let mut layer = claij_llm::LlmLayer::discover(None).unwrap_or_default();
     layer.default_to_embedded(default_model_file());
     engine_with(durable, layer)
 }
 
 /// [`engine`] with the given model layer.
-pub fn engine_with(durable: bool, layer: claij_llm::LlmLayer) -> Engine {
+pub(super) fn engine_with(durable: bool, layer: claij_llm::LlmLayer) -> Engine {
     let mut registry = if durable {
         ActionRegistry::durable()
     } else {
@@ -55,7 +55,7 @@ fn llm_layer(args: &crate::cli::LlmArgs) -> anyhow::Result<(claij_llm::LlmLayer,
 }
 
 /// Runs the FSM in `args.file`.
-pub async fn run(args: RunArgs) -> u8 {
+pub(super) async fn run(args: RunArgs) -> u8 {
     let store = match store::open(&args.store).await {
         Ok(s) => s,
         Err(e) => {
@@ -174,7 +174,7 @@ pub async fn run(args: RunArgs) -> u8 {
 
 /// The observers of a run: the trail file (starting with `earlier` entries, for resumed
 /// runs) and progress on stderr.
-pub fn observers(
+pub(super) fn observers(
     trail: Option<&Path>,
     quiet: bool,
     earlier: Option<&[claij_core::TrailEntry]>,
@@ -204,7 +204,7 @@ pub fn observers(
 }
 
 /// Ctrl-C interrupts the run cleanly; a second one quits at once.
-pub fn interrupt_on_ctrl_c(options: &RunOptions) {
+pub(super) fn interrupt_on_ctrl_c(options: &RunOptions) {
     let cancel = options.cancel.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -220,7 +220,7 @@ pub fn interrupt_on_ctrl_c(options: &RunOptions) {
 /// Prints how a run ended (the result on stdout) and returns the exit status.
 /// `store_hint` (e.g. ` --store sqlite:/tmp/x.db`) goes into the command suggested to
 /// resume a suspended run.
-pub fn report(result: Result<RunOutcome, RunError>, quiet: bool, store_hint: &str) -> u8 {
+pub(super) fn report(result: Result<RunOutcome, RunError>, quiet: bool, store_hint: &str) -> u8 {
     let outcome = match result {
         Ok(o) => o,
         Err(e @ RunError::Input(_)) => {
@@ -312,7 +312,7 @@ pub fn report(result: Result<RunOutcome, RunError>, quiet: bool, store_hint: &st
 }
 
 /// The run's model usage in one line (`None` when no model was called).
-pub fn usage_totals(trail: &[claij_core::TrailEntry]) -> Option<String> {
+pub(super) fn usage_totals(trail: &[claij_core::TrailEntry]) -> Option<String> {
     let calls = trail.iter().filter(|e| e.usage.is_some()).count();
     if calls == 0 {
         return None;

@@ -14,7 +14,7 @@ use crate::cli::RunsCommand;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, input};
 
 /// Runs a `claij runs` subcommand against `store`.
-pub async fn runs(store: Arc<dyn RunStore>, command: RunsCommand) -> Result<u8> {
+pub(super) async fn runs(store: Arc<dyn RunStore>, command: RunsCommand) -> Result<u8> {
     match command {
         RunsCommand::List {
             statuses,

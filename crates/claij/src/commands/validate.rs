@@ -7,7 +7,7 @@ use super::load;
 use crate::{EXIT_FAILED, EXIT_OK};
 
 /// Loads each file and reports every problem; exit 0 when all are valid, 1 otherwise.
-pub fn validate(engine: &Engine, files: &[std::path::PathBuf], as_json: bool) -> u8 {
+pub(super) fn validate(engine: &Engine, files: &[std::path::PathBuf], as_json: bool) -> u8 {
     let mut all_valid = true;
     for file in files {
         let result = load(engine, file);

@@ -26,7 +26,7 @@ pub struct ConfigRoute {
 }
 
 /// The actions and dynamic schemas a document may name.
-pub trait ActionCatalog {
+pub trait KnownActions {
     /// Whether an action of this name is registered.
     fn has_action(&self, action: &str) -> bool;
 
@@ -66,7 +66,7 @@ pub const BUILTIN_ACTIONS: [&str; 9] = [
     "transform",
 ];
 
-impl ActionCatalog for BuiltinNames {
+impl KnownActions for BuiltinNames {
     fn has_action(&self, action: &str) -> bool {
         BUILTIN_ACTIONS.contains(&action)
     }
