@@ -40,8 +40,8 @@ const EXIT_SUSPENDED: u8 = 3;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    // One worker thread per core (tokio's default; `TOKIO_WORKER_THREADS` overrides it).
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
         .enable_all()
         .build()
     {
