@@ -1,0 +1,88 @@
+//! Stopping a stored run from any process: [`interrupt`].
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use claij_core::store::{ClaimFrom, RunRecord, RunStore, StoreError};
+use claij_core::{Failure, FailureKind, TrailEntry};
+use serde_json::Value;
+
+use super::{RunError, RunStatus};
+use crate::durable::{DEFAULT_LEASE, is_dead_local_owner, process_owner};
+
+/// Stops a stored run from any process: a running run's process notices within its
+/// heartbeat (about a quarter of a second) and records `interrupted` itself; a suspended
+/// run, or a running one whose process is gone, is finished here with an `interrupted`
+/// entry. Returns the run's record as it now stands.
+pub fn interrupt<'a>(
+    store: &'a dyn RunStore,
+    run_id: &'a str,
+) -> crate::action::BoxFuture<'a, Result<RunRecord, RunError>> {
+    Box::pin(interrupt_one(store, run_id))
+}
+
+async fn interrupt_one(store: &dyn RunStore, run_id: &str) -> Result<RunRecord, RunError> {
+    let record = store.request_interrupt(run_id).await?;
+    // A run waiting for its children: they are interrupted too.
+    if let Some(wait) = &record.wait {
+        for child in &wait.children {
+            match interrupt(store, child).await {
+                Ok(_) | Err(RunError::Store(StoreError::Conflict { .. })) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    let owner_dead = record
+        .lease
+        .as_ref()
+        .is_none_or(|l| l.until <= SystemTime::now() || is_dead_local_owner(&l.owner));
+    let from = match record.status {
+        RunStatus::Suspended => ClaimFrom::Suspended,
+        RunStatus::Running if owner_dead => ClaimFrom::Stale {
+            dead_owners: record.lease.iter().map(|l| l.owner.clone()).collect(),
+        },
+        _ => return Ok(record),
+    };
+    let owner = process_owner();
+    let claimed = store
+        .claim(run_id, from, &owner, SystemTime::now() + DEFAULT_LEASE)
+        .await?;
+    let trail = store
+        .trail(run_id, claimed.trail_len.saturating_sub(1))
+        .await?;
+    let attempt = trail
+        .last()
+        .map_or(1, |e| if e.is_transition() { 1 } else { e.attempt + 1 });
+    let entry = TrailEntry {
+        seq: claimed.trail_len,
+        fsm: Arc::from(claimed.fsm_id.as_str()),
+        version: claimed.version,
+        from: Arc::from(claimed.state.as_str()),
+        to: None,
+        event: Value::Null,
+        at: crate::drive::to_micros(SystemTime::now()),
+        attempt,
+        model: None,
+        usage: None,
+        duration_ms: None,
+        failure: Some(Box::new(Failure {
+            kind: FailureKind::Interrupted,
+            message: "the run was interrupted".into(),
+            errors: Vec::new(),
+            attempt,
+        })),
+    };
+    store
+        .commit(claij_core::store::Checkpoint {
+            run_id: run_id.to_owned(),
+            owner,
+            entries: vec![entry],
+            status: RunStatus::Interrupted,
+            state: claimed.state.clone(),
+            context: None,
+            wait: None,
+            lease_until: None,
+        })
+        .await?;
+    Ok(store.run(run_id).await?)
+}

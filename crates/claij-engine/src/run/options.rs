@@ -1,0 +1,41 @@
+//! [`RunOptions`]: how a run is started or resumed (its id, context, deadline,
+//! cancellation, observers, store and lease, parent and prior trail).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use claij_core::TrailEntry;
+use claij_core::store::RunStore;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::observer::Observer;
+
+/// How to run.
+#[derive(Clone, Default)]
+pub struct RunOptions {
+    /// The run's id; generated when absent.
+    pub run_id: Option<String>,
+    /// The initial context (an empty object when `null`).
+    pub context: Value,
+    /// A deadline for the whole run; overrides the FSM's `config.deadline`.
+    pub deadline: Option<Duration>,
+    /// Cancel it to interrupt the run.
+    pub cancel: CancellationToken,
+    /// Told of every entry as it is appended.
+    pub observers: Vec<Arc<dyn Observer>>,
+    /// Where the run is kept: with a store, every transition is committed before the next
+    /// state starts, `human` states may suspend the run, and the run can be resumed after
+    /// a crash. Without one, the run lives in memory only.
+    pub store: Option<Arc<dyn RunStore>>,
+    /// The lease owner (default: this process, `host:pid:nonce`).
+    pub owner: Option<String>,
+    /// How long a lease lasts unless renewed (default 30 s).
+    pub lease: Option<Duration>,
+    /// The parent run, for child runs.
+    pub parent: Option<String>,
+    /// Entries of earlier runs this run continues (a chain: the next FSM sees the whole
+    /// conversation). They head the run's trail, renumbered from 0, and keep the `fsm`
+    /// and `version` of the run that made them.
+    pub prior_trail: Vec<TrailEntry>,
+}

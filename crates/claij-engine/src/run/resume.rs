@@ -1,0 +1,324 @@
+//! Continuing a stored run: [`Engine::resume`] gives a suspended run its input, follows
+//! an expired wait, or takes over a run whose process died, and wakes the parent of a
+//! child run that ends.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use claij_core::store::{ClaimFrom, RunRecord, RunStore, StoreError, Wait};
+use claij_core::{Failure, FailureKind, Fsm};
+use serde_json::{Value, json};
+
+use super::{Engine, InputError, RunError, RunOptions, RunOutcome, RunStatus};
+use crate::drive::RunState;
+use crate::durable::{DEFAULT_LEASE, is_dead_local_owner, process_owner};
+
+impl Engine {
+    /// Continues a stored run of `fsm` (the definition it is pinned to):
+    ///
+    /// - a **suspended** run with `input`: the input must take one of the transitions the
+    ///   run waits on and satisfy its schema (else nothing changes); of concurrent
+    ///   resumes exactly one wins, the others get [`StoreError::Conflict`];
+    /// - a suspended run whose wait **expired**, without input: follows the wait's
+    ///   `on_expiry` route, or fails;
+    /// - a **running** run whose process died (or whose lease expired): continues from
+    ///   its last committed transition; the action that was in flight runs again, with
+    ///   the same idempotency key.
+    ///
+    /// A run suspended while it waits for its child runs takes no input: resumed without
+    /// one, its state's action tries again (finding its children where they are). When
+    /// the resumed run is itself a child and it ends, its parent continues if it waited
+    /// for it (see [`RunOutcome::parent`]).
+    pub async fn resume(
+        &self,
+        fsm: Arc<Fsm>,
+        run_id: &str,
+        input: Option<Value>,
+        options: RunOptions,
+    ) -> Result<RunOutcome, RunError> {
+        let mut outcome = self.resume_run(fsm, run_id, input, options.clone()).await?;
+        if outcome.status.is_final()
+            && let Some(store) = &options.store
+            && let Some(parent) = store.run(run_id).await?.parent
+        {
+            outcome.parent = self.wake(store, &parent, &options).await?.map(Box::new);
+        }
+        Ok(outcome)
+    }
+
+    /// [`resume`](Self::resume) without waking the parent.
+    pub(crate) async fn resume_run(
+        &self,
+        fsm: Arc<Fsm>,
+        run_id: &str,
+        input: Option<Value>,
+        options: RunOptions,
+    ) -> Result<RunOutcome, RunError> {
+        let not_resumable = |reason: String| RunError::NotResumable {
+            run: run_id.to_owned(),
+            reason,
+        };
+        let Some(store) = options.store.clone() else {
+            return Err(not_resumable("cannot be resumed without a store".into()));
+        };
+        let record = store.run(run_id).await?;
+        if record.hash != fsm.hash {
+            return Err(not_resumable(format!(
+                "is pinned to definition {} v{} ({}), not to the one given ({})",
+                record.fsm_id,
+                record.version,
+                short(&record.hash),
+                short(&fsm.hash)
+            )));
+        }
+        let owner = options.owner.clone().unwrap_or_else(process_owner);
+        let lease = options.lease.unwrap_or(DEFAULT_LEASE);
+        match record.status {
+            RunStatus::Suspended => {
+                let wait = record
+                    .wait
+                    .clone()
+                    .ok_or_else(|| not_resumable("is suspended but its wait is missing".into()))?;
+                if !wait.children.is_empty() {
+                    if input.is_some() {
+                        return Err(not_resumable(format!(
+                            "waits for its child runs ({}), not for an input: resume those",
+                            wait.children.join(", ")
+                        )));
+                    }
+                    return self
+                        .claim_and_continue(
+                            &fsm,
+                            run_id,
+                            ClaimFrom::Suspended,
+                            store,
+                            &owner,
+                            lease,
+                            &options,
+                        )
+                        .await;
+                }
+                let expired = wait.expires_at.is_some_and(|at| at <= SystemTime::now());
+                let taking = match (&input, expired) {
+                    (Some(input), _) => Some(self.waited_transition(&fsm, run_id, &wait, input)?),
+                    (None, true) => None,
+                    (None, false) => {
+                        return Err(not_resumable(format!(
+                            "is suspended in `{}` and waits for an input taking one of: {}",
+                            wait.state,
+                            pairs(&wait.transitions)
+                        )));
+                    }
+                };
+                let claimed = store
+                    .claim(
+                        run_id,
+                        ClaimFrom::Suspended,
+                        &owner,
+                        SystemTime::now() + lease,
+                    )
+                    .await?;
+                let mut run = self
+                    .resumed_state(&fsm, &claimed, store, &owner, lease, &options)
+                    .await?;
+                let state = fsm.state(&wait.state).ok_or_else(|| {
+                    not_resumable(format!("waits in unknown state `{}`", wait.state))
+                })?;
+                let attempt = run.attempts_here() + 1;
+                match (taking, input) {
+                    (Some(t), Some(input)) => {
+                        run.append_full(t, input, attempt, None, None, None, None);
+                        Ok(run.drive(t, 1).await?)
+                    }
+                    _ => {
+                        let failure = Failure {
+                            kind: FailureKind::Timeout,
+                            message: "the wait for input expired".into(),
+                            errors: Vec::new(),
+                            attempt,
+                        };
+                        run.append_failure(state, Value::Null, failure.clone(), None, None);
+                        let route = wait
+                            .on_expiry
+                            .as_deref()
+                            .and_then(|target| fsm.transition_idx(&state.id, target));
+                        match route {
+                            Some(t) => {
+                                let event = json!({
+                                    "id": fsm.transitions[t].id_value,
+                                    "failure": failure,
+                                    "state": &*state.id,
+                                });
+                                run.append_full(t, event, attempt, None, None, None, None);
+                                Ok(run.drive(t, 1).await?)
+                            }
+                            None => Ok(run.fail_here(state).await?),
+                        }
+                    }
+                }
+            }
+            // Running with an input: another resume may have just won the race, or the
+            // run never waited; either way the input cannot be used.
+            RunStatus::Running if input.is_some() => Err(StoreError::Conflict {
+                run: run_id.to_owned(),
+                reason: "is running, not suspended: only a suspended run takes an input".into(),
+            }
+            .into()),
+            RunStatus::Running => {
+                let dead_owners = record
+                    .lease
+                    .iter()
+                    .map(|l| l.owner.clone())
+                    .filter(|o| is_dead_local_owner(o))
+                    .collect();
+                self.claim_and_continue(
+                    &fsm,
+                    run_id,
+                    ClaimFrom::Stale { dead_owners },
+                    store,
+                    &owner,
+                    lease,
+                    &options,
+                )
+                .await
+            }
+            // A finished run: for an input, another resume may just have won the race;
+            // either way it is a conflict with the run's state, not a bad request.
+            status => Err(StoreError::Conflict {
+                run: run_id.to_owned(),
+                reason: format!("is {status}, not suspended or running: only those can be resumed"),
+            }
+            .into()),
+        }
+    }
+
+    /// The transition a resume input takes, checked against the run's wait and the
+    /// transition's schema.
+    fn waited_transition(
+        &self,
+        fsm: &Fsm,
+        run_id: &str,
+        wait: &Wait,
+        input: &Value,
+    ) -> Result<usize, InputError> {
+        let id = input.get("id");
+        let target = id
+            .and_then(Value::as_array)
+            .and_then(|pair| match pair.as_slice() {
+                [Value::String(from), Value::String(to)] => wait
+                    .transitions
+                    .iter()
+                    .find(|(f, t)| f == from && t == to)
+                    .and_then(|(f, t)| fsm.transition_idx(f, t)),
+                _ => None,
+            });
+        let Some(t) = target else {
+            return Err(InputError::NotWaitedFor {
+                run: run_id.to_owned(),
+                id: id.map_or_else(|| "(none)".to_owned(), Value::to_string),
+                waiting: pairs(&wait.transitions),
+            });
+        };
+        let transition = &fsm.transitions[t];
+        let schema =
+            self.compiled_schema(fsm, transition)
+                .map_err(|message| InputError::Schema {
+                    from: transition.from.to_string(),
+                    to: transition.to.to_string(),
+                    message,
+                })?;
+        schema.check(input).map_err(|issues| InputError::Invalid {
+            from: transition.from.to_string(),
+            to: transition.to.to_string(),
+            issues,
+        })?;
+        Ok(t)
+    }
+
+    /// The in-memory state of a claimed run, rebuilt from its stored trail.
+    /// Claims the run (from `from`), rebuilds its state from the store and continues it
+    /// from the last transition of its trail, with the next attempt of that state.
+    #[allow(clippy::too_many_arguments)]
+    async fn claim_and_continue(
+        &self,
+        fsm: &Fsm,
+        run_id: &str,
+        from: ClaimFrom,
+        store: Arc<dyn RunStore>,
+        owner: &str,
+        lease: Duration,
+        options: &RunOptions,
+    ) -> Result<RunOutcome, RunError> {
+        let claimed = store
+            .claim(run_id, from, owner, SystemTime::now() + lease)
+            .await?;
+        let run = self
+            .resumed_state(fsm, &claimed, store, owner, lease, options)
+            .await?;
+        let Some(into) = run.current_transition() else {
+            return Err(RunError::NotResumable {
+                run: run_id.to_owned(),
+                reason: "has no transition in its trail".into(),
+            });
+        };
+        let attempt = run.attempts_here() + 1;
+        Ok(run.drive(into, attempt).await?)
+    }
+
+    async fn resumed_state<'e>(
+        &'e self,
+        fsm: &'e Fsm,
+        record: &RunRecord,
+        store: Arc<dyn RunStore>,
+        owner: &str,
+        lease: Duration,
+        options: &RunOptions,
+    ) -> Result<RunState<'e>, RunError> {
+        let trail = store.trail(&record.id, 0).await?;
+        if trail.len() as u64 != record.trail_len {
+            return Err(StoreError::Corrupt {
+                what: format!("run {}", record.id),
+                message: format!(
+                    "the record counts {} trail entries but {} are stored",
+                    record.trail_len,
+                    trail.len()
+                ),
+            }
+            .into());
+        }
+        let deadline = options.deadline.or(fsm.settings.deadline).map(|d| {
+            let ends = record.created_at + d;
+            let left = ends.duration_since(SystemTime::now()).unwrap_or_default();
+            (Instant::now() + left, d)
+        });
+        let options = RunOptions {
+            store: Some(store),
+            owner: Some(owner.to_owned()),
+            lease: Some(lease),
+            ..options.clone()
+        };
+        let mut run = self.run_state(
+            fsm,
+            record.id.clone(),
+            trail,
+            record.context.clone(),
+            deadline,
+            &options,
+        );
+        run.committed = run.trail.len();
+        Ok(run)
+    }
+}
+
+/// `[a, b], [a, c]` for messages.
+fn pairs(transitions: &[(String, String)]) -> String {
+    transitions
+        .iter()
+        .map(|(f, t)| format!("[{f}, {t}]"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn short(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
+}
