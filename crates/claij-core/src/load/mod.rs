@@ -1,0 +1,212 @@
+//! Loading a document: syntax, meta-schema, then the structural checks, every problem
+//! reported at once; the result is a compiled [`Fsm`].
+//!
+//! This module reads the document into its raw form and assembles the [`Fsm`];
+//! `structure` checks states, transitions, entries, terminals, routes and reachability;
+//! `schemas` checks and compiles the shared and transition schemas.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::diagnostic::{Collector, Diagnostic, Diagnostics, JsonPath, Problem};
+use crate::fsm::{Fsm, FsmSettings};
+use crate::known_actions::KnownActions;
+
+mod schemas;
+mod structure;
+
+use schemas::SharedSchemas;
+use structure::{
+    build_states, build_transitions, check_graph, check_reachability, check_routes, clamp_u32,
+    duration_at,
+};
+
+/// The keys of a state's `config` that belong to the engine, not to the action.
+pub const ENGINE_CONFIG_KEYS: [&str; 3] = ["max_attempts", "timeout", "on_failure"];
+
+/// Reads and loads the document at `path`.
+pub fn load_file(path: &Path, actions: &dyn KnownActions) -> Result<Fsm, Diagnostics> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Diagnostics(vec![Diagnostic {
+            file: name.clone(),
+            path: JsonPath::root(),
+            line_col: None,
+            problem: Problem::Io,
+            message: format!("cannot read the file: {e}"),
+        }])
+    })?;
+    load_str(&name, &text, actions)
+}
+
+/// Loads a document from text (`name` says where it came from and, by its extension,
+/// whether it is JSON or YAML).
+pub fn load_str(name: &str, text: &str, actions: &dyn KnownActions) -> Result<Fsm, Diagnostics> {
+    let value = crate::source::parse_text(name, text)?;
+    load_value(name, value, actions)
+}
+
+/// Loads a document already parsed into JSON.
+pub fn load_value(
+    name: &str,
+    mut document: Value,
+    actions: &dyn KnownActions,
+) -> Result<Fsm, Diagnostics> {
+    let mut found = Collector::new(name);
+    if let Value::Object(map) = &mut document
+        && map.contains_key("xitions")
+        && map.contains_key("transitions")
+    {
+        found.push(
+            Problem::Format,
+            JsonPath::root().join("transitions"),
+            "both `xitions` and `transitions` are given; they are the same field, use one",
+        );
+        map.remove("transitions");
+    }
+    crate::metaschema::check(&document, &mut found);
+    let expanded = crate::hat::expand(&document, &mut found);
+    let raw = match RawDocument::deserialize(&expanded) {
+        Ok(raw) => raw,
+        Err(e) => {
+            if found.is_empty() {
+                found.push(Problem::Format, JsonPath::root(), e.to_string());
+            }
+            return Err(found.finish().err().unwrap_or(Diagnostics(Vec::new())));
+        }
+    };
+    let fsm = build(name, raw, document, actions, &mut found);
+    found.finish()?;
+    Ok(fsm)
+}
+
+#[derive(Deserialize)]
+struct RawDocument {
+    id: String,
+    #[serde(default = "one")]
+    version: u32,
+    description: Option<String>,
+    #[serde(default)]
+    prompts: Prompts,
+    #[serde(default)]
+    schemas: Map<String, Value>,
+    #[serde(default)]
+    config: Map<String, Value>,
+    states: Vec<RawState>,
+    #[serde(default, alias = "transitions")]
+    xitions: Vec<RawTransition>,
+    #[serde(default)]
+    servers: Map<String, Value>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Deserialize, Default)]
+#[serde(untagged)]
+enum Prompts {
+    #[default]
+    None,
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Prompts {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            Prompts::None => Vec::new(),
+            Prompts::One(p) => vec![p],
+            Prompts::Many(ps) => ps,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct RawState {
+    id: String,
+    action: String,
+    description: Option<String>,
+    #[serde(default)]
+    prompts: Prompts,
+    #[serde(default)]
+    config: Map<String, Value>,
+}
+
+#[derive(Deserialize)]
+struct RawTransition {
+    id: (String, String),
+    schema: Option<Value>,
+    description: Option<String>,
+    #[serde(default)]
+    prompts: Prompts,
+    label: Option<String>,
+    #[serde(default)]
+    omit: bool,
+}
+
+fn build(
+    name: &str,
+    raw: RawDocument,
+    document: Value,
+    actions: &dyn KnownActions,
+    found: &mut Collector,
+) -> Fsm {
+    let root = JsonPath::root();
+    let settings = FsmSettings {
+        max_attempts: raw
+            .config
+            .get("max_attempts")
+            .and_then(Value::as_u64)
+            .map(clamp_u32),
+        timeout: duration_at(
+            raw.config.get("timeout"),
+            &root.join("config").join("timeout"),
+            found,
+        ),
+        deadline: duration_at(
+            raw.config.get("deadline"),
+            &root.join("config").join("deadline"),
+            found,
+        ),
+    };
+
+    let states = build_states(&raw.states, actions, found);
+    let state_index: HashMap<Arc<str>, usize> = states
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.clone(), i))
+        .collect();
+
+    let shared = SharedSchemas::check(&raw.schemas, found);
+    let xitions_key = if document.get("transitions").is_some() {
+        "transitions"
+    } else {
+        "xitions"
+    };
+    let mut fsm = Fsm {
+        id: Arc::from(raw.id.as_str()),
+        version: raw.version,
+        description: raw.description,
+        prompts: raw.prompts.into_vec(),
+        schemas: raw.schemas,
+        servers: raw.servers,
+        settings,
+        states,
+        transitions: Vec::new(),
+        entries: Vec::new(),
+        source: name.to_owned(),
+        hash: crate::store::content_hash(&document),
+        document,
+        state_index,
+    };
+    build_transitions(&mut fsm, raw.xitions, xitions_key, &shared, actions, found);
+    check_graph(&fsm, xitions_key, found);
+    check_routes(&fsm, actions, found);
+    check_reachability(&fsm, found);
+    fsm
+}
