@@ -48,8 +48,8 @@ pub trait KnownActions {
     fn has_dynamic_schema(&self, name: &str) -> bool;
 }
 
-/// The built-in action names of DESIGN.md §2, accepting any `config`: for tools that only
-/// need the format checked (and for tests of the core).
+/// The built-in action names (docs/FORMAT.md, "Built-in actions"), accepting any
+/// `config`: for tools that only need the format checked (and for tests of the core).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BuiltinNames;
 

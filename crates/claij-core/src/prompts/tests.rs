@@ -1,0 +1,499 @@
+//! The projection of trails into prompts, case by case.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::known_actions::{BuiltinNames, ConfigIssue, KnownActions};
+use crate::schema::{SchemaError, ValidationIssue};
+use crate::trail::FailureKind;
+
+const DOC: &str = r##"
+id: t
+prompts: ["FSM-PROMPT"]
+schemas:
+  thing:
+    type: object
+    description: ZEBRA-DEF-42
+    required: [n]
+    properties: {n: {type: integer}}
+states:
+  - {id: asker, action: llm, prompts: ["STATE-PROMPT"]}
+  - {id: tool, action: command, config: {program: "x"}}
+  - {id: hidden, action: transform}
+  - {id: done, action: end}
+  - {id: gave-up, action: end}
+xitions:
+  - id: [start, asker]
+    description: The input.
+    prompts: ["ENTRY-PROMPT"]
+    schema: {$ref: "#/$defs/thing"}
+  - id: [asker, tool]
+    description: Run the tool.
+    prompts: ["TOOL-PROMPT"]
+    schema: {type: object, required: [arg], properties: {arg: {type: string}}}
+  - id: [tool, asker]
+    description: The tool's output.
+    prompts: ["BACK-PROMPT"]
+    schema: {type: object, required: [thing], properties: {thing: {$ref: "#/$defs/thing"}}}
+  - id: [asker, hidden]
+    omit: true
+  - id: [hidden, asker]
+    omit: true
+  - id: [asker, done]
+    description: Finished.
+    schema: {type: object, required: [answer], properties: {answer: {type: string}}}
+  - id: [asker, gave-up]
+    description: The engine gives up.
+    omit: true
+"##;
+
+fn fsm() -> Fsm {
+    crate::load_str("t.yaml", DOC, &BuiltinNames).unwrap()
+}
+
+fn step(seq: u64, from: &str, to: &str, event: Value) -> TrailEntry {
+    TrailEntry {
+        seq,
+        fsm: "t".into(),
+        version: 1,
+        from: from.into(),
+        to: Some(to.into()),
+        event,
+        at: SystemTime::UNIX_EPOCH,
+        attempt: 1,
+        model: None,
+        usage: None,
+        duration_ms: None,
+        failure: None,
+    }
+}
+
+/// A transition entry whose event is `fields` plus the `id` of [from, to].
+fn hop(seq: u64, from: &str, to: &str, fields: Value) -> TrailEntry {
+    let mut event = serde_json::Map::new();
+    event.insert("id".into(), json!([from, to]));
+    if let Value::Object(map) = fields {
+        event.extend(map);
+    }
+    step(seq, from, to, Value::Object(event))
+}
+
+fn failed(seq: u64, from: &str, event: Value, kind: FailureKind) -> TrailEntry {
+    TrailEntry {
+        to: None,
+        failure: Some(Box::new(Failure {
+            kind,
+            message: "the answer was rejected".into(),
+            errors: vec![
+                ValidationIssue {
+                    instance_path: "/arg".into(),
+                    schema_path: "/properties/arg/type".into(),
+                    message: "5 is not of type \"string\"".into(),
+                },
+                ValidationIssue {
+                    instance_path: String::new(),
+                    schema_path: "/required".into(),
+                    message: "\"extra\" is required".into(),
+                },
+            ],
+            attempt: 2,
+        })),
+        ..step(seq, from, "", event)
+    }
+}
+
+fn roles(messages: &[Message]) -> Vec<Role> {
+    messages.iter().map(|m| m.role).collect()
+}
+
+#[test]
+fn roles_follow_the_producing_state() {
+    let fsm = fsm();
+    let trail = [
+        hop(0, "start", "asker", json!({"n": 1})),
+        hop(1, "asker", "tool", json!({"arg": "a"})),
+        hop(2, "tool", "asker", json!({"thing": {"n": 2}})),
+    ];
+    let m = trail_to_prompts(&fsm, &trail, "asker", &PromptOptions::default());
+    assert_eq!(
+        roles(&m),
+        [Role::System, Role::User, Role::Assistant, Role::User]
+    );
+    // The assistant's message is the event itself, as compact JSON.
+    assert_eq!(m[2].content, r#"{"id":["asker","tool"],"arg":"a"}"#);
+    // User messages carry the three labelled parts.
+    assert!(
+        m[1].content.starts_with("INPUT-SCHEMA: {"),
+        "{}",
+        m[1].content
+    );
+    assert!(
+        m[1].content
+            .contains("\nDOCUMENT: {\"id\":[\"start\",\"asker\"],\"n\":1}")
+    );
+    assert!(m[3].content.contains("\nOUTPUT-SCHEMA: {\"oneOf\":["));
+}
+
+#[test]
+fn user_messages_show_input_document_and_output_schemas() {
+    let fsm = fsm();
+    let trail = [hop(0, "start", "asker", json!({"n": 1}))];
+    let m = trail_to_prompts(&fsm, &trail, "asker", &PromptOptions::default());
+    let input = fsm.transition("start", "asker").unwrap();
+    let expected = format!(
+        "INPUT-SCHEMA: {}\nDOCUMENT: {}\nOUTPUT-SCHEMA: {{\"oneOf\":[{},{}]}}",
+        input.effective.as_ref().unwrap(),
+        trail[0].event,
+        fsm.transition("asker", "tool")
+            .unwrap()
+            .effective
+            .as_ref()
+            .unwrap(),
+        fsm.transition("asker", "done")
+            .unwrap()
+            .effective
+            .as_ref()
+            .unwrap(),
+    );
+    assert_eq!(m[1].content, expected);
+    // The input schema refers to the shared schema rather than carrying it.
+    assert!(m[1].content.contains(r##"{"$ref":"#/$defs/thing"}"##));
+    assert!(!m[1].content.contains("$defs\":"));
+}
+
+#[test]
+fn output_schema_is_left_out_for_terminal_targets() {
+    let fsm = fsm();
+    let trail = [
+        hop(0, "start", "asker", json!({"n": 1})),
+        hop(1, "asker", "tool", json!({"arg": "a"})),
+        hop(2, "tool", "asker", json!({"thing": {"n": 2}})),
+        hop(3, "asker", "done", json!({"answer": "x"})),
+    ];
+    // A non-llm producer going to a terminal state: no OUTPUT-SCHEMA part.
+    let fsm2 = crate::load_str(
+        "u.yaml",
+        "id: u\nstates: [{id: a, action: command}, {id: z, action: end}]\n\
+             xitions: [{id: [start, a]}, {id: [a, z]}]\n",
+        &BuiltinNames,
+    )
+    .unwrap();
+    let m2 = trail_to_prompts(
+        &fsm2,
+        &[hop(0, "a", "z", json!({}))],
+        "z",
+        &PromptOptions::default(),
+    );
+    assert_eq!(m2.len(), 2);
+    assert!(
+        !m2[1].content.contains("OUTPUT-SCHEMA"),
+        "{}",
+        m2[1].content
+    );
+    assert!(
+        m2[0]
+            .content
+            .ends_with("No transition leaves `z`: no answer is expected.")
+    );
+    // The llm's final answer is an assistant message as usual.
+    let m = trail_to_prompts(&fsm, &trail, "done", &PromptOptions::default());
+    assert_eq!(m.last().unwrap().role, Role::Assistant);
+}
+
+#[test]
+fn omitted_transitions_are_skipped_but_failures_never() {
+    let fsm = fsm();
+    let trail = [
+        step(
+            0,
+            "start",
+            "asker",
+            json!({"id": ["start", "asker"], "n": 1}),
+        ),
+        hop(1, "asker", "hidden", json!({"secret": 1})),
+        failed(
+            2,
+            "hidden",
+            json!({"id": ["hidden", "nowhere"]}),
+            FailureKind::UnknownTransition,
+        ),
+        hop(3, "hidden", "asker", json!({"secret": 2})),
+        hop(4, "asker", "tool", json!({"arg": "a"})),
+    ];
+    let m = trail_to_prompts(&fsm, &trail, "tool", &PromptOptions::default());
+    assert_eq!(
+        roles(&m),
+        [Role::System, Role::User, Role::User, Role::Assistant]
+    );
+    assert!(
+        m[2].content
+            .starts_with("FAILURE (unknown-transition, attempt 2)")
+    );
+    assert!(m.iter().all(|m| !m.content.contains("secret")));
+}
+
+#[test]
+fn failures_show_errors_rejected_output_and_expected_schema() {
+    let fsm = fsm();
+    let trail = [
+        hop(0, "start", "asker", json!({"n": 1})),
+        failed(
+            1,
+            "asker",
+            json!({"id": ["asker", "tool"], "arg": 5}),
+            FailureKind::Validation,
+        ),
+        failed(2, "asker", Value::Null, FailureKind::Parse),
+    ];
+    let m = trail_to_prompts(&fsm, &trail, "asker", &PromptOptions::default());
+    assert_eq!(
+        roles(&m),
+        [Role::System, Role::User, Role::User, Role::User]
+    );
+    let expected_schema = format!(
+        "{{\"oneOf\":[{},{}]}}",
+        fsm.transition("asker", "tool")
+            .unwrap()
+            .effective
+            .as_ref()
+            .unwrap(),
+        fsm.transition("asker", "done")
+            .unwrap()
+            .effective
+            .as_ref()
+            .unwrap(),
+    );
+    let f = &m[2].content;
+    assert_eq!(
+        *f,
+        format!(
+            "FAILURE (validation, attempt 2): the answer was rejected\n\
+                 ERRORS:\n\
+                 - at /arg: 5 is not of type \"string\"\n\
+                 - at /: \"extra\" is required\n\
+                 REJECTED-OUTPUT: {{\"id\":[\"asker\",\"tool\"],\"arg\":5}}\n\
+                 OUTPUT-SCHEMA: {expected_schema}\n\
+                 Answer again with exactly one JSON object that satisfies OUTPUT-SCHEMA."
+        )
+    );
+    // No output, no REJECTED-OUTPUT line.
+    assert!(m[3].content.starts_with("FAILURE (parse, attempt 2)"));
+    assert!(!m[3].content.contains("REJECTED-OUTPUT"));
+    assert!(m[3].content.ends_with("satisfies OUTPUT-SCHEMA."));
+}
+
+#[test]
+fn shared_schemas_appear_exactly_once() {
+    let fsm = fsm();
+    let trail = [
+        hop(0, "start", "asker", json!({"n": 1})),
+        hop(1, "asker", "tool", json!({"arg": "a"})),
+        hop(2, "tool", "asker", json!({"thing": {"n": 2}})),
+        failed(
+            3,
+            "asker",
+            json!({"id": ["asker", "tool"]}),
+            FailureKind::Validation,
+        ),
+    ];
+    let m = trail_to_prompts(&fsm, &trail, "asker", &PromptOptions::default());
+    let count: usize = m
+        .iter()
+        .map(|m| m.content.matches("ZEBRA-DEF-42").count())
+        .sum();
+    assert_eq!(count, 1);
+    assert!(m[0].content.contains(&format!(
+        "$defs: {}",
+        serde_json::to_string(&fsm.schemas).unwrap()
+    )));
+    // Schemas refer to them by $ref.
+    assert!(m[3].content.contains(r##""$ref":"#/$defs/thing""##));
+}
+
+#[test]
+fn no_defs_section_without_shared_schemas() {
+    let fsm = crate::load_str(
+        "u.yaml",
+        "id: u\nstates: [{id: a, action: llm}, {id: z, action: end}]\n\
+             xitions: [{id: [start, a]}, {id: [a, z]}]\n",
+        &BuiltinNames,
+    )
+    .unwrap();
+    let s = system_message(&fsm, "a", None, &PromptOptions::default());
+    assert!(!s.contains("$defs"), "{s}");
+    assert!(s.starts_with("Each user message shows"), "{s}");
+}
+
+#[test]
+fn routing_rules_list_exactly_the_shown_outgoing_ids() {
+    let fsm = fsm();
+    let s = system_message(&fsm, "asker", None, &PromptOptions::default());
+    let rules: Vec<&str> = s.lines().filter(|l| l.starts_with("- ")).collect();
+    // [asker, hidden] and [asker, gave-up] are omitted: never shown.
+    assert_eq!(
+        rules,
+        [
+            r#"- ["asker","tool"]: Run the tool."#,
+            r#"- ["asker","done"]: Finished."#
+        ]
+    );
+    assert!(s.contains("Its `id` picks the transition and must be one of:"));
+    assert!(!s.contains("hidden") && !s.contains("gave-up"), "{s}");
+    // A state whose every way out is omitted still gets its routes.
+    let h = system_message(&fsm, "hidden", None, &PromptOptions::default());
+    let rules: Vec<&str> = h.lines().filter(|l| l.starts_with("- ")).collect();
+    assert_eq!(rules, [r#"- ["hidden","asker"]"#]);
+}
+
+#[test]
+fn system_message_ends_with_the_states_output_schema() {
+    let fsm = fsm();
+    let s = system_message(&fsm, "asker", None, &PromptOptions::default());
+    let expected = format!(
+        "\nYour answer must satisfy the option of this OUTPUT-SCHEMA whose `id` it carries:\n\
+             OUTPUT-SCHEMA: {{\"oneOf\":[{},{}]}}",
+        fsm.transition("asker", "tool")
+            .unwrap()
+            .effective
+            .as_ref()
+            .unwrap(),
+        fsm.transition("asker", "done")
+            .unwrap()
+            .effective
+            .as_ref()
+            .unwrap(),
+    );
+    assert!(s.ends_with(&expected), "{s}");
+    let t = system_message(&fsm, "tool", None, &PromptOptions::default());
+    let expected = format!(
+        "\nYour answer must satisfy this OUTPUT-SCHEMA:\nOUTPUT-SCHEMA: {}",
+        fsm.transition("tool", "asker")
+            .unwrap()
+            .effective
+            .as_ref()
+            .unwrap(),
+    );
+    assert!(t.ends_with(&expected), "{t}");
+    // trail_to_prompts renders the same system message.
+    let trail = [hop(0, "start", "asker", json!({"n": 1}))];
+    let m = trail_to_prompts(&fsm, &trail, "asker", &PromptOptions::default());
+    let input = fsm.transition("start", "asker");
+    assert_eq!(
+        m[0].content,
+        system_message(&fsm, "asker", input, &PromptOptions::default())
+    );
+}
+
+#[test]
+fn system_message_carries_prompts_in_order_then_defs_then_rules() {
+    let fsm = fsm();
+    let input = fsm.transition("tool", "asker");
+    let s = system_message(&fsm, "asker", input, &PromptOptions::default());
+    let at = |needle: &str| s.find(needle).unwrap_or_else(|| panic!("{needle} in {s}"));
+    assert!(at("FSM-PROMPT") < at("STATE-PROMPT"));
+    assert!(at("STATE-PROMPT") < at("BACK-PROMPT"));
+    assert!(at("BACK-PROMPT") < at("$defs: "));
+    assert!(at("$defs: ") < at("must be one of"));
+    assert!(!s.contains("ENTRY-PROMPT") && !s.contains("TOOL-PROMPT"));
+}
+
+#[test]
+fn the_input_transition_is_the_last_one_into_the_state() {
+    let fsm = fsm();
+    let trail = [
+        hop(0, "start", "asker", json!({"n": 1})),
+        hop(1, "asker", "tool", json!({"arg": "a"})),
+        failed(2, "tool", json!({}), FailureKind::Action),
+    ];
+    let m = trail_to_prompts(&fsm, &trail, "tool", &PromptOptions::default());
+    assert!(m[0].content.contains("TOOL-PROMPT"));
+    assert!(!m[0].content.contains("ENTRY-PROMPT"));
+    // Asked for another state than the last transition leads to: no input prompts.
+    let m = trail_to_prompts(&fsm, &trail[..2], "asker", &PromptOptions::default());
+    assert!(!m[0].content.contains("TOOL-PROMPT") && !m[0].content.contains("ENTRY-PROMPT"));
+    // Empty trail: just the system message.
+    let m = trail_to_prompts(&fsm, &[], "asker", &PromptOptions::default());
+    assert_eq!(m.len(), 1);
+}
+
+struct Known;
+
+impl KnownActions for Known {
+    fn has_action(&self, action: &str) -> bool {
+        BuiltinNames.has_action(action)
+    }
+    fn action_names(&self) -> Vec<String> {
+        BuiltinNames.action_names()
+    }
+    fn check_config(&self, _: &str, _: &Value) -> Vec<ConfigIssue> {
+        Vec::new()
+    }
+    fn has_dynamic_schema(&self, name: &str) -> bool {
+        name == "mcp:request"
+    }
+}
+
+struct Provider;
+
+impl DynamicSchemas for Provider {
+    fn serves(&self, name: &str) -> bool {
+        name == "mcp:request"
+    }
+    fn resolve(&self, name: &str) -> Result<Arc<Value>, SchemaError> {
+        if name == "mcp:request" {
+            Ok(Arc::new(
+                json!({"type": "object", "required": ["tool"], "properties": {"tool": {"enum": ["hostname"]}}}),
+            ))
+        } else {
+            Err(SchemaError::new("unknown"))
+        }
+    }
+}
+
+#[test]
+fn dynamic_schemas_are_resolved_or_named() {
+    let fsm = crate::load_str(
+            "d.yaml",
+            "id: d\nstates: [{id: a, action: llm}, {id: m, action: mcp}, {id: z, action: end}]\n\
+             xitions: [{id: [start, a]}, {id: [a, m], schema: 'mcp:request'}, {id: [m, a]}, {id: [a, z]}]\n",
+            &Known,
+        )
+        .unwrap();
+    let trail = [step(0, "start", "a", json!({"id": ["start", "a"]}))];
+    let plain = trail_to_prompts(&fsm, &trail, "a", &PromptOptions::default());
+    assert!(
+        plain[1].content.contains(
+            r#"{"x-dynamic-schema":"mcp:request","properties":{"id":{"const":["a","m"]}}}"#
+        ),
+        "{}",
+        plain[1].content
+    );
+    let provider = Provider;
+    let opts = PromptOptions {
+        dynamic: Some(&provider),
+    };
+    let resolved = trail_to_prompts(&fsm, &trail, "a", &opts);
+    assert!(
+            resolved[1].content.contains(
+                r#"{"type":"object","properties":{"id":{"const":["a","m"]},"tool":{"enum":["hostname"]}},"required":["id","tool"]}"#
+            ),
+            "{}",
+            resolved[1].content
+        );
+    assert!(!resolved[1].content.contains("x-dynamic-schema"));
+}
+
+#[test]
+fn messages_serialise_with_lowercase_roles() {
+    let m = Message::assistant("{}");
+    assert_eq!(
+        serde_json::to_value(&m).unwrap(),
+        json!({"role": "assistant", "content": "{}"})
+    );
+    let back: Message = serde_json::from_value(json!({"role": "system", "content": "x"})).unwrap();
+    assert_eq!(back, Message::system("x"));
+    assert_eq!(Role::User.to_string(), "user");
+}
