@@ -40,9 +40,10 @@ impl ActionRegistry {
     }
 
     /// The built-in actions: `end`, `transform`, `command`, `human`, `fsm` and `fork`,
-    /// and the names reserved for actions that arrive with later layers (`llm`, `mcp`)
-    /// or are configured elsewhere (`join`), which load but fail clearly when run;
-    /// likewise the dynamic schema names `mcp:…`.
+    /// and the names of actions provided by layers (`llm` by claij-llm, `mcp` by
+    /// claij-mcp, each replacing its placeholder when registered) or done elsewhere
+    /// (`join`), which load but fail clearly when run; likewise the dynamic schema names
+    /// `mcp:…`.
     pub fn with_builtins() -> Self {
         let mut registry = Self::empty();
         let builtins: [(&str, Arc<dyn Action>); 6] = [
@@ -56,8 +57,8 @@ impl ActionRegistry {
         for (name, action) in builtins {
             registry.insert(name, action);
         }
-        for (name, arrives_with) in actions::RESERVED {
-            registry.insert(name, Arc::new(actions::Reserved { name, arrives_with }));
+        for (name, reserved) in actions::RESERVED {
+            registry.insert(name, Arc::new(reserved));
         }
         registry.register_schemas(Arc::new(actions::ReservedSchemas));
         registry

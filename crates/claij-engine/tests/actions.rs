@@ -357,7 +357,7 @@ async fn human_without_a_terminal_is_a_clear_error() {
 }
 
 #[tokio::test]
-async fn reserved_actions_load_but_say_they_are_not_available_yet() {
+async fn layer_actions_load_but_say_which_layer_provides_them() {
     let doc = r#"
 id: r
 states:
@@ -370,5 +370,11 @@ xitions:
     let engine = Engine::default();
     let out = run(&engine, doc, json!({})).await;
     assert_eq!(out.status, RunStatus::Failed);
-    assert!(failure_messages(&out)[0].contains("not available in this build yet"));
+    let messages = failure_messages(&out);
+    assert_eq!(messages.len(), 1, "no point retrying: {messages:?}");
+    assert!(
+        messages[0].contains("provided by claij-llm")
+            && messages[0].contains("claij_llm::register"),
+        "{messages:?}"
+    );
 }

@@ -1,4 +1,4 @@
-//! The built-in actions that need no model.
+//! The built-in actions that need no model, and the placeholders of those that do.
 
 mod child;
 mod command;
@@ -42,45 +42,63 @@ impl Action for End {
 const JOIN_INSTEAD: &str =
     "a `fork` state, which joins its own branches (config `join: all | race | {at_least: k}`)";
 
-/// Action names reserved for later layers (or, for `join`, done elsewhere), and what
-/// brings each.
-pub const RESERVED: [(&str, &str); 3] = [
-    ("llm", "the model layer"),
-    ("mcp", "the MCP client"),
-    ("join", JOIN_INSTEAD),
+/// The action names [`with_builtins`](crate::ActionRegistry::with_builtins) reserves
+/// without running them: those a layer provides (`llm`, `mcp`) and `join`, which a
+/// `fork` state does.
+pub(crate) const RESERVED: [(&str, Reserved); 3] = [
+    (
+        "llm",
+        Reserved::Layer {
+            layer: "claij-llm",
+            register: "claij_llm::register(&mut registry, layer)",
+        },
+    ),
+    (
+        "mcp",
+        Reserved::Layer {
+            layer: "claij-mcp",
+            register: "claij_mcp::register(&mut registry, &client)",
+        },
+    ),
+    ("join", Reserved::Join),
 ];
 
-/// An action whose name is known (so documents using it validate) but which this build
-/// cannot run yet: running it fails at once with a message saying so.
+/// An action whose name is known (so documents using it load) but which this registry
+/// cannot run: running it fails at once, saying why and what to do.
 #[derive(Debug, Clone, Copy)]
-pub struct Reserved {
-    /// The action's name.
-    pub name: &'static str,
-    /// What brings it.
-    pub arrives_with: &'static str,
+pub(crate) enum Reserved {
+    /// Provided by a layer this registry was built without.
+    Layer {
+        /// The crate that provides it.
+        layer: &'static str,
+        /// How to register it.
+        register: &'static str,
+    },
+    /// `join`: a `fork` state joins its own branches.
+    Join,
 }
 
 impl Action for Reserved {
-    fn run<'a>(&'a self, _input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
+    fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
+        let name = input.state.action.clone();
         Box::pin(async move {
-            if self.arrives_with == JOIN_INSTEAD {
-                return Err(ActionError::fatal(format!(
-                    "there is no `join` action to run: use {JOIN_INSTEAD}"
-                )));
-            }
-            Err(ActionError::fatal(format!(
-                "the `{}` action is not available in this build yet (it arrives with {})",
-                self.name, self.arrives_with
-            )))
+            Err(ActionError::fatal(match self {
+                Reserved::Join => format!("there is no `join` action to run: use {JOIN_INSTEAD}"),
+                Reserved::Layer { layer, register } => format!(
+                    "the `{name}` action is provided by {layer}, which this engine's action \
+                     registry was built without; register it with `{register}` (the `claij` \
+                     binary does)"
+                ),
+            }))
         })
     }
 }
 
-/// Dynamic schema names reserved for later layers: `mcp:…` (the MCP client). Documents
-/// naming them load; resolving one fails clearly until the layer registers its provider
-/// (which then takes precedence, see [`ActionRegistry::register_schemas`](crate::ActionRegistry::register_schemas)).
+/// Dynamic schema names a layer serves: `mcp:…` (claij-mcp's client). Documents naming
+/// them load; resolving one fails clearly until the layer registers its provider (which
+/// then takes precedence, see [`ActionRegistry::register_schemas`](crate::ActionRegistry::register_schemas)).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ReservedSchemas;
+pub(crate) struct ReservedSchemas;
 
 impl claij_core::DynamicSchemas for ReservedSchemas {
     fn serves(&self, name: &str) -> bool {
@@ -89,7 +107,9 @@ impl claij_core::DynamicSchemas for ReservedSchemas {
 
     fn resolve(&self, name: &str) -> Result<std::sync::Arc<Value>, claij_core::SchemaError> {
         Err(claij_core::SchemaError::new(format!(
-            "the dynamic schema `{name}` needs the MCP client, which this build has not registered"
+            "the dynamic schema `{name}` is served by claij-mcp's client, which this engine's \
+             action registry was built without; register it with \
+             `claij_mcp::register(&mut registry, &client)`"
         )))
     }
 }
