@@ -518,3 +518,404 @@ fn load_behavior(l: &mut Loader<'_>, name: &str, dir: &Path) -> Option<Behavior>
         actions,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::test_bots::{PLAN_BEHAVIOR, TITLE_FSM, helper_bot, registry, write};
+
+    fn load(root: &Path) -> Result<Bot, BotErrors> {
+        load_bot(root, &registry())
+    }
+
+    fn names<T>(items: &[T], name: impl Fn(&T) -> &str) -> Vec<&str> {
+        items.iter().map(name).collect()
+    }
+
+    #[test]
+    fn a_folder_loads_with_its_order_its_files_and_its_fsms() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        helper_bot(root);
+        let bot = load(root).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(bot.name, "helper");
+        assert_eq!(bot.description.as_deref(), Some("Helps with plans."));
+        assert_eq!(bot.trigger_patterns, ["help( me)?"]);
+        // Behaviors in the order of bot.yaml; the number prefix is optional.
+        assert_eq!(names(&bot.behaviors, |b| &b.name), ["plan", "review"]);
+        assert_eq!(bot.behaviors[0].dir, root.join("behaviors/1_plan"));
+        assert_eq!(bot.behaviors[1].dir, root.join("behaviors/review"));
+
+        let plan = &bot.behaviors[0];
+        assert_eq!(plan.trigger_patterns, ["plan"]);
+        assert_eq!(plan.key_questions, ["Who is it for?"]);
+        assert_eq!(plan.evidence, ["The sources"]);
+        assert_eq!(plan.rules, ["Keep it short."]);
+        // Actions by `order`, not by their place in the list.
+        assert_eq!(
+            names(&plan.actions, |a| &a.name),
+            ["gather", "write", "publish"]
+        );
+        let orders: Vec<u32> = plan.actions.iter().map(|a| a.order).collect();
+        assert_eq!(orders, [1, 2, 3]);
+        // `next` names an action; without it, the next in order; the last has none.
+        let nexts: Vec<Option<usize>> = plan.actions.iter().map(|a| a.next).collect();
+        assert_eq!(nexts, [Some(2), Some(2), None]);
+        let [gather, write_, publish] = &plan.actions[..] else {
+            panic!("three actions");
+        };
+        // Instructions: the default file instructions/NAME.md, or the file named.
+        assert_eq!(gather.instructions.as_deref(), Some("Gather the facts.\n"));
+        assert_eq!(
+            write_.instructions.as_deref(),
+            Some("Write the plan down.\n")
+        );
+        assert_eq!(publish.instructions, None);
+        assert_eq!(
+            write_.templates,
+            [("templates/plan.md".to_owned(), "# Plan\n".to_owned())]
+        );
+        assert_eq!(gather.trigger_patterns, ["facts?"]);
+        assert_eq!(gather.completes, Completion::OnClose);
+        assert_eq!(publish.completes, Completion::OnRun);
+        let fsm = publish.fsm.as_ref().expect("publish runs an FSM");
+        assert_eq!(&*fsm.fsm.id, "title");
+        assert_eq!(
+            fsm.file,
+            root.join("behaviors/1_plan/../../fsms/title.yaml")
+        );
+        assert_eq!(fsm.input, json!({"title": "Plan"}));
+        assert!(gather.fsm.is_none());
+
+        let review = &bot.behaviors[1];
+        assert_eq!(names(&review.actions, |a| &a.name), ["check"]);
+        assert_eq!(review.actions[0].order, 1);
+        assert_eq!(review.actions[0].next, None);
+        assert!(review.key_questions.is_empty() && review.evidence.is_empty());
+        assert!(review.rules.is_empty());
+        assert_eq!(review.actions[0].instructions, None);
+    }
+
+    #[test]
+    fn orders_default_to_the_place_in_the_list_and_fsm_input_to_an_empty_object() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        helper_bot(root);
+        write(
+            root,
+            "behaviors/review/behavior.yaml",
+            "actions:\n  - name: read\n  - name: check\n    fsm: ../../fsms/title.yaml\n  - name: sign\n",
+        );
+        let bot = load(root).unwrap_or_else(|e| panic!("{e}"));
+        let review = &bot.behaviors[1];
+        assert_eq!(
+            names(&review.actions, |a| &a.name),
+            ["read", "check", "sign"]
+        );
+        let orders: Vec<u32> = review.actions.iter().map(|a| a.order).collect();
+        assert_eq!(orders, [1, 2, 3]);
+        let nexts: Vec<Option<usize>> = review.actions.iter().map(|a| a.next).collect();
+        assert_eq!(nexts, [Some(1), Some(2), None]);
+        let fsm = review.actions[1].fsm.as_ref().expect("check runs an FSM");
+        assert_eq!(fsm.input, json!({}));
+    }
+
+    /// A fault to make in a valid bot folder, the file the problem must name (relative
+    /// to the bot folder), and words its message must hold.
+    struct Case {
+        fault: &'static str,
+        make: fn(&Path),
+        file: &'static str,
+        says: &'static str,
+    }
+
+    fn set_bot(root: &Path, text: &str) {
+        write(root, "bot.yaml", text);
+    }
+
+    fn set_review(root: &Path, text: &str) {
+        write(root, "behaviors/review/behavior.yaml", text);
+    }
+
+    const CASES: &[Case] = &[
+        Case {
+            fault: "no bot file",
+            make: |r| std::fs::remove_file(r.join("bot.yaml")).expect("remove"),
+            file: "bot.yaml",
+            says: "missing file",
+        },
+        Case {
+            fault: "the bot file is not YAML",
+            make: |r| set_bot(r, "name: [helper\n"),
+            file: "bot.yaml",
+            says: "invalid",
+        },
+        Case {
+            fault: "an unknown field in the bot file",
+            make: |r| set_bot(r, "name: helper\ncolour: red\nbehaviors: [plan, review]\n"),
+            file: "bot.yaml",
+            says: "colour",
+        },
+        Case {
+            fault: "no name in the bot file",
+            make: |r| set_bot(r, "behaviors: [plan, review]\n"),
+            file: "bot.yaml",
+            says: "name",
+        },
+        Case {
+            fault: "a bot name that cannot be part of a tool name",
+            make: |r| set_bot(r, "name: my helper\nbehaviors: [plan, review]\n"),
+            file: "bot.yaml",
+            says: "the bot name \"my helper\" must be 1-64 letters",
+        },
+        Case {
+            fault: "a bot trigger pattern that is not a regular expression",
+            make: |r| {
+                set_bot(
+                    r,
+                    "name: helper\ntrigger_patterns: ['(open']\nbehaviors: [plan, review]\n",
+                )
+            },
+            file: "bot.yaml",
+            says: "the bot: the trigger pattern \"(open\" is not a valid regular expression: unclosed group",
+        },
+        Case {
+            fault: "a behavior listed twice",
+            make: |r| set_bot(r, "name: helper\nbehaviors: [plan, review, plan]\n"),
+            file: "bot.yaml",
+            says: "the behavior \"plan\" is listed twice",
+        },
+        Case {
+            fault: "a listed behavior without a folder",
+            make: |r| set_bot(r, "name: helper\nbehaviors: [plan, review, ship]\n"),
+            file: "bot.yaml",
+            says: "the behavior \"ship\" has no folder behaviors/ship/ or behaviors/N_ship/",
+        },
+        Case {
+            fault: "two folders for one behavior",
+            make: |r| write(r, "behaviors/2_plan/behavior.yaml", PLAN_BEHAVIOR),
+            file: "behaviors",
+            says: "duplicate folders for the behavior \"plan\": 1_plan, 2_plan",
+        },
+        Case {
+            fault: "a behavior folder the bot file does not list",
+            make: |r| {
+                write(
+                    r,
+                    "behaviors/3_ship/behavior.yaml",
+                    "actions: [{name: go}]\n",
+                )
+            },
+            file: "behaviors/3_ship",
+            says: "not listed in bot.yaml's `behaviors`",
+        },
+        Case {
+            fault: "no behavior file",
+            make: |r| {
+                std::fs::remove_file(r.join("behaviors/review/behavior.yaml")).expect("remove")
+            },
+            file: "behaviors/review/behavior.yaml",
+            says: "missing file",
+        },
+        Case {
+            fault: "an unknown field in a behavior file",
+            make: |r| set_review(r, "actions: [{name: check, colour: red}]\n"),
+            file: "behaviors/review/behavior.yaml",
+            says: "colour",
+        },
+        Case {
+            fault: "a behavior without actions",
+            make: |r| set_review(r, "actions: []\n"),
+            file: "behaviors/review/behavior.yaml",
+            says: "`actions` lists no action",
+        },
+        Case {
+            fault: "a behavior trigger pattern that is not a regular expression",
+            make: |r| {
+                set_review(
+                    r,
+                    "trigger_patterns: ['a{2,1}']\nactions: [{name: check}]\n",
+                )
+            },
+            file: "behaviors/review/behavior.yaml",
+            says: "the behavior \"review\": the trigger pattern \"a{2,1}\"",
+        },
+        Case {
+            fault: "two actions of one name",
+            make: |r| set_review(r, "actions: [{name: check}, {name: check}]\n"),
+            file: "behaviors/review/behavior.yaml",
+            says: "duplicate action name \"check\"",
+        },
+        Case {
+            fault: "two actions of one order",
+            make: |r| set_review(r, "actions: [{name: read}, {name: check, order: 1}]\n"),
+            file: "behaviors/review/behavior.yaml",
+            says: "duplicate order 1",
+        },
+        Case {
+            fault: "an action name that cannot be part of a tool name",
+            make: |r| set_review(r, "actions: [{name: check.all}]\n"),
+            file: "behaviors/review/behavior.yaml",
+            says: "an action name \"check.all\" must be 1-64 letters",
+        },
+        Case {
+            fault: "a `next` that names no action of the behavior",
+            make: |r| set_review(r, "actions: [{name: check, next: gather}]\n"),
+            file: "behaviors/review/behavior.yaml",
+            says: "the action \"check\": its next action \"gather\" is not an action of the behavior \"review\"",
+        },
+        Case {
+            fault: "an action trigger pattern that is not a regular expression",
+            make: |r| set_review(r, "actions: [{name: check, trigger_patterns: ['[z-a]']}]\n"),
+            file: "behaviors/review/behavior.yaml",
+            says: "the action \"check\": the trigger pattern \"[z-a]\"",
+        },
+        Case {
+            fault: "a missing instructions file",
+            make: |r| set_review(r, "actions: [{name: check, instructions: how.md}]\n"),
+            file: "behaviors/review/how.md",
+            says: "missing file",
+        },
+        Case {
+            fault: "a missing template",
+            make: |r| set_review(r, "actions: [{name: check, templates: [form.md]}]\n"),
+            file: "behaviors/review/form.md",
+            says: "missing file",
+        },
+        Case {
+            fault: "a missing FSM file",
+            make: |r| set_review(r, "actions: [{name: check, fsm: check.yaml}]\n"),
+            file: "behaviors/review/behavior.yaml",
+            says: "the action \"check\": its FSM file",
+        },
+        Case {
+            fault: "an FSM that does not load",
+            make: |r| {
+                write(
+                    r,
+                    "behaviors/review/check.yaml",
+                    &TITLE_FSM.replace("action: end", "action: nowhere"),
+                );
+                set_review(r, "actions: [{name: check, fsm: check.yaml}]\n");
+            },
+            file: "behaviors/review/check.yaml",
+            says: "the FSM of the action \"check\" is invalid",
+        },
+        Case {
+            fault: "guardrails that are not guardrails",
+            make: |r| write(r, "behaviors/1_plan/guardrails.yaml", "questions: [Why?]\n"),
+            file: "behaviors/1_plan/guardrails.yaml",
+            says: "invalid",
+        },
+        Case {
+            fault: "rules that are not a list",
+            make: |r| write(r, "behaviors/1_plan/rules.yaml", "rule: Keep it short.\n"),
+            file: "behaviors/1_plan/rules.yaml",
+            says: "invalid",
+        },
+    ];
+
+    #[test]
+    fn each_malformed_folder_reports_one_problem_naming_its_file() {
+        for case in CASES {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let root = dir.path();
+            helper_bot(root);
+            (case.make)(root);
+            let err = match load(root) {
+                Ok(_) => panic!("{}: the bot loaded", case.fault),
+                Err(e) => e,
+            };
+            assert_eq!(err.dir, root, "{}", case.fault);
+            let [problem] = &err.problems[..] else {
+                panic!("{}: one problem expected, got {err}", case.fault);
+            };
+            assert_eq!(problem.file, root.join(case.file), "{}: {err}", case.fault);
+            assert!(
+                problem.message.contains(case.says),
+                "{}: {:?} does not say {:?}",
+                case.fault,
+                problem.message,
+                case.says
+            );
+            // The message names the file, so the person knows where to look.
+            assert!(
+                err.to_string()
+                    .contains(&root.join(case.file).display().to_string()),
+                "{}: {err}",
+                case.fault
+            );
+        }
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        helper_bot(root);
+        set_bot(
+            root,
+            "name: helper\ntrigger_patterns: ['(']\nbehaviors: [plan, review]\n",
+        );
+        set_review(root, "actions: [{name: check, next: nowhere}]\n");
+        write(root, "behaviors/1_plan/rules.yaml", "{}\n");
+        let err = load(root).expect_err("three faults");
+        let files: Vec<PathBuf> = err.problems.iter().map(|p| p.file.clone()).collect();
+        assert_eq!(
+            files,
+            [
+                root.join("bot.yaml"),
+                root.join("behaviors/1_plan/rules.yaml"),
+                root.join("behaviors/review/behavior.yaml"),
+            ]
+        );
+        let text = err.to_string();
+        assert!(text.contains("(3 problem(s))"), "{text}");
+    }
+
+    #[test]
+    fn an_empty_behavior_list_and_a_missing_folder_are_reported() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        helper_bot(root);
+        set_bot(root, "name: helper\nbehaviors: []\n");
+        let err = load(root).expect_err("no behaviors");
+        assert_eq!(err.problems[0].file, root.join("bot.yaml"));
+        assert!(
+            err.problems[0]
+                .message
+                .contains("`behaviors` lists no behavior")
+        );
+        // Both folders are then unlisted.
+        assert_eq!(err.problems.len(), 3, "{err}");
+
+        let missing = root.join("nowhere");
+        let err = load(&missing).expect_err("no folder");
+        assert_eq!(
+            err.problems,
+            [BotProblem {
+                file: missing,
+                message: "not a folder".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn tool_words_and_number_prefixes() {
+        assert!(is_tool_word("a-b_C9"));
+        assert!(is_tool_word(&"x".repeat(64)));
+        assert!(!is_tool_word(&"x".repeat(65)));
+        for bad in ["", "a.b", "a b", "é", "a/b"] {
+            assert!(!is_tool_word(bad), "{bad:?}");
+        }
+        assert_eq!(strip_number_prefix("1_shape"), "shape");
+        assert_eq!(strip_number_prefix("12_a_b"), "a_b");
+        assert_eq!(strip_number_prefix("shape"), "shape");
+        assert_eq!(strip_number_prefix("v1_shape"), "v1_shape");
+        assert_eq!(strip_number_prefix("_shape"), "_shape");
+    }
+}

@@ -500,3 +500,345 @@ pub fn instructions(bot: &Bot, b: usize, a: usize, workspace: &Path) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use serde_json::{Map, Value, json};
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::test_bots::{helper_bot, runtime, write};
+
+    /// The tools of `helper` ([`helper_bot`]), in order, with the verb each routes to.
+    fn expected() -> Vec<(&'static str, BotVerb)> {
+        vec![
+            ("helper", BotVerb::Continue),
+            ("helper_close_current_action", BotVerb::Close),
+            ("helper_restart", BotVerb::Restart),
+            ("helper_plan", BotVerb::Behavior(0)),
+            ("helper_plan_gather", BotVerb::Action(0, 0)),
+            ("helper_plan_write", BotVerb::Action(0, 1)),
+            ("helper_plan_publish", BotVerb::Action(0, 2)),
+            ("helper_review", BotVerb::Behavior(1)),
+            ("helper_review_check", BotVerb::Action(1, 0)),
+        ]
+    }
+
+    async fn host(root: &Path) -> (BotHost, Runtime) {
+        let runtime = runtime(root).await;
+        helper_bot(&root.join("bot"));
+        let host = BotHost::load(&root.join("bot"), &root.join("work"), &runtime)
+            .unwrap_or_else(|e| panic!("{e}"));
+        (host, runtime)
+    }
+
+    async fn call(host: &BotHost, runtime: &Runtime, verb: BotVerb) -> Value {
+        call_with(host, runtime, verb, Map::new()).await
+    }
+
+    async fn call_with(
+        host: &BotHost,
+        runtime: &Runtime,
+        verb: BotVerb,
+        args: Map<String, Value>,
+    ) -> Value {
+        match host
+            .call(verb, &args, runtime, CancellationToken::new())
+            .await
+        {
+            ToolOutput::Json(v) => v,
+            ToolOutput::Error(e) => panic!("{verb:?} failed: {e}"),
+        }
+    }
+
+    fn saved(host: &BotHost) -> WorkflowState {
+        workflow_state::load(host.state_file()).expect("the state file reads")
+    }
+
+    #[tokio::test]
+    async fn three_plus_b_plus_b_times_a_tools_each_routed_to_its_verb() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (host, _runtime) = host(dir.path()).await;
+        let specs = host.specs();
+        let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+        let expected = expected();
+        // 3 + B + the actions: 3 + 2 + (3 + 1).
+        assert_eq!(names, expected.iter().map(|(n, _)| *n).collect::<Vec<_>>());
+        for (name, verb) in &expected {
+            assert_eq!(host.route(name), Some(*verb), "{name}");
+        }
+        for name in [
+            "",
+            "helpe",
+            "helperx",
+            "helper_",
+            "helper_plan_",
+            "helper_plan_nope",
+            "helper_nope",
+            "other_plan",
+            "helper_review_gather",
+        ] {
+            assert_eq!(host.route(name), None, "{name:?}");
+        }
+        // Descriptions carry the trigger patterns and the order.
+        assert!(
+            specs[0]
+                .description
+                .contains("Trigger patterns: help( me)?")
+        );
+        assert!(specs[0].description.contains("plan → review"));
+        assert!(specs[3].description.contains("gather → write → publish"));
+        assert!(specs[4].description.contains("Trigger patterns: facts?"));
+        assert!(specs[6].description.contains("completes itself"));
+    }
+
+    #[tokio::test]
+    async fn continue_close_and_completion_walk_the_workflow() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (host, runtime) = host(dir.path()).await;
+
+        let out = call(&host, &runtime, BotVerb::Continue).await;
+        assert_eq!(out["status"], "in_progress");
+        assert_eq!(
+            (out["behavior"].clone(), out["action"].clone()),
+            (json!("plan"), json!("gather"))
+        );
+        assert_eq!(
+            out["next"],
+            json!({"behavior": "plan", "action": "publish"})
+        );
+        let instructions = out["instructions"].as_str().expect("instructions");
+        for part in [
+            "Gather the facts.",
+            "Who is it for?",
+            "The sources",
+            "Keep it short.",
+            "helper_close_current_action",
+        ] {
+            assert!(instructions.contains(part), "{part}: {instructions}");
+        }
+        assert_eq!(
+            saved(&host).current_action.as_deref(),
+            Some("helper.plan.gather")
+        );
+        // Running an action does not complete it.
+        assert!(saved(&host).completed_actions.is_empty());
+
+        let out = call(&host, &runtime, BotVerb::Close).await;
+        assert_eq!(out["status"], "completed");
+        assert_eq!(
+            out["completed"],
+            json!({"behavior": "plan", "action": "gather"})
+        );
+        assert_eq!(
+            out["next"],
+            json!({"behavior": "plan", "action": "publish"})
+        );
+        assert_eq!(out["behavior_complete"], false);
+        let state = saved(&host);
+        assert_eq!(
+            state
+                .completed_actions
+                .iter()
+                .map(|c| c.action_state.as_str())
+                .collect::<Vec<_>>(),
+            ["helper.plan.gather"]
+        );
+        assert_eq!(state.current_action.as_deref(), Some("helper.plan.publish"));
+
+        // publish runs its FSM and completes itself.
+        let out = call(&host, &runtime, BotVerb::Continue).await;
+        assert_eq!(out["action"], "publish");
+        assert_eq!(out["status"], "completed");
+        assert_eq!(out["fsm_run"]["status"], "completed");
+        assert_eq!(out["fsm_run"]["result"]["title"], "Plan");
+        assert_eq!(
+            out["next"],
+            json!({"behavior": "review", "action": "check"})
+        );
+        assert_eq!(
+            saved(&host).current_action.as_deref(),
+            Some("helper.review.check")
+        );
+
+        let out = call(&host, &runtime, BotVerb::Continue).await;
+        assert_eq!(out["action"], "check");
+        let out = call(&host, &runtime, BotVerb::Close).await;
+        assert_eq!(out["behavior_complete"], true);
+        assert_eq!(out["all_behaviors_complete"], true);
+        assert_eq!(out["next"], Value::Null);
+        let state = saved(&host);
+        assert_eq!(state.current_action, None);
+        assert_eq!(state.completed_actions.len(), 3);
+
+        // All complete: continuing and closing say so and change nothing.
+        assert_eq!(
+            call(&host, &runtime, BotVerb::Continue).await["status"],
+            "all_complete"
+        );
+        assert_eq!(
+            call(&host, &runtime, BotVerb::Close).await["status"],
+            "all_complete"
+        );
+        assert_eq!(saved(&host).completed_actions.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn behavior_and_action_tools_jump_and_the_input_overrides_the_fsm_input() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (host, runtime) = host(dir.path()).await;
+        let out = call(&host, &runtime, BotVerb::Action(0, 1)).await;
+        assert_eq!(out["action"], "write");
+        assert!(
+            out["instructions"]
+                .as_str()
+                .expect("text")
+                .contains("Fill in this template")
+        );
+        assert_eq!(
+            saved(&host).current_action.as_deref(),
+            Some("helper.plan.write")
+        );
+        // The behavior tool of another behavior: that behavior's current action.
+        let out = call(&host, &runtime, BotVerb::Behavior(1)).await;
+        assert_eq!(out["action"], "check");
+        assert_eq!(
+            saved(&host).current_behavior.as_deref(),
+            Some("helper.review")
+        );
+        // Back to plan: its current action is the first (nothing of it completed).
+        let out = call(&host, &runtime, BotVerb::Behavior(0)).await;
+        assert_eq!(out["action"], "gather");
+
+        let mut args = Map::new();
+        args.insert("input".into(), json!({"title": "Other"}));
+        let out = call_with(&host, &runtime, BotVerb::Action(0, 2), args).await;
+        assert_eq!(out["fsm_run"]["result"]["title"], "Other");
+        // An input the FSM refuses is an error naming the action and its FSM file.
+        let mut args = Map::new();
+        args.insert("input".into(), json!({"title": ""}));
+        let args_ = args.clone();
+        match host
+            .call(
+                BotVerb::Action(0, 2),
+                &args_,
+                &runtime,
+                CancellationToken::new(),
+            )
+            .await
+        {
+            ToolOutput::Error(e) => {
+                assert!(
+                    e.contains("the action `publish` runs the workflow `title`"),
+                    "{e}"
+                );
+                assert!(e.contains("title.yaml"), "{e}");
+            }
+            ToolOutput::Json(v) => panic!("an empty title was taken: {v}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_state_file_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (host, runtime) = host(dir.path()).await;
+        write(
+            host.state_file().parent().expect("a folder"),
+            crate::STATE_FILE,
+            "{\"completed_actions\": 3}",
+        );
+        for verb in [BotVerb::Continue, BotVerb::Close, BotVerb::Restart] {
+            match host
+                .call(verb, &Map::new(), &runtime, CancellationToken::new())
+                .await
+            {
+                ToolOutput::Error(e) => {
+                    assert!(e.contains(&host.state_file().display().to_string()), "{e}");
+                    assert!(e.contains("corrupt"), "{e}");
+                }
+                ToolOutput::Json(v) => panic!("{verb:?} answered {v}"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn restart_reloads_the_folder_and_keeps_the_old_bot_when_the_new_one_is_broken() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (host, runtime) = host(dir.path()).await;
+        let folder = dir.path().join("bot");
+        call(&host, &runtime, BotVerb::Close).await;
+
+        // Unchanged: the same tools.
+        let out = call(&host, &runtime, BotVerb::Restart).await;
+        assert_eq!(out["status"], "restarted");
+        assert_eq!(out["tools_changed"], false);
+        assert_eq!(out["tools"], 9);
+        assert_eq!(out["completed_actions"], 1);
+        assert_eq!(
+            out["current"],
+            json!({"behavior": "plan", "action": "publish"})
+        );
+
+        // A new action: a new tool, routed.
+        write(
+            &folder,
+            "behaviors/review/behavior.yaml",
+            "actions: [{name: check}, {name: sign}]\n",
+        );
+        let out = call(&host, &runtime, BotVerb::Restart).await;
+        assert_eq!(out["tools_changed"], true);
+        assert_eq!(out["tools"], 10);
+        assert_eq!(
+            host.route("helper_review_sign"),
+            Some(BotVerb::Action(1, 1))
+        );
+
+        // A broken folder: an error, and the bot as loaded before is kept.
+        write(&folder, "behaviors/review/behavior.yaml", "actions: []\n");
+        let before: Vec<String> = host.specs().into_iter().map(|s| s.name).collect();
+        match host
+            .call(
+                BotVerb::Restart,
+                &Map::new(),
+                &runtime,
+                CancellationToken::new(),
+            )
+            .await
+        {
+            ToolOutput::Error(e) => {
+                assert!(e.contains("`actions` lists no action"), "{e}");
+                assert!(e.contains("kept"), "{e}");
+            }
+            ToolOutput::Json(v) => panic!("a broken bot was loaded: {v}"),
+        }
+        let after: Vec<String> = host.specs().into_iter().map(|s| s.name).collect();
+        assert_eq!(before, after);
+
+        // A renamed bot needs a restart of the server.
+        write(
+            &folder,
+            "behaviors/review/behavior.yaml",
+            "actions: [{name: check}]\n",
+        );
+        write(
+            &folder,
+            "bot.yaml",
+            "name: other\nbehaviors: [plan, review]\n",
+        );
+        match host
+            .call(
+                BotVerb::Restart,
+                &Map::new(),
+                &runtime,
+                CancellationToken::new(),
+            )
+            .await
+        {
+            ToolOutput::Error(e) => assert!(e.contains("renaming a bot needs a restart"), "{e}"),
+            ToolOutput::Json(v) => panic!("the bot was renamed: {v}"),
+        }
+        assert_eq!(host.bot().name, "helper");
+    }
+}

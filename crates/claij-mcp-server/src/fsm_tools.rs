@@ -399,3 +399,93 @@ async fn status(runtime: &Runtime, fsm: &Fsm, run_id: &str, with_trail: bool) ->
     }
     ToolOutput::json(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::test_bots::{TITLE_FSM, registry};
+
+    fn load(yaml: &str) -> Fsm {
+        let document: Value = serde_yaml_ng::from_str(yaml).expect("YAML");
+        claij_core::load_value("test", document, &registry()).unwrap_or_else(|d| panic!("{d}"))
+    }
+
+    /// Two entries: `[start, a]` (a shared schema) and `[start, b]` (inline).
+    const TWO_ENTRIES: &str = "\
+id: two
+schemas:
+  person: {type: object, required: [name], properties: {name: {type: string}}}
+states:
+  - {id: a, action: end}
+  - {id: b, action: end}
+xitions:
+  - id: [start, a]
+    schema: {$ref: '#/$defs/person'}
+  - id: [start, b]
+    schema: {type: object, required: [count], properties: {count: {type: integer}}}
+";
+
+    #[test]
+    fn the_start_schema_is_the_union_of_the_entries() {
+        let fsm = load(TWO_ENTRIES);
+        let schema = start_schema(&fsm);
+        assert_eq!(schema["type"], "object");
+        let branches = schema["oneOf"].as_array().expect("oneOf");
+        assert_eq!(branches.len(), 2);
+        // Each branch is its entry's effective schema: `id` names the entry.
+        assert_eq!(
+            branches[0]["properties"]["id"]["const"],
+            json!(["start", "a"])
+        );
+        assert_eq!(branches[0]["allOf"], json!([{"$ref": "#/$defs/person"}]));
+        assert_eq!(
+            branches[1]["properties"]["id"]["const"],
+            json!(["start", "b"])
+        );
+        assert_eq!(
+            branches[1]["properties"]["count"],
+            json!({"type": "integer"})
+        );
+        // The shared schemas come along, so the `$ref` resolves.
+        assert_eq!(schema["$defs"]["person"]["required"], json!(["name"]));
+    }
+
+    #[test]
+    fn with_one_entry_the_start_schema_is_that_entry_with_id_optional() {
+        let fsm = load(TITLE_FSM);
+        let schema = start_schema(&fsm);
+        assert!(schema.get("oneOf").is_none());
+        assert_eq!(schema["type"], "object");
+        assert_eq!(schema["required"], json!(["title"]));
+        assert_eq!(
+            schema["properties"]["id"]["const"],
+            json!(["start", "done"])
+        );
+        assert!(schema.get("$defs").is_none());
+    }
+
+    #[test]
+    fn an_fsm_has_three_tools_naming_its_entries() {
+        let fsm = load(TWO_ENTRIES);
+        let specs = specs(&fsm);
+        let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["two_start", "two_continue", "two_status"]);
+        assert_eq!(specs[0].input_schema, start_schema(&fsm));
+        assert!(
+            specs[0]
+                .description
+                .contains(r#"["start","a"], ["start","b"]"#),
+            "{}",
+            specs[0].description
+        );
+        assert_eq!(
+            specs[1].input_schema["required"],
+            json!(["run_id", "input"])
+        );
+        for verb in FsmVerb::ALL {
+            assert_eq!(tool_name(&fsm, verb), specs[verb as usize].name);
+        }
+    }
+}

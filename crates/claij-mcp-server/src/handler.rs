@@ -183,3 +183,159 @@ impl ServerHandler for McpServer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::test_bots::{TITLE_FSM, helper_bot, registry, runtime, write};
+
+    fn fsm(dir: &Path, file: &str, text: &str) -> Arc<Fsm> {
+        write(dir, file, text);
+        Arc::new(
+            claij_core::load_file(&dir.join(file), &registry()).unwrap_or_else(|d| panic!("{d}")),
+        )
+    }
+
+    fn bot(dir: &Path, runtime: &Runtime) -> BotHost {
+        helper_bot(&dir.join("bot"));
+        BotHost::load(&dir.join("bot"), &dir.join("work"), runtime)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    async fn call(server: &McpServer, name: &str, args: Value) -> Option<ToolOutput> {
+        let Value::Object(args) = args else {
+            panic!("arguments are an object");
+        };
+        server.call(name, args, CancellationToken::new()).await
+    }
+
+    #[tokio::test]
+    async fn fsm_tools_come_first_then_each_bots_and_each_name_reaches_its_target() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let runtime = runtime(dir.path()).await;
+        let title = fsm(dir.path(), "title.yaml", TITLE_FSM);
+        let server = McpServer::new(
+            runtime.clone(),
+            vec![title],
+            vec![bot(dir.path(), &runtime)],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<String> = server.tools().into_iter().map(|t| t.name).collect();
+        assert_eq!(names.len(), 3 + 9);
+        assert_eq!(
+            names[..4],
+            ["title_start", "title_continue", "title_status", "helper"]
+        );
+
+        // An FSM tool runs the FSM (its result is its input).
+        let Some(ToolOutput::Json(run)) = call(&server, "title_start", json!({"title": "T"})).await
+        else {
+            panic!("title_start answered with an error");
+        };
+        assert_eq!(run["status"], "completed");
+        assert_eq!(run["result"]["title"], "T");
+        let run_id = run["run_id"].as_str().expect("a run id");
+        let Some(ToolOutput::Json(status)) = call(
+            &server,
+            "title_status",
+            json!({"run_id": run_id, "trail": false}),
+        )
+        .await
+        else {
+            panic!("title_status answered with an error");
+        };
+        assert_eq!(status["run_id"], run_id);
+        assert_eq!(status["result"]["title"], "T");
+        assert!(status.get("trail").is_none());
+        // A completed run waits for nothing: continue refuses.
+        let Some(ToolOutput::Error(e)) = call(
+            &server,
+            "title_continue",
+            json!({"run_id": run_id, "input": {}}),
+        )
+        .await
+        else {
+            panic!("a completed run was continued");
+        };
+        assert!(e.contains("not suspended"), "{e}");
+
+        // A bot's action tool runs that action.
+        let Some(ToolOutput::Json(out)) = call(&server, "helper_plan_write", json!({})).await
+        else {
+            panic!("helper_plan_write answered with an error");
+        };
+        assert_eq!(
+            (out["behavior"].clone(), out["action"].clone()),
+            (json!("plan"), json!("write"))
+        );
+        assert!(call(&server, "helper_nope", json!({})).await.is_none());
+        assert!(call(&server, "title_stop", json!({})).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn two_tools_of_one_name_are_refused_naming_both_origins() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let runtime = runtime(dir.path()).await;
+        // An FSM whose id is the bot's name and a behavior named `start`: `helper_start`.
+        let clash = fsm(
+            dir.path(),
+            "helper.yaml",
+            &TITLE_FSM.replace("id: title", "id: helper"),
+        );
+        let host = bot(dir.path(), &runtime);
+        write(
+            &dir.path().join("bot"),
+            "behaviors/start/behavior.yaml",
+            "actions: [{name: go}]\n",
+        );
+        write(
+            &dir.path().join("bot"),
+            "bot.yaml",
+            "name: helper\nbehaviors: [plan, review, start]\n",
+        );
+        let reloaded = BotHost::load(&dir.path().join("bot"), &dir.path().join("work"), &runtime)
+            .unwrap_or_else(|e| panic!("{e}"));
+        drop(host);
+        let err = match McpServer::new(runtime.clone(), vec![clash.clone()], vec![reloaded]) {
+            Err(e) => e,
+            Ok(_) => panic!("two `helper_start` tools were served"),
+        };
+        assert_eq!(err.name, "helper_start");
+        assert_eq!(err.first, clash.source);
+        assert_eq!(
+            err.second,
+            dir.path().join("bot/bot.yaml").display().to_string()
+        );
+
+        // Within one bot: behavior `a` with action `b_c`, behavior `a_b` with action `c`.
+        let other = dir.path().join("other");
+        write(&other, "bot.yaml", "name: x\nbehaviors: [a, a_b]\n");
+        write(
+            &other,
+            "behaviors/1_a/behavior.yaml",
+            "actions: [{name: b_c}]\n",
+        );
+        write(
+            &other,
+            "behaviors/2_a_b/behavior.yaml",
+            "actions: [{name: c}]\n",
+        );
+        let host = BotHost::load(&other, &dir.path().join("work"), &runtime)
+            .unwrap_or_else(|e| panic!("{e}"));
+        match McpServer::new(runtime.clone(), Vec::new(), vec![host]) {
+            Err(e) => assert_eq!(e.name, "x_a_b_c"),
+            Ok(_) => panic!("two `x_a_b_c` tools were served"),
+        }
+
+        // The same FSM twice.
+        let title = fsm(dir.path(), "title.yaml", TITLE_FSM);
+        match McpServer::new(runtime, vec![title.clone(), title], Vec::new()) {
+            Err(e) => assert_eq!(e.name, "title_start"),
+            Ok(_) => panic!("one FSM was served twice"),
+        }
+    }
+}

@@ -19,6 +19,9 @@ pub mod serve;
 pub mod tool;
 pub mod workflow_state;
 
+#[cfg(test)]
+mod test_bots;
+
 pub use bot_folder::{Bot, BotErrors, BotProblem, load_bot};
 pub use bot_tools::{BotHost, BotVerb};
 pub use fsm_tools::Runtime;

@@ -1,11 +1,13 @@
 //! A bot's workflow state: which behavior and action are current, and which actions were
 //! completed when. Kept in ONE file, `<workspace>/.claij/bots/<bot>/workflow_state.json`,
-//! read again on every tool call (never trusted from memory) and written atomically.
+//! read again on every tool call (never trusted from memory) and written atomically (see
+//! [`save`]).
 //!
 //! Which action is current (see [`resolve`]): `current_action` when it names an action of
 //! the bot; otherwise the action after the last completed one (of the behavior asked
 //! for, or of `current_behavior`); otherwise the first action.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -98,20 +100,39 @@ pub fn load(file: &Path) -> Result<WorkflowState, StateError> {
     })
 }
 
-/// Writes the state file atomically (a temporary file renamed over it).
+/// Writes the state file atomically: the state goes to a temporary file of its own in the
+/// same folder (a unique name, so that two writers never share one), which is flushed to
+/// disk and then renamed over the state file; the folder is flushed after the rename. A
+/// reader sees the old state or the new one, never a mix.
+///
+/// Two writers in one process take turns ([`crate::BotHost`] holds a lock across its
+/// read-modify-write); two processes serving one workspace each write whole states, and
+/// the last rename wins.
 pub fn save(file: &Path, state: &WorkflowState) -> Result<(), StateError> {
     let io = |source| StateError::Io {
         file: file.to_path_buf(),
         source,
     };
-    if let Some(dir) = file.parent() {
-        std::fs::create_dir_all(dir).map_err(io)?;
-    }
+    let dir = match file.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir).map_err(io)?;
     let text = serde_json::to_string_pretty(state)
         .map_err(|e| io(std::io::Error::other(e.to_string())))?;
-    let tmp = file.with_extension("json.tmp");
-    std::fs::write(&tmp, text + "\n").map_err(io)?;
-    std::fs::rename(&tmp, file).map_err(io)
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{STATE_FILE}."))
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(io)?;
+    tmp.write_all(text.as_bytes()).map_err(io)?;
+    tmp.write_all(b"\n").map_err(io)?;
+    tmp.as_file().sync_all().map_err(io)?;
+    tmp.persist(file).map_err(|e| io(e.error))?;
+    // The rename is durable once the folder's entry is on disk.
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io)
 }
 
 /// A position in a bot's workflow.
@@ -230,7 +251,7 @@ pub fn resolve(bot: &Bot, state: &WorkflowState, scope: Option<usize>) -> Positi
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
 
     use claij_engine::ActionRegistry;
 
@@ -341,6 +362,191 @@ mod tests {
         );
         s.current_behavior = Some("story_writer.characters".into());
         assert_eq!(resolve(&bot, &s, None), Position::At(1, 1));
+    }
+
+    /// The bot `bot` in memory: behavior `a` with actions x → z (x's `next` skips y),
+    /// y → z; behavior `b` with p → q.
+    fn small_bot() -> Bot {
+        use crate::bot_folder::{Behavior, BotAction, Completion};
+        let action = |name: &str, next: Option<usize>| BotAction {
+            name: name.into(),
+            order: 0,
+            next,
+            description: None,
+            instructions: None,
+            templates: Vec::new(),
+            trigger_patterns: Vec::new(),
+            completes: Completion::OnClose,
+            fsm: None,
+        };
+        let behavior = |name: &str, actions: Vec<BotAction>| Behavior {
+            name: name.into(),
+            dir: PathBuf::new(),
+            description: None,
+            trigger_patterns: Vec::new(),
+            key_questions: Vec::new(),
+            evidence: Vec::new(),
+            rules: Vec::new(),
+            actions,
+        };
+        Bot {
+            name: "bot".into(),
+            description: None,
+            trigger_patterns: Vec::new(),
+            dir: PathBuf::new(),
+            behaviors: vec![
+                behavior(
+                    "a",
+                    vec![
+                        action("x", Some(2)),
+                        action("y", Some(2)),
+                        action("z", None),
+                    ],
+                ),
+                behavior("b", vec![action("p", Some(1)), action("q", None)]),
+            ],
+        }
+    }
+
+    fn at(
+        current_behavior: Option<&str>,
+        current: Option<&str>,
+        completed: &[&str],
+    ) -> WorkflowState {
+        let mut s = state(current, completed);
+        s.current_behavior = current_behavior.map(str::to_owned);
+        s
+    }
+
+    #[test]
+    fn rule_1_a_current_action_of_the_bot_is_current() {
+        let bot = small_bot();
+        let s = at(None, Some("bot.a.y"), &["bot.b.p"]);
+        assert_eq!(resolve(&bot, &s, None), Position::At(0, 1));
+        assert_eq!(resolve(&bot, &s, Some(0)), Position::At(0, 1));
+        // Outside the scope asked for, it is not: the scope's own fallback is.
+        assert_eq!(resolve(&bot, &s, Some(1)), Position::At(1, 1));
+    }
+
+    #[test]
+    fn rule_1_ignores_current_actions_that_name_no_action_of_the_bot() {
+        let bot = small_bot();
+        for current in [
+            "other.a.y",
+            "bot.a.nope",
+            "bot.nope.y",
+            "bot.a",
+            "bot.a.y.extra",
+            "y",
+            "",
+        ] {
+            let s = at(None, Some(current), &["bot.a.x"]);
+            // The fallback: after x comes z (its `next`).
+            assert_eq!(resolve(&bot, &s, None), Position::At(0, 2), "{current:?}");
+        }
+    }
+
+    #[test]
+    fn rule_2_the_action_after_the_last_completed_one_of_the_current_behavior() {
+        let bot = small_bot();
+        // `current_behavior` picks the behavior, as `bot.b` or as a bare name.
+        for behavior in ["bot.b", "b"] {
+            let s = at(Some(behavior), None, &["bot.b.p", "bot.a.x"]);
+            assert_eq!(resolve(&bot, &s, None), Position::At(1, 1), "{behavior}");
+        }
+        // A current behavior with no completion starts at its first action.
+        let s = at(Some("bot.b"), None, &["bot.a.x"]);
+        assert_eq!(resolve(&bot, &s, None), Position::At(1, 0));
+        // Without (a valid) current behavior: the behavior of the last completion.
+        for behavior in [None, Some("other.b"), Some("bot.nope")] {
+            let s = at(behavior, None, &["bot.b.p", "bot.a.x"]);
+            assert_eq!(resolve(&bot, &s, None), Position::At(0, 2), "{behavior:?}");
+            let s = at(behavior, None, &["bot.a.x", "bot.b.p"]);
+            assert_eq!(resolve(&bot, &s, None), Position::At(1, 1), "{behavior:?}");
+        }
+        // Completions that name no action of the bot do not count.
+        let s = at(None, None, &["bot.a.x", "other.b.p", "bot.b.nope"]);
+        assert_eq!(resolve(&bot, &s, None), Position::At(0, 2));
+    }
+
+    #[test]
+    fn rule_2_crosses_into_the_next_behavior_only_without_a_scope() {
+        let bot = small_bot();
+        let s = at(None, None, &["bot.a.z"]);
+        assert_eq!(resolve(&bot, &s, None), Position::At(1, 0));
+        assert_eq!(resolve(&bot, &s, Some(0)), Position::At(0, 0));
+        let s = at(None, None, &["bot.a.z", "bot.b.q"]);
+        assert_eq!(resolve(&bot, &s, None), Position::AllComplete);
+        assert_eq!(resolve(&bot, &s, Some(1)), Position::At(1, 0));
+        // Within a scope, the last completion of that behavior counts, not the latest.
+        let s = at(Some("bot.b"), None, &["bot.a.x", "bot.b.p"]);
+        assert_eq!(resolve(&bot, &s, Some(0)), Position::At(0, 2));
+    }
+
+    #[test]
+    fn rule_3_the_first_action() {
+        let bot = small_bot();
+        let empty = WorkflowState::default();
+        assert_eq!(resolve(&bot, &empty, None), Position::At(0, 0));
+        assert_eq!(resolve(&bot, &empty, Some(1)), Position::At(1, 0));
+        let s = at(None, None, &["other.a.x"]);
+        assert_eq!(resolve(&bot, &s, None), Position::At(0, 0));
+    }
+
+    #[test]
+    fn after_follows_next_then_the_next_behavior() {
+        let bot = small_bot();
+        assert_eq!(after(&bot, 0, 0), Position::At(0, 2));
+        assert_eq!(after(&bot, 0, 1), Position::At(0, 2));
+        assert_eq!(after(&bot, 0, 2), Position::At(1, 0));
+        assert_eq!(after(&bot, 1, 0), Position::At(1, 1));
+        assert_eq!(after(&bot, 1, 1), Position::AllComplete);
+        assert_eq!(action_path(&bot, 1, 0), "bot.b.p");
+        assert_eq!(behavior_path(&bot, 1), "bot.b");
+    }
+
+    #[test]
+    fn concurrent_saves_never_fail_on_each_other_and_never_tear_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = state_file(dir.path(), "story_writer");
+        // States of different sizes, so that a torn write would not parse or not match.
+        let states: Vec<WorkflowState> = (0..4)
+            .map(|w| {
+                let done: Vec<String> = (0..w * 20)
+                    .map(|i| format!("story_writer.shape.step_{w}_{i}"))
+                    .collect();
+                let done: Vec<&str> = done.iter().map(String::as_str).collect();
+                state(
+                    Some(format!("story_writer.shape.writer_{w}").as_str()),
+                    &done,
+                )
+            })
+            .collect();
+        save(&file, &states[0]).expect("first save");
+        std::thread::scope(|scope| {
+            for s in &states {
+                let file = &file;
+                scope.spawn(move || {
+                    for _ in 0..25 {
+                        save(file, s).expect("a save never fails on another's temporary file");
+                    }
+                });
+            }
+            scope.spawn(|| {
+                for _ in 0..100 {
+                    let read = load(&file).expect("the file is whole at every moment");
+                    assert!(states.contains(&read), "{read:?}");
+                }
+            });
+        });
+        let last = load(&file).expect("load");
+        assert!(states.contains(&last));
+        // No temporary file is left behind.
+        let left: Vec<String> = std::fs::read_dir(dir.path().join(".claij/bots/story_writer"))
+            .expect("read the folder")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left, [STATE_FILE]);
     }
 
     #[test]
