@@ -23,7 +23,7 @@ pub mod fetch;
 pub mod llama;
 pub mod model;
 pub mod requantize;
-pub mod sampling;
+pub mod token_choice;
 pub mod tokenizer;
 
 pub use constraint::{Constraint, ConstraintError, unsupported_features};

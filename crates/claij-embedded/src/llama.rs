@@ -428,6 +428,10 @@ impl Llama {
     /// With `true`, prompts go through the quantized kernels too, as in
     /// candle-transformers' `quantized_llama` (the same scores to rounding, about three
     /// times slower); with `false` (the default), through f32 products.
+    ///
+    /// Nothing in claij switches it on: it is the verification switch of tests/forward.rs,
+    /// which checks the forward pass against candle's `quantized_llama` to the last bit,
+    /// possible only when both do the same arithmetic.
     pub fn quantized_prefill(&mut self, on: bool) {
         let rows = if on { usize::MAX } else { PREFILL_ROWS };
         for layer in &mut self.layers {

@@ -16,15 +16,15 @@ use crate::chat::{CHATML, ChatTemplate};
 use crate::constraint::{Constraint, MatcherCache};
 use crate::error::{GenerateError, LoadError};
 use crate::llama::{Llama, MAX_SEQ_LEN};
-use crate::sampling::{Rng, sample};
+use crate::token_choice::{Rng, choose};
 use crate::tokenizer::Tokenizer;
 
-/// How to sample.
+/// How tokens are chosen, and how many.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GenerateOptions {
     /// Softmax temperature; `0` picks the most likely token every time.
     pub temperature: f64,
-    /// Nucleus sampling: keep the most likely tokens whose probabilities add up to this.
+    /// Top-p: choose among the most likely tokens whose probabilities add up to this.
     pub top_p: f64,
     /// The random seed: same seed, same messages, same output.
     pub seed: u64,
@@ -169,6 +169,10 @@ impl EmbeddedModel {
     }
 
     /// How many distinct constraints have been compiled for this model so far.
+    ///
+    /// Only the tests read it (tests/model.rs checks that a workflow's generations reuse
+    /// one matcher per output schema): it is the only view from outside of the matcher
+    /// cache's growth, which a long-lived process must be able to check.
     pub fn compiled_constraints(&self) -> usize {
         self.matchers.len()
     }
@@ -254,7 +258,7 @@ impl EmbeddedModel {
                 }
                 None => candidates.extend((0..n as u32).map(|t| (t, values[t as usize]))),
             }
-            let Some(token) = sample(
+            let Some(token) = choose(
                 &mut candidates,
                 options.temperature,
                 options.top_p,

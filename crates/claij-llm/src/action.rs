@@ -14,7 +14,7 @@ use crate::enforce::{self, Mode, Route};
 use crate::extract::extract_object;
 use crate::layer::{LlmLayer, ResolvedModel};
 use crate::provider::ProviderError;
-use crate::request::{ModelRequest, ModelResponse, Sampling, TokenObserver};
+use crate::request::{Decoding, ModelRequest, ModelResponse};
 
 /// Validation failures of one model, in a state, before the next fallback model is used.
 pub const DEFAULT_ESCALATE_AFTER: u32 = 2;
@@ -39,30 +39,20 @@ pub struct LlmStateConfig {
     /// The enforcement mode (default: the best the provider supports).
     #[serde(default)]
     pub enforce: Option<Mode>,
-    /// Sampling.
+    /// Decoding settings (`temperature`, `top_p`, `seed`, `max_tokens`).
     #[serde(default, flatten)]
-    pub sampling: Sampling,
+    pub decoding: Decoding,
 }
 
 /// The `llm` action.
 pub struct LlmAction {
     layer: Arc<LlmLayer>,
-    on_token: Option<TokenObserver>,
 }
 
 impl LlmAction {
     /// The action over `layer`.
     pub fn new(layer: Arc<LlmLayer>) -> Self {
-        Self {
-            layer,
-            on_token: None,
-        }
-    }
-
-    /// Tells `observer` of the answers' text as it arrives.
-    pub fn with_token_observer(mut self, observer: TokenObserver) -> Self {
-        self.on_token = Some(observer);
-        self
+        Self { layer }
     }
 }
 
@@ -127,13 +117,7 @@ impl LlmAction {
             model: model.model_id.clone(),
             messages,
             enforcement,
-            sampling: Sampling {
-                temperature: config.sampling.temperature.or(model.sampling.temperature),
-                top_p: config.sampling.top_p.or(model.sampling.top_p),
-                seed: config.sampling.seed.or(model.sampling.seed),
-                max_tokens: config.sampling.max_tokens.or(model.sampling.max_tokens),
-            },
-            on_token: self.on_token.clone(),
+            decoding: config.decoding.or(model.decoding),
         };
         let started = Instant::now();
         let response = self

@@ -143,7 +143,7 @@ pub struct ModelConfig {
     /// Default temperature (a state's `config` overrides it; likewise below).
     #[serde(default)]
     pub temperature: Option<f32>,
-    /// Default nucleus sampling.
+    /// Default top-p.
     #[serde(default)]
     pub top_p: Option<f32>,
     /// Default seed.
@@ -155,9 +155,9 @@ pub struct ModelConfig {
 }
 
 impl ModelConfig {
-    /// Its sampling defaults.
-    pub fn sampling(&self) -> crate::request::Sampling {
-        crate::request::Sampling {
+    /// Its decoding defaults.
+    pub fn decoding(&self) -> crate::request::Decoding {
+        crate::request::Decoding {
             temperature: self.temperature,
             top_p: self.top_p,
             seed: self.seed,

@@ -15,7 +15,7 @@ use crate::http::Http;
 use crate::provider::{Provider, ProviderError};
 use crate::providers::HttpProvider;
 use crate::record::{RecordError, Tape};
-use crate::request::{ModelRequest, ModelResponse};
+use crate::request::{Decoding, ModelRequest, ModelResponse};
 use crate::retry::{RetryPolicy, complete_with_retries};
 
 /// The message of the error an `llm` state gets when no model is configured.
@@ -43,8 +43,8 @@ pub struct ResolvedModel {
     pub enforce: Option<Mode>,
     /// How its transient failures are retried.
     pub retry: RetryPolicy,
-    /// Its sampling defaults.
-    pub sampling: crate::request::Sampling,
+    /// Its decoding defaults.
+    pub decoding: Decoding,
 }
 
 impl std::fmt::Debug for ResolvedModel {
@@ -174,16 +174,6 @@ impl LlmLayer {
         Self::new(config)
     }
 
-    /// Adds (or replaces) a provider under `name` (the embedded model, a test double).
-    pub fn add_provider(&mut self, name: &str, provider: Arc<dyn Provider>) {
-        self.providers.insert(name.to_owned(), provider);
-    }
-
-    /// Sets the model used when nothing names one (the embedded model, say).
-    pub fn set_default(&mut self, model: ResolvedModel) {
-        self.default = Some(model);
-    }
-
     /// Makes the embedded local model (the GGUF file at `path`, loaded on first use) the
     /// model used when nothing names one, unless the configuration or `$CLAIJ_MODEL`
     /// chose a default. Its models are also reachable as `embedded/NAME`. Returns the
@@ -205,7 +195,7 @@ impl LlmLayer {
             price: Some(Price::default()),
             enforce: None,
             retry: RetryPolicy::default(),
-            sampling: crate::request::Sampling::default(),
+            decoding: Decoding::default(),
         });
         Some(name)
     }
@@ -227,7 +217,12 @@ impl LlmLayer {
         self.tape = Some(tape);
     }
 
-    /// Overrides the retry policy of every provider (tests use short delays).
+    /// Overrides the retry policy of every provider.
+    ///
+    /// `claij.toml` sets only a provider's `max_retries`; the backoff
+    /// ([`RetryPolicy::default`]: half a second, doubling, up to a minute) can be changed
+    /// only here. Nothing in the workspace calls it but the retry tests, which must not
+    /// wait seconds per retry; it stays for programs that embed the layer.
     pub fn set_retry_policy(&mut self, policy: RetryPolicy) {
         self.retry_override = Some(policy);
     }
@@ -293,7 +288,7 @@ impl LlmLayer {
             model_id,
             price,
             enforce: entry.and_then(|m| m.enforce),
-            sampling: entry.map(ModelConfig::sampling).unwrap_or_default(),
+            decoding: entry.map(ModelConfig::decoding).unwrap_or_default(),
             retry: self
                 .retry_override
                 .or_else(|| self.provider_retry.get(provider_name).copied())

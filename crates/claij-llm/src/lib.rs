@@ -1,10 +1,11 @@
 //! # claij-llm
 //!
-//! The model layer (DESIGN.md §4): providers behind one [`Provider`] trait (any
-//! OpenAI-compatible API, Anthropic Messages, Google Gemini), named providers and
-//! models in `claij.toml` ([`config`]), the `llm` action ([`LlmAction`]), output
-//! enforcement ([`enforce`]), transient-failure retries ([`retry`]), usage and cost,
-//! record/replay ([`record`]), and free-text completions for MCP sampling ([`text`]).
+//! The model layer (for users: docs/MODELS.md; module by module: docs/ARCHITECTURE.md):
+//! providers behind one [`Provider`] trait (any OpenAI-compatible API, Anthropic
+//! Messages, Google Gemini, the embedded model), named providers and models in
+//! `claij.toml` ([`config`]), the `llm` action ([`LlmAction`]), output enforcement
+//! ([`enforce`]), transient-failure retries ([`retry`]), usage and cost, record/replay
+//! ([`record`]), and free-text completions for MCP sampling ([`text`]).
 //!
 //! Register it with [`register`]:
 //!
@@ -38,9 +39,7 @@ pub use enforce::Mode;
 pub use layer::{LlmLayer, NO_MODEL_CONFIGURED, ResolvedModel};
 pub use provider::{Capabilities, Provider, ProviderError};
 pub use record::Tape;
-pub use request::{
-    Enforcement, ModelRequest, ModelResponse, Sampling, TokenObserver, Tokens, ToolSpec,
-};
+pub use request::{Decoding, Enforcement, ModelRequest, ModelResponse, Tokens, ToolSpec};
 pub use secret::Secret;
 pub use text::{TextAnswer, TextRequest};
 

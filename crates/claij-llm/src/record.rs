@@ -5,9 +5,9 @@
 //!
 //! The file is JSON: `{"claij_exchanges": 1, "exchanges": [{"digest", "state", "model",
 //! "request", "response"}, …]}`. The digest is SHA-256 over the request's JSON (model
-//! name, messages, enforcement, sampling): keys and URLs are not part of it, so a file
-//! recorded against one server replays anywhere. Equal requests are answered in the
-//! order they were recorded.
+//! name, messages, enforcement, decoding settings under `sampling`): keys and URLs are
+//! not part of it, so a file recorded against one server replays anywhere. Equal
+//! requests are answered in the order they were recorded.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};

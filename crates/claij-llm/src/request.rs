@@ -1,20 +1,19 @@
 //! What is asked of a model and what it answers, independent of any wire format.
 
-use std::sync::Arc;
-
 use claij_core::prompts::Message;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::enforce::Mode;
 
-/// Sampling options (each left to the provider's default when absent).
+/// Decoding settings: how the model chooses its tokens and how many (each left to the
+/// provider's default when absent). The keys are the TOML and state-config keys.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Sampling {
+pub struct Decoding {
     /// Temperature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
-    /// Nucleus sampling.
+    /// Top-p: choose among the most likely tokens whose probabilities add up to this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_p: Option<f32>,
     /// A seed, where the provider honours one.
@@ -23,6 +22,18 @@ pub struct Sampling {
     /// At most this many output tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+}
+
+impl Decoding {
+    /// Each setting of `self`, else `defaults`' (a state's over its model's).
+    pub fn or(self, defaults: Decoding) -> Decoding {
+        Decoding {
+            temperature: self.temperature.or(defaults.temperature),
+            top_p: self.top_p.or(defaults.top_p),
+            seed: self.seed.or(defaults.seed),
+            max_tokens: self.max_tokens.or(defaults.max_tokens),
+        }
+    }
 }
 
 /// One transition offered as a tool (mode `tools`).
@@ -52,10 +63,6 @@ pub struct Enforcement {
     pub tools: Vec<ToolSpec>,
 }
 
-/// Told of each piece of text as the model produces it (streaming providers and the
-/// embedded model call it; others may call it once with the whole answer).
-pub type TokenObserver = Arc<dyn Fn(&str) + Send + Sync>;
-
 /// A request to a model.
 #[derive(Clone, Serialize)]
 pub struct ModelRequest {
@@ -65,11 +72,10 @@ pub struct ModelRequest {
     pub messages: Vec<Message>,
     /// How the answer is constrained.
     pub enforcement: Enforcement,
-    /// Sampling options.
-    pub sampling: Sampling,
-    /// Optional streaming hook; never part of the request's identity.
-    #[serde(skip)]
-    pub on_token: Option<TokenObserver>,
+    /// Decoding settings. Serialized as `sampling`, the key recordings were made with:
+    /// the request's JSON is its identity on a tape (`record::digest`).
+    #[serde(rename = "sampling")]
+    pub decoding: Decoding,
 }
 
 impl std::fmt::Debug for ModelRequest {
@@ -78,7 +84,7 @@ impl std::fmt::Debug for ModelRequest {
             .field("model", &self.model)
             .field("messages", &self.messages.len())
             .field("mode", &self.enforcement.mode)
-            .field("sampling", &self.sampling)
+            .field("decoding", &self.decoding)
             .finish()
     }
 }

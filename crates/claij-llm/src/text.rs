@@ -7,7 +7,7 @@ use claij_core::prompts::Message;
 
 use crate::enforce::Mode;
 use crate::layer::LlmLayer;
-use crate::request::{Enforcement, ModelRequest, Sampling, Tokens};
+use crate::request::{Decoding, Enforcement, ModelRequest, Tokens};
 
 /// What to complete.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -16,8 +16,8 @@ pub struct TextRequest {
     pub model: Option<String>,
     /// The conversation, system message first when there is one.
     pub messages: Vec<Message>,
-    /// Sampling options (the model's configured defaults fill the gaps).
-    pub sampling: Sampling,
+    /// Decoding settings (the model's configured defaults fill the gaps).
+    pub decoding: Decoding,
 }
 
 /// The model's answer.
@@ -44,7 +44,6 @@ impl LlmLayer {
             Some(name) => self.resolve(name)?,
             None => self.run_or_default()?,
         };
-        let s = request.sampling;
         let call = ModelRequest {
             model: model.model_id.clone(),
             messages: request.messages,
@@ -53,13 +52,7 @@ impl LlmLayer {
                 schema: serde_json::Value::Null,
                 tools: Vec::new(),
             },
-            sampling: Sampling {
-                temperature: s.temperature.or(model.sampling.temperature),
-                top_p: s.top_p.or(model.sampling.top_p),
-                seed: s.seed.or(model.sampling.seed),
-                max_tokens: s.max_tokens.or(model.sampling.max_tokens),
-            },
-            on_token: None,
+            decoding: request.decoding.or(model.decoding),
         };
         let response = self
             .call(&model, &call, on_behalf_of)

@@ -16,7 +16,7 @@ use claij_llm::config::{JsonFlavour, ProviderKind};
 use claij_llm::enforce::{self, Mode, Route};
 use claij_llm::http::Http;
 use claij_llm::providers::HttpProvider;
-use claij_llm::{LlmConfig, LlmLayer, ModelRequest, Provider, Sampling};
+use claij_llm::{Decoding, LlmConfig, LlmLayer, ModelRequest, Provider};
 use serde_json::{Map, Value, json};
 
 /// The llama-cpp-python server, killed when dropped.
@@ -118,13 +118,12 @@ async fn the_openai_compatible_provider_talks_to_a_real_llama_cpp_server() {
         model: "smollm2".into(),
         messages: vec![Message::user("Say hello.")],
         enforcement: enforce::build(Mode::Prompt, &[], &Map::new()),
-        sampling: Sampling {
+        decoding: Decoding {
             temperature: Some(0.0),
             seed: Some(1),
             max_tokens: Some(16),
             top_p: None,
         },
-        on_token: None,
     };
     let r = p.complete(&plain).await.expect("a plain completion");
     assert!(!r.text.trim().is_empty());
@@ -148,9 +147,9 @@ async fn the_openai_compatible_provider_talks_to_a_real_llama_cpp_server() {
             Message::user("What colour is the sky?"),
         ],
         enforcement: enforce::build(Mode::JsonSchema, &routes, &Map::new()),
-        sampling: Sampling {
+        decoding: Decoding {
             max_tokens: Some(120),
-            ..plain.sampling
+            ..plain.decoding
         },
         ..plain.clone()
     };

@@ -13,7 +13,7 @@ use claij_llm::config::{JsonFlavour, ProviderKind};
 use claij_llm::enforce::{self, Mode, Route};
 use claij_llm::http::{HeaderValue, Http};
 use claij_llm::providers::HttpProvider;
-use claij_llm::{ModelRequest, Sampling, Secret, Tokens};
+use claij_llm::{Decoding, ModelRequest, Secret, Tokens};
 use serde_json::{Map, Value, json};
 
 fn provider(kind: ProviderKind, flavour: JsonFlavour) -> HttpProvider {
@@ -48,13 +48,12 @@ fn request(mode: Mode) -> ModelRequest {
             Message::assistant("A1"),
         ],
         enforcement: enforce::build(mode, &routes, &defs),
-        sampling: Sampling {
+        decoding: Decoding {
             temperature: Some(0.5),
             top_p: None,
             seed: Some(3),
             max_tokens: Some(256),
         },
-        on_token: None,
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use claij_core::Fsm;
 use claij_engine::{ActionRegistry, BoxFuture};
-use claij_llm::{LlmLayer, Sampling, TextRequest};
+use claij_llm::{Decoding, LlmLayer, TextRequest};
 use claij_mcp::{
     ClientHooks, HumanElicitation, McpClient, SamplingHandler, SamplingRequest, sampling_result,
 };
@@ -64,10 +64,10 @@ impl SamplingHandler for ModelSampling {
                     TextRequest {
                         model,
                         messages: asked.messages,
-                        sampling: Sampling {
+                        decoding: Decoding {
                             temperature: asked.temperature,
                             max_tokens: asked.max_tokens,
-                            ..Sampling::default()
+                            ..Decoding::default()
                         },
                     },
                     &on_behalf_of,

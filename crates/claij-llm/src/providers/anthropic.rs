@@ -20,7 +20,7 @@ pub fn build(p: &HttpProvider, request: &ModelRequest) -> HttpCall {
     body.insert("model".into(), json!(request.model));
     body.insert(
         "max_tokens".into(),
-        json!(request.sampling.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
+        json!(request.decoding.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
     );
     put(&mut body, "system", system);
     body.insert(
@@ -32,8 +32,8 @@ pub fn build(p: &HttpProvider, request: &ModelRequest) -> HttpCall {
                 .collect(),
         ),
     );
-    put(&mut body, "temperature", request.sampling.temperature);
-    put(&mut body, "top_p", request.sampling.top_p);
+    put(&mut body, "temperature", request.decoding.temperature);
+    put(&mut body, "top_p", request.decoding.top_p);
     let e = &request.enforcement;
     if e.mode == Mode::Tools {
         let tools: Vec<Value> = e

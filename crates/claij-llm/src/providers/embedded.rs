@@ -77,7 +77,7 @@ fn permanent(message: String) -> ProviderError {
 
 fn options(request: &ModelRequest) -> GenerateOptions {
     let defaults = GenerateOptions::default();
-    let s = &request.sampling;
+    let s = &request.decoding;
     GenerateOptions {
         temperature: s.temperature.map_or(defaults.temperature, f64::from),
         top_p: s.top_p.map_or(defaults.top_p, f64::from),
@@ -130,20 +130,21 @@ fn generate(
             )));
         }
     };
-    let on_token = request.on_token.clone();
-    let mut observe = |piece: &str| {
-        if let Some(f) = &on_token {
-            f(piece);
-        }
-    };
     let generation = model
         .generate(
             &request.messages,
             &options(request),
             constraint,
-            &mut observe,
+            &mut |_| {},
         )
         .map_err(|e| permanent(e.to_string()))?;
+    tracing::debug!(
+        prompt_tokens = generation.prompt_tokens,
+        completion_tokens = generation.completion_tokens,
+        prompt_ms = generation.prompt_duration.as_millis() as u64,
+        tokens_per_second = generation.tokens_per_second(),
+        "the embedded model answered"
+    );
     Ok(ModelResponse {
         text: generation.text,
         tool_call: None,

@@ -33,7 +33,7 @@ pub fn build(p: &HttpProvider, request: &ModelRequest) -> HttpCall {
                 .collect(),
         ),
     );
-    let s = &request.sampling;
+    let s = &request.decoding;
     let mut generation = Map::new();
     put(&mut generation, "temperature", s.temperature);
     put(&mut generation, "topP", s.top_p);

@@ -92,11 +92,6 @@ impl Provider for HttpProvider {
                     message,
                 }
             })?;
-            if let Some(on_token) = &request.on_token
-                && !response.text.is_empty()
-            {
-                on_token(&response.text);
-            }
             Ok(response)
         })
     }

@@ -24,7 +24,7 @@ pub fn build(p: &HttpProvider, request: &ModelRequest) -> HttpCall {
     let mut body = Map::new();
     body.insert("model".into(), json!(request.model));
     body.insert("messages".into(), Value::Array(wire));
-    let s = &request.sampling;
+    let s = &request.decoding;
     put(&mut body, "temperature", s.temperature);
     put(&mut body, "top_p", s.top_p);
     put(&mut body, "seed", s.seed);

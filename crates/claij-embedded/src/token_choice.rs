@@ -1,4 +1,5 @@
-//! Seeded sampling: temperature and nucleus (top-p) over the tokens a constraint allows.
+//! Choosing the next token, seeded: greedy, or at random under a temperature among the
+//! top-p most likely of the tokens a constraint allows.
 
 /// A small deterministic generator (SplitMix64): same seed, same sequence.
 #[derive(Debug, Clone)]
@@ -25,7 +26,7 @@ impl Rng {
     }
 }
 
-/// The candidates first put in order when sampling (see [`sample`]).
+/// The candidates first put in order when choosing (see [`choose`]).
 const FIRST_CUT: usize = 64;
 
 /// Higher logit first; ties to the lower token id.
@@ -35,7 +36,7 @@ fn best_first(a: &(u32, f32), b: &(u32, f32)) -> std::cmp::Ordering {
 
 /// Picks a token among `candidates` (token, logit). `temperature <= 0` is greedy
 /// (ties go to the lowest id). Returns `None` when there is no candidate.
-pub fn sample(
+pub fn choose(
     candidates: &mut [(u32, f32)],
     temperature: f64,
     top_p: f64,
@@ -56,9 +57,9 @@ pub fn sample(
     let max = f64::from(candidates.iter().map(|c| c.1).max_by(f32::total_cmp)?);
     let weight = |logit: f32| ((f64::from(logit) - max) / temperature).exp();
     let total: f64 = candidates.iter().map(|(_, l)| weight(*l)).sum();
-    // Nucleus: the smallest prefix, best first, whose probability reaches top_p. Only the
+    // Top-p: the smallest prefix, best first, whose probability reaches top_p. Only the
     // best `cut` candidates are put in order (a vocabulary is 49,152 of them, and the
-    // nucleus usually a few dozen); `cut` grows until the nucleus fits in it.
+    // prefix usually a few dozen); `cut` grows until the prefix fits in it.
     let top_p = top_p.clamp(0.0, 1.0);
     let n = candidates.len();
     let mut cut = FIRST_CUT.min(n);
@@ -98,8 +99,8 @@ pub fn sample(
 mod tests {
     use super::*;
 
-    /// [`sample`] ordering every candidate (what it did before it ordered only the best).
-    fn sample_sorting_all(
+    /// [`choose`] ordering every candidate (what it did before it ordered only the best).
+    fn choose_sorting_all(
         candidates: &mut [(u32, f32)],
         temperature: f64,
         top_p: f64,
@@ -132,7 +133,7 @@ mod tests {
     fn ordering_only_the_best_picks_what_ordering_all_picks() {
         let mut logit_rng = Rng::new(7);
         for (temperature, top_p, spread) in [(0.7, 0.95, 8.0), (1.0, 0.9, 0.5), (2.0, 1.0, 0.1)] {
-            // A vocabulary-sized set of logits, with ties; flat ones need a wide nucleus.
+            // A vocabulary-sized set of logits, with ties; flat ones need a wide top-p prefix.
             let logits: Vec<(u32, f32)> = (0..49_152u32)
                 .map(|t| {
                     (
@@ -143,8 +144,8 @@ mod tests {
                 .collect();
             let (mut a, mut b) = (Rng::new(3), Rng::new(3));
             for _ in 0..20 {
-                let ours = sample(&mut logits.clone(), temperature, top_p, &mut a);
-                let all = sample_sorting_all(&mut logits.clone(), temperature, top_p, &mut b);
+                let ours = choose(&mut logits.clone(), temperature, top_p, &mut a);
+                let all = choose_sorting_all(&mut logits.clone(), temperature, top_p, &mut b);
                 assert_eq!(ours, all, "temperature {temperature}, top_p {top_p}");
             }
         }
@@ -153,7 +154,7 @@ mod tests {
     #[test]
     fn greedy_takes_the_highest_logit() {
         let mut c = vec![(3, 0.5), (7, 2.0), (9, 1.0)];
-        assert_eq!(sample(&mut c, 0.0, 1.0, &mut Rng::new(1)), Some(7));
+        assert_eq!(choose(&mut c, 0.0, 1.0, &mut Rng::new(1)), Some(7));
     }
 
     #[test]
@@ -162,7 +163,7 @@ mod tests {
         let run = |seed| {
             let mut rng = Rng::new(seed);
             (0..50)
-                .map(|_| sample(&mut base.clone(), 1.0, 0.9, &mut rng))
+                .map(|_| choose(&mut base.clone(), 1.0, 0.9, &mut rng))
                 .collect::<Vec<_>>()
         };
         assert_eq!(run(42), run(42));
