@@ -8,7 +8,7 @@ use claij_mcp::{ClientHooks, Connection, Reply, ServerSpec};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::{Args, Fail, two_workers};
+use crate::{Args, Fail, described, multi_thread};
 
 /// `claij-bench w5 --server …/server-everything/dist/index.js [--reps 5] [--calls 200]`.
 pub(crate) fn w5(args: &Args) -> Result<Value, Fail> {
@@ -18,7 +18,7 @@ pub(crate) fn w5(args: &Args) -> Result<Value, Fail> {
     }
     let reps = args.u64("reps", 5)?;
     let calls = args.u64("calls", 200)?;
-    let rt = two_workers()?;
+    let rt = multi_thread()?;
     // Warm-up: node's caches, as the Python side does.
     rt.block_on(once(server, 5))?;
     let mut readies = Vec::new();
@@ -33,7 +33,7 @@ pub(crate) fn w5(args: &Args) -> Result<Value, Fail> {
     medians.sort();
     Ok(json!({
         "engine": "claij", "workload": "w5", "reps": reps, "calls_per_rep": calls,
-        "runtime": "tokio multi-thread, 2 workers",
+        "runtime": described(&rt),
         "ready_includes": "initialize, then tools/list, resources/list and prompts/list \
                            (claij lists a server's catalog before it counts as connected)",
         "spawn_to_ready_ms": median(&readies).as_secs_f64() * 1e3,
