@@ -131,7 +131,8 @@ pub struct Wait {
 /// may then be resumed by anyone (a crash recovery).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {
-    /// The owner: `host:pid:nonce` of the process running it.
+    /// The owner: the process running it, as `host:pid:started` (the engine's
+    /// `process_owner`: `started` tells a later process reusing the pid apart).
     pub owner: String,
     /// When the lease ends unless renewed.
     pub until: SystemTime,

@@ -115,9 +115,9 @@ fn stores(
 fn bench(c: &mut Criterion) {
     let (engine, fsm) = common::ping_pong(TRANSITIONS);
     let engine = Arc::new(engine);
-    // As the CLI runs: a multi-threaded runtime with two workers.
+    // As the CLI runs: one worker per core (tokio's default, `available_parallelism`;
+    // `TOKIO_WORKER_THREADS` overrides it), so the figures are the machine's.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
         .enable_all()
         .build()
     {

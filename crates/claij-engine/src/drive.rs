@@ -59,7 +59,11 @@ pub(crate) struct RunState<'e> {
 }
 
 /// Wall-clock times for trail entries from one reading of the monotonic clock per
-/// attempt: the wall time at the run's start plus the monotonic time elapsed since.
+/// attempt (when it ends: its entry's time and its duration): the wall time at the run's
+/// start plus the monotonic time elapsed since. The loop reads the clock again only to
+/// bound an attempt by the run's deadline (runs with one), to stamp an `on_failure`
+/// route, and (durable runs) for the lease written with each checkpoint; a timeout's timer
+/// (state timeout or deadline) is tokio's, which reads its own.
 pub(crate) struct Clock {
     base: Instant,
     base_wall: SystemTime,
@@ -401,10 +405,10 @@ impl<'e> RunState<'e> {
             },
         };
         let state_timeout = fsm.timeout(state);
-        let now = Instant::now();
+        // The clock is read here only for a run with a deadline.
         let deadline_left = self
             .deadline
-            .map(|(at, _)| at.saturating_duration_since(now));
+            .map(|(at, _)| at.saturating_duration_since(Instant::now()));
         let (limit, limit_is_deadline) = match (state_timeout, deadline_left) {
             (Some(t), Some(d)) if d < t => (Some(d), true),
             (None, Some(d)) => (Some(d), true),

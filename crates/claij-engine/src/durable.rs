@@ -17,7 +17,8 @@ pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(250);
 
 /// This process as a lease owner: `host:pid:started`, where `started` is the process's
 /// start time in clock ticks since boot (from `/proc/self/stat`), so a later process that
-/// reuses the pid is told apart (elsewhere than Linux: a random nonce).
+/// reuses the pid is told apart (where `/proc` cannot be read: `n` and 8 random hex
+/// digits, which only tell processes apart).
 pub fn process_owner() -> String {
     static OWNER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     OWNER

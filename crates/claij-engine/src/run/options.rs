@@ -28,7 +28,8 @@ pub struct RunOptions {
     /// state starts, `human` states may suspend the run, and the run can be resumed after
     /// a crash. Without one, the run lives in memory only.
     pub store: Option<Arc<dyn RunStore>>,
-    /// The lease owner (default: this process, `host:pid:nonce`).
+    /// The lease owner (default: this process, `host:pid:started`, see
+    /// [`process_owner`](crate::process_owner)).
     pub owner: Option<String>,
     /// How long a lease lasts unless renewed (default 30 s).
     pub lease: Option<Duration>,
