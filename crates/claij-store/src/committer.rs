@@ -34,7 +34,7 @@ pub(crate) const MAX_GROUP: usize = 256;
 /// more parameters than this needs).
 const INSERT_CHUNK: usize = 200;
 
-/// How long the committer keeps its connection idle before giving it back to the pool
+/// How long the writer keeps its connection idle before giving it back to the pool
 /// (which checks it before the next use: a server may have closed it meanwhile).
 const KEEP_IDLE: Duration = Duration::from_secs(1);
 
@@ -46,7 +46,7 @@ struct Pending {
     reply: oneshot::Sender<Result<(), StoreError>>,
 }
 
-/// What the committer has done since the store was opened.
+/// How a store's commits were grouped since it was opened.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CommitStats {
     /// Checkpoints handled (written or refused).
@@ -58,7 +58,7 @@ pub struct CommitStats {
     pub largest_group: u64,
 }
 
-/// The committer's counters, shared with the store.
+/// The commit counters, shared by the writer and the store.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     commits: AtomicU64,
@@ -76,7 +76,7 @@ impl Counters {
     }
 }
 
-impl<DB: Dialect> Drop for Committer<DB> {
+impl<DB: Dialect> Drop for Writer<DB> {
     fn drop(&mut self) {
         // A connection going back to the pool does so in a task, which needs a runtime;
         // a store dropped outside one (after its runtime, say) closes it instead.
@@ -88,10 +88,10 @@ impl<DB: Dialect> Drop for Committer<DB> {
     }
 }
 
-/// A store's commits: the queue and the writer the committers take turns with.
+/// A store's commits: the queue and the writer the committers take turns at.
 pub(crate) struct Commits<DB: Dialect> {
     queue: std::sync::Mutex<Vec<Pending>>,
-    writer: Arc<AsyncMutex<Committer<DB>>>,
+    writer: Arc<AsyncMutex<Writer<DB>>>,
     next_id: AtomicU64,
 }
 
@@ -113,7 +113,7 @@ where
     pub(crate) fn new(pool: Pool<DB>, counters: Arc<Counters>) -> Self {
         Self {
             queue: std::sync::Mutex::new(Vec::new()),
-            writer: Arc::new(AsyncMutex::new(Committer {
+            writer: Arc::new(AsyncMutex::new(Writer {
                 pool,
                 counters,
                 held: None,
@@ -132,7 +132,7 @@ where
             reply,
         });
         loop {
-            let writer: OwnedMutexGuard<Committer<DB>> = tokio::select! {
+            let writer: OwnedMutexGuard<Writer<DB>> = tokio::select! {
                 biased;
                 result = &mut outcome => return result.unwrap_or_else(|_| Err(stopped())),
                 writer = self.writer.clone().lock_owned() => writer,
@@ -183,9 +183,10 @@ fn backend(what: &str, e: sqlx::Error) -> StoreError {
     StoreError::Backend(format!("{what}: {e}"))
 }
 
-/// The committer: the pool it writes through and its counters. Its functions also serve
-/// the store for the SQL they share (appending entries, explaining a refused commit).
-pub(crate) struct Committer<DB: Dialect> {
+/// The store's writer, which the committers take turns holding: the pool it writes
+/// through, its counters and the connection it keeps between groups. Its functions also
+/// serve the store for the SQL they share (appending entries, explaining a refused commit).
+pub(crate) struct Writer<DB: Dialect> {
     pool: Pool<DB>,
     counters: Arc<Counters>,
     /// The connection of the last group, kept while commits keep coming: a connection
@@ -193,7 +194,7 @@ pub(crate) struct Committer<DB: Dialect> {
     held: Option<(PoolConnection<DB>, Instant)>,
 }
 
-impl<DB> Committer<DB>
+impl<DB> Writer<DB>
 where
     DB: Dialect,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,

@@ -1,5 +1,5 @@
-//! What differs between the backends, as constants: everything else (queries, the
-//! committer, migrations) is written once, generic over the database.
+//! What differs between the backends, as constants: everything else (queries, grouped
+//! commits, migrations) is written once, generic over the database.
 
 use crate::migrate::Migration;
 

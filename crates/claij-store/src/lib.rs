@@ -10,13 +10,15 @@
 //! ```
 //!
 //! # What is stored
-//! Three tables (plus `claij_migrations`): `definitions` (id, version, content hash, the
-//! document as JSON text), `runs` (one row per run: status, state, context, wait, lease,
-//! interrupt flag, trail length, times) and `trail` (one row per trail entry, keyed by run
-//! and sequence number). A commit appends its new entries and updates the run's row: it
-//! never rewrites history, so storage grows linearly with the run. Times are integer
-//! microseconds since the Unix epoch (read back exactly, to the microsecond); JSON is
-//! text, exactly as written (key order kept).
+//! Three tables (plus `claij_migrations`, the schema versions applied): `definitions` (id,
+//! version, content hash, the document as JSON text), `runs` (one row per run: the
+//! definition it is pinned to, parent, status, state, context, wait, lease, interrupt flag,
+//! trail length, times) and `trail` (one row per trail entry, keyed by run and sequence
+//! number). A commit appends its new entries and updates the run's row: it never rewrites
+//! history, so storage grows linearly with the run. Times are integer microseconds since
+//! the Unix epoch (read back exactly, to the microsecond); JSON is text, exactly as written
+//! (key order kept). On SQLite a checkpoint is one `INSERT` into the view
+//! `checkpoint_writes`, whose trigger does the guarded update and appends the entries.
 //!
 //! The schema ships in the binary and is migrated on open (see `migrations/`); a database
 //! written by a newer claij is refused with a clear error.
@@ -30,14 +32,20 @@
 //! | SQLite | WAL journal, `synchronous=NORMAL`: the commit is in the WAL file (in the OS's cache). Survives the claij process crashing or being killed. A power loss or OS crash may undo the last commits, never corrupts the file. | WAL, `synchronous=FULL`: the WAL is flushed to disk before the commit returns. Also survives power loss. |
 //! | PostgreSQL | `synchronous_commit=off`: the server answers before flushing its WAL. Survives the claij process crashing; a crash of the server or of its machine may lose the commits of the last 3 × `wal_writer_delay` (600 ms by default), never corrupts. | `synchronous_commit=on`: flushed (and replicated, if so configured) before the commit returns. Also survives power loss. |
 //!
-//! Commits are grouped (see [`CommitStats`]): one task per store writes all the commits
-//! queued at that moment in one transaction, so concurrent runs share one fsync; each
-//! commit still succeeds or fails on its own. SQLite connections also get
-//! `busy_timeout` (30 s) and `foreign_keys=ON`.
+//! Commits are grouped (see [`CommitStats`]): commits queue, and whoever holds the store's
+//! writer writes every commit queued at that moment (up to 256) in one transaction, so
+//! concurrent runs share one fsync; each commit still succeeds or fails on its own. There
+//! is no committer task: a commit alone in the queue is written by the task that commits
+//! it, a larger group by a task spawned for it (so that cancelling one commit cannot lose
+//! the others' answers). SQLite connections also get `busy_timeout` (30 s) and
+//! `foreign_keys=ON`. docs/DURABILITY.md has the details.
 //!
 //! # Runtime
-//! The stores run on tokio: open them inside the runtime that will use them (the commit
-//! task is spawned on it).
+//! The stores run on tokio: open and use them inside one runtime (sqlx's connection pool
+//! belongs to the runtime it was opened on, and a group of commits is written by a task
+//! spawned on the committing task's runtime). [`SqlStore::close`] closes the connections
+//! once the runs are idle; a store dropped without it, even after its runtime has ended,
+//! lets its connections go quietly.
 
 mod committer;
 mod dialect;

@@ -73,8 +73,8 @@ pub(crate) struct EncodedRun {
     pub updated_at: i64,
 }
 
-/// A checkpoint ready to write (encoded by the committing task, so the shared committer
-/// only runs SQL).
+/// A checkpoint ready to write (encoded by the committing task, so that whoever holds the
+/// writer only runs SQL).
 #[derive(Debug)]
 pub(crate) struct EncodedCheckpoint {
     pub run_id: String,

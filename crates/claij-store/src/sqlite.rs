@@ -1,5 +1,5 @@
-//! SQLite: one file, WAL journal, one writer at a time (the committer groups commits so
-//! that one fsync covers many runs).
+//! SQLite: one file, WAL journal, one writer at a time (commits are grouped so that one
+//! fsync covers many runs).
 
 use std::path::Path;
 use std::time::Duration;

@@ -12,7 +12,7 @@ use claij_core::trail::TrailEntry;
 use sqlx::error::ErrorKind;
 use sqlx::{AssertSqlSafe, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
 
-use crate::committer::{CommitStats, Commits, Committer, Counters};
+use crate::committer::{CommitStats, Commits, Counters, Writer};
 use crate::dialect::Dialect;
 use crate::migrate::{self, AppliedMigration};
 use crate::rows::{
@@ -105,7 +105,7 @@ where
     for<'e> Option<String>: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
     usize: sqlx::ColumnIndex<DB::Row>,
 {
-    /// Migrates the schema and starts the committer (on the current tokio runtime).
+    /// Migrates the schema and sets up the commit queue and its writer.
     pub(crate) async fn start(pool: Pool<DB>, description: String) -> Result<Self, StoreError> {
         migrate::migrate(&pool).await?;
         let counters = Arc::new(Counters::default());
@@ -118,7 +118,7 @@ where
         })
     }
 
-    /// What the committer has done so far (how well commits were grouped).
+    /// How the commits so far were grouped (commits, transactions, largest group).
     pub fn stats(&self) -> CommitStats {
         self.counters.snapshot()
     }
@@ -357,7 +357,7 @@ where
             }
             Err(e) => return Err(backend(what)(e)),
         }
-        Committer::<DB>::insert_entries(&mut *tx, &record.id, &entries)
+        Writer::<DB>::insert_entries(&mut *tx, &record.id, &entries)
             .await
             .map_err(backend(what))?;
         tx.commit().await.map_err(backend(what))
@@ -376,8 +376,7 @@ where
     async fn gap(&self, checkpoint: &Checkpoint, gap: u64) -> StoreError {
         let first = checkpoint.entries.first().map(|e| e.seq);
         let refusal =
-            Committer::<DB>::refusal(&self.pool, &checkpoint.run_id, &checkpoint.owner, first)
-                .await;
+            Writer::<DB>::refusal(&self.pool, &checkpoint.run_id, &checkpoint.owner, first).await;
         match refusal {
             Ok(StoreError::Sequence { run, stored, .. }) if Some(stored) == first => {
                 StoreError::Sequence {

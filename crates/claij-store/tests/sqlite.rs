@@ -16,7 +16,7 @@ fn a_store_dropped_outside_its_runtime_lets_go_quietly() {
     suite::a_store_dropped_outside_its_runtime_lets_go_quietly(Harness::sqlite());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_file_of_schema_1_is_upgraded_and_its_runs_go_on() {
     suite::a_sqlite_file_of_schema_1_is_upgraded(Harness::sqlite()).await;
 }
