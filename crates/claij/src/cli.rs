@@ -59,6 +59,21 @@ pub(crate) enum Command {
   claij run flow.yaml --input @event.json --trail trail.jsonl
   echo '{\"text\": \"hi\"}' | claij run flow.yaml --input -")]
     Run(RunArgs),
+    /// Run an FSM's cases on one or more models and compare them in one table.
+    ///
+    /// Each case (JSON lines or YAML: an input event and expectations, see docs/EVAL.md)
+    /// runs on each model `--repeat` times; the table gives, per model, the pass rate
+    /// with its 95% interval, first-try validity, attempts per model step, failures by
+    /// kind, latency, tokens and cost, then the cases × models matrix. Every run is kept
+    /// in the store (id EVAL.MODEL.CASE.REPEAT: open a failed one with `claij runs
+    /// trail`). Exits 0 when the eval ran (1 with --fail-under when a model passed less),
+    /// 2 when the invocation, the FSM, the cases or a model is refused.
+    #[command(after_help = "Examples:
+  claij eval examples/triage.yaml --cases examples/evals/triage.jsonl
+  claij eval flow.yaml --cases cases.yaml --model openai/gpt-4o-mini --model embedded/smollm2-135m --repeat 3
+  claij eval flow.yaml --cases cases.yaml --record tape.json --html report.html
+  claij eval flow.yaml --cases cases.yaml --replay tape.json      # the same table, offline")]
+    Eval(EvalArgs),
     /// Draw an FSM as Graphviz DOT, Mermaid, or SVG (SVG needs Graphviz's `dot`).
     #[command(after_help = "Examples:
   claij graph flow.yaml                      # DOT on stdout
@@ -401,6 +416,68 @@ pub(crate) struct LlmArgs {
     /// request the file does not hold fails the run, naming its digest and state.
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
+}
+
+/// The options of `claij eval`.
+#[derive(Debug, Args)]
+pub(crate) struct EvalArgs {
+    /// The FSM document under test.
+    pub file: PathBuf,
+    /// The cases: JSON lines (one case per line) or YAML (a list of cases).
+    #[arg(long, value_name = "FILE")]
+    pub cases: PathBuf,
+    /// A model to evaluate (repeatable; a [models] name of claij.toml or
+    /// PROVIDER/MODEL-ID). Default: the default model (the embedded one when nothing is
+    /// configured).
+    #[arg(long = "model", value_name = "MODEL")]
+    pub models: Vec<String>,
+    /// Runs of each case on each model.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
+    /// Runs at a time, overall.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
+    pub concurrency: u64,
+    /// Runs at a time per provider (the embedded model: always 1).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
+    pub provider_concurrency: u64,
+    /// The model judges run on (default: the default model).
+    #[arg(long, value_name = "MODEL")]
+    pub judge_model: Option<String>,
+    /// A deadline per run (e.g. 2m); overrides the document's.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub deadline: Option<std::time::Duration>,
+    /// The eval's id, the prefix of its runs' ids (default: eval-FSM-TIMESTAMP).
+    #[arg(long)]
+    pub id: Option<String>,
+    /// Write the report as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the report as Markdown to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+    /// Write the report as a self-contained HTML page (SVG charts) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Exit 1 when a model's pass rate is under RATE (0 to 1).
+    #[arg(long, value_name = "RATE")]
+    pub fail_under: Option<f64>,
+    /// No progress on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// The model configuration (default: $CLAIJ_CONFIG, ./claij.toml,
+    /// ~/.config/claij/claij.toml).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Record every model exchange to FILE (for --replay).
+    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
+    pub record: Option<PathBuf>,
+    /// Answer every model request from FILE (recorded with --record): the same table,
+    /// offline.
+    #[arg(long, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+    /// Where the runs are kept (default: the same SQLite file as `claij run`).
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 /// `claij prompt …`

@@ -1,6 +1,7 @@
 //! The subcommands, one module each.
 
 mod defs;
+mod eval;
 mod graph;
 mod mcp;
 mod mcp_serve;
@@ -27,6 +28,7 @@ pub(crate) async fn dispatch(cli: Cli) -> u8 {
     let result = match cli.command {
         Command::Validate { files, json } => Ok(validate::validate(&engine, &files, json)),
         Command::Run(args) => Ok(run::run(args).await),
+        Command::Eval(args) => Ok(eval::eval(args).await),
         Command::Graph {
             file,
             format,
