@@ -17,10 +17,10 @@ use serde_json::{Map, Value, json};
 use crate::diagnostic::{Collector, JsonPath, Problem};
 
 /// The suffix of the state a hat adds (`S` → `S.mcp`).
-pub const HAT_SUFFIX: &str = ".mcp";
+pub(crate) const HAT_SUFFIX: &str = ".mcp";
 
 /// The action run by the states hats add.
-pub const MCP_ACTION: &str = "mcp";
+pub(crate) const MCP_ACTION: &str = "mcp";
 
 /// Expands every state's `servers` (see the module docs). Problems (an unknown server
 /// name, a server given twice differently, a clash with an existing state) go to `found`.

@@ -54,7 +54,7 @@ pub trait KnownActions {
 pub struct BuiltinNames;
 
 /// The action names claij knows without any registration.
-pub const BUILTIN_ACTIONS: [&str; 9] = [
+pub(crate) const BUILTIN_ACTIONS: [&str; 9] = [
     "command",
     "end",
     "fork",

@@ -11,7 +11,7 @@ use crate::schema::{CompiledSchema, ValidationIssue, unknown_field_message};
 pub const META_SCHEMA: &str = include_str!("metaschema.json");
 
 /// The meta-schema as a JSON value.
-pub fn meta_schema() -> &'static Value {
+pub(crate) fn meta_schema() -> &'static Value {
     static VALUE: OnceLock<Value> = OnceLock::new();
     VALUE.get_or_init(|| match serde_json::from_str(META_SCHEMA) {
         Ok(v) => v,

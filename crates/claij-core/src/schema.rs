@@ -46,7 +46,7 @@ impl ValidationIssue {
 
 /// The one wording of an unknown field, for documents and action configs alike:
 /// "unknown field `name`{note}; known fields: a, b" (no list when `known` is empty).
-pub fn unknown_field_message(field: &str, note: &str, known: &[String]) -> String {
+pub(crate) fn unknown_field_message(field: &str, note: &str, known: &[String]) -> String {
     let mut message = format!("unknown field `{field}`{note}");
     if !known.is_empty() {
         message.push_str("; known fields: ");
@@ -122,7 +122,7 @@ fn bad_type_message(value: &Value) -> String {
 /// Every way `schema` breaks the JSON Schema (draft 2020-12) meta-schema, each located
 /// at its keyword. Empty for a well-formed schema, which may still fail to compile (a
 /// `$ref` that does not resolve, say).
-pub fn meta_errors(schema: &Value) -> Vec<SchemaError> {
+pub(crate) fn meta_errors(schema: &Value) -> Vec<SchemaError> {
     jsonschema::draft202012::meta::validator()
         .iter_errors(schema)
         .map(|e| SchemaError::from_meta(&e))
@@ -230,7 +230,7 @@ impl CompiledSchema {
 
     /// The fields declared (`properties`) by the object schema owning the keyword at
     /// `schema_path` (a path into [`source`](Self::source)), in order; empty when unknown.
-    pub fn known_fields(&self, schema_path: &str) -> Vec<String> {
+    pub(crate) fn known_fields(&self, schema_path: &str) -> Vec<String> {
         let owner = schema_path.rsplit_once('/').map_or("", |(owner, _)| owner);
         self.source
             .pointer(owner)
@@ -259,7 +259,7 @@ fn parent_is_object(instance: &Value, at: &str) -> bool {
 }
 
 /// The `id` value of transition `[from, to]`.
-pub fn transition_id(from: &str, to: &str) -> Value {
+pub(crate) fn transition_id(from: &str, to: &str) -> Value {
     json!([from, to])
 }
 
@@ -400,7 +400,7 @@ fn open_for_id(root: &mut Value, pointer: &str, visited_defs: &mut Vec<String>, 
 }
 
 /// Every `$ref` in `schema` with its JSON Pointer (relative to `schema`).
-pub fn refs_in(schema: &Value) -> Vec<(String, String)> {
+pub(crate) fn refs_in(schema: &Value) -> Vec<(String, String)> {
     let mut found = Vec::new();
     collect_refs(schema, String::new(), &mut found);
     found
@@ -430,7 +430,7 @@ fn collect_refs(value: &Value, at: String, found: &mut Vec<(String, String)>) {
 }
 
 /// Whether a local `$ref` (`#/$defs/name/...` or `#/...`) resolves inside `root`.
-pub fn local_ref_resolves(target: &str, root: &Value) -> Option<bool> {
+pub(crate) fn local_ref_resolves(target: &str, root: &Value) -> Option<bool> {
     let pointer = target.strip_prefix('#')?;
     Some(pointer.is_empty() || root.pointer(pointer).is_some())
 }

@@ -13,12 +13,12 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 /// The action whose events are shown as a sub-FSM's result.
-pub const FSM_ACTION: &str = "fsm";
+pub(crate) const FSM_ACTION: &str = "fsm";
 /// The action whose events are shown as a batch of branch results.
-pub const FORK_ACTION: &str = "fork";
+pub(crate) const FORK_ACTION: &str = "fork";
 
 /// What a `fsm` state's event reads as in its parent's prompts.
-pub fn sub_fsm_text(event: &Value) -> String {
+pub(crate) fn sub_fsm_text(event: &Value) -> String {
     let mut out = String::new();
     let child = event.get("child");
     asked(&mut out, child);
@@ -40,7 +40,7 @@ pub fn sub_fsm_text(event: &Value) -> String {
 }
 
 /// What a `fork` state's event reads as in its parent's prompts: one batch.
-pub fn fork_text(event: &Value) -> String {
+pub(crate) fn fork_text(event: &Value) -> String {
     let branches = event
         .get("branches")
         .and_then(Value::as_array)

@@ -144,15 +144,6 @@ pub fn last_event(trail: &[TrailEntry]) -> Option<&Value> {
         .map(|e| &e.event)
 }
 
-/// The state the run is in: the target of the last transition taken (`start` before any).
-pub fn current_state(trail: &[TrailEntry]) -> &str {
-    trail
-        .iter()
-        .rev()
-        .find_map(|e| e.to.as_deref())
-        .unwrap_or(crate::START)
-}
-
 /// The run's total usage: the sum over every entry that reports one.
 pub fn total_usage(trail: &[TrailEntry]) -> Usage {
     trail

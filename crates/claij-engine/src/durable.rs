@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 /// How often a running run checks its store for interrupts (and renews its lease).
-pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(250);
+pub(crate) const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(250);
 
 /// This process as a lease owner: `host:pid:started`, where `started` is the process's
 /// start time in clock ticks since boot (from `/proc/self/stat`), so a later process that

@@ -27,4 +27,4 @@ pub use run::{
     Engine, InputError, RunError, RunOptions, RunOutcome, RunStatus, interrupt, new_run_id,
 };
 pub use tokio_util::sync::CancellationToken;
-pub use tree::{ChildRun, without_id};
+pub use tree::ChildRun;

@@ -111,7 +111,7 @@ impl ActionRegistry {
     }
 
     /// The provider serving the dynamic schema `name`.
-    pub fn schema_provider(&self, name: &str) -> Option<&Arc<dyn DynamicSchemas>> {
+    pub(crate) fn schema_provider(&self, name: &str) -> Option<&Arc<dyn DynamicSchemas>> {
         self.schemas.iter().find(|p| p.serves(name))
     }
 }

@@ -39,7 +39,8 @@ pub struct ChildRun {
 
 impl Engine {
     /// The definition a stored run is pinned to, loaded (and checked) with this engine's
-    /// registry; cached by content hash.
+    /// registry; cached by content hash. Public for callers that resume stored runs, which
+    /// must resume them with that definition.
     pub async fn stored_fsm(
         &self,
         store: &dyn RunStore,
@@ -77,6 +78,9 @@ impl Engine {
     /// resume), takes it where it is: a finished or suspended child is reported as it
     /// stands, a crashed one is continued, one waiting for children of its own tries
     /// again.
+    ///
+    /// Public for actions that start runs of their own, as `fsm` and `fork` do (their
+    /// [`RunScope`] gives the store, owner and lease the child shares).
     pub async fn run_child(
         &self,
         scope: &RunScope<'_>,
@@ -240,7 +244,7 @@ impl Engine {
 }
 
 /// An event without its routing `id` (a child's result handed on).
-pub fn without_id(mut event: Value) -> Value {
+pub(crate) fn without_id(mut event: Value) -> Value {
     if let Value::Object(map) = &mut event {
         map.remove("id");
     }

@@ -25,9 +25,6 @@ use structure::{
     duration_at,
 };
 
-/// The keys of a state's `config` that belong to the engine, not to the action.
-pub const ENGINE_CONFIG_KEYS: [&str; 3] = ["max_attempts", "timeout", "on_failure"];
-
 /// Reads and loads the document at `path`.
 pub fn load_file(path: &Path, actions: &dyn KnownActions) -> Result<Fsm, Diagnostics> {
     let name = path.display().to_string();

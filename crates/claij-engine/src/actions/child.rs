@@ -111,7 +111,7 @@ fn parse_duration(value: &Value) -> Result<Duration, String> {
 
 /// How much of a child's trail its parent's event carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TrailMode {
+pub(crate) enum TrailMode {
     /// The result only.
     Omit,
     /// The child's FSM and run, its number of steps, its first and last events.

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 /// How a fork's branches are joined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Join {
+pub(crate) enum Join {
     /// Every branch must complete (a failure does not stop the running ones: every
     /// branch is reported).
     All,

@@ -1,4 +1,9 @@
 //! The built-in actions that need no model, and the placeholders of those that do.
+//!
+//! [`ActionRegistry::with_builtins`](crate::ActionRegistry::with_builtins) registers
+//! them all; each is public so that a library user can build a registry of their own
+//! choosing from [`ActionRegistry::empty`](crate::ActionRegistry::empty), or register one
+//! under another name (a scripted [`Human::with_io`], say).
 
 mod child;
 mod command;
@@ -7,9 +12,8 @@ mod fsm;
 mod human;
 mod transform;
 
-pub use child::TrailMode;
 pub use command::Command;
-pub use fork::{Fork, Join};
+pub use fork::Fork;
 pub use fsm::SubFsm;
 pub use human::{Human, HumanIo, TerminalIo};
 pub use transform::Transform;

@@ -4,6 +4,9 @@
 /// (`0192f3a4-5b6c-7d8e-9f01-23456789abcd`): time-ordered (ids sort by creation, to the
 /// millisecond) and random past that. Child runs add `.SEQ` (and `.K` for a branch) to
 /// their parent's id; a UUID holds no `.`, so the parent part is never ambiguous.
+///
+/// Public for callers that choose a run's id before starting it
+/// ([`RunOptions::run_id`](crate::RunOptions::run_id)), to show it first, say.
 pub fn new_run_id() -> String {
     uuid::Uuid::now_v7().hyphenated().to_string()
 }
