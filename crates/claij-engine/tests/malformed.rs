@@ -19,7 +19,8 @@ use serde::Deserialize;
 
 const MANIFEST: &str = "MANIFEST.yaml";
 
-/// The catalog documents are loaded against: the engine's registry of built-in actions.
+/// The known actions documents are loaded against: the engine's registry of built-in
+/// actions.
 fn registry() -> claij_engine::ActionRegistry {
     claij_engine::ActionRegistry::with_builtins()
 }

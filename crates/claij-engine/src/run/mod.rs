@@ -67,11 +67,14 @@ impl Engine {
         }
     }
 
-    /// The registry (also the catalog documents are loaded against).
+    /// The registry: the actions runs use, and the [`KnownActions`](claij_core::KnownActions)
+    /// documents are loaded against.
     pub fn registry(&self) -> &ActionRegistry {
         &self.registry
     }
 
+    /// A run's in-memory state, for starting or resuming it (durable when `options`
+    /// has a store).
     fn run_state<'e>(
         &'e self,
         fsm: &'e Fsm,

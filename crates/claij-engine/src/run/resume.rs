@@ -235,7 +235,6 @@ impl Engine {
         Ok(t)
     }
 
-    /// The in-memory state of a claimed run, rebuilt from its stored trail.
     /// Claims the run (from `from`), rebuilds its state from the store and continues it
     /// from the last transition of its trail, with the next attempt of that state.
     #[allow(clippy::too_many_arguments)]
@@ -265,6 +264,8 @@ impl Engine {
         Ok(run.drive(into, attempt).await?)
     }
 
+    /// The in-memory state of a claimed run, rebuilt from its stored trail (checked
+    /// against the record's count), its deadline counted from the run's creation.
     async fn resumed_state<'e>(
         &'e self,
         fsm: &'e Fsm,
