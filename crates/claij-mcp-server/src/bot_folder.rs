@@ -25,13 +25,13 @@ use serde::Deserialize;
 use serde_json::Value;
 
 /// The bot file's name inside a bot folder.
-pub const BOT_FILE: &str = "bot.yaml";
+pub(crate) const BOT_FILE: &str = "bot.yaml";
 /// A behavior's config file inside its folder.
-pub const BEHAVIOR_FILE: &str = "behavior.yaml";
+const BEHAVIOR_FILE: &str = "behavior.yaml";
 /// A behavior's optional guardrails file.
-pub const GUARDRAILS_FILE: &str = "guardrails.yaml";
+const GUARDRAILS_FILE: &str = "guardrails.yaml";
 /// A behavior's optional rules file.
-pub const RULES_FILE: &str = "rules.yaml";
+const RULES_FILE: &str = "rules.yaml";
 
 /// One problem in a bot folder, naming the file it is in.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -205,7 +205,7 @@ struct GuardrailsFile {
 }
 
 /// Whether `name` may appear in a tool name: 1–64 of `A-Z a-z 0-9 _ -`.
-pub fn is_tool_word(name: &str) -> bool {
+fn is_tool_word(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name
@@ -214,7 +214,7 @@ pub fn is_tool_word(name: &str) -> bool {
 }
 
 /// A folder's name without its number prefix: `1_shape` → `shape`, `shape` → `shape`.
-pub fn strip_number_prefix(name: &str) -> &str {
+fn strip_number_prefix(name: &str) -> &str {
     match name.split_once('_') {
         Some((n, rest)) if !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()) => rest,
         _ => name,
@@ -291,6 +291,9 @@ impl Loader<'_> {
 
 /// Loads and checks the bot folder `dir`. FSMs named by actions are loaded against
 /// `actions`. Every problem is reported, each naming its file.
+///
+/// Serving goes through [`crate::BotHost::load`]; this is public so that a bot folder can
+/// be checked (or inspected as a [`Bot`]) without serving it.
 pub fn load_bot(dir: &Path, actions: &dyn KnownActions) -> Result<Bot, BotErrors> {
     let mut l = Loader {
         problems: Vec::new(),

@@ -19,7 +19,7 @@ use crate::workflow_state::{
 
 /// Which bot tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BotVerb {
+pub(crate) enum BotVerb {
     /// `{bot}`: the current action of the current behavior.
     Continue,
     /// `{bot}_{behavior}`: that behavior's current action.
@@ -76,21 +76,22 @@ impl BotHost {
     }
 
     /// The bot as last loaded.
-    pub fn bot(&self) -> Arc<Bot> {
+    pub(crate) fn bot(&self) -> Arc<Bot> {
         match self.bot.read() {
             Ok(b) => b.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         }
     }
 
-    /// Its workflow state file.
-    pub fn state_file(&self) -> &Path {
+    /// Its workflow state file (for the tests: the tools name it in their answers).
+    #[cfg(test)]
+    pub(crate) fn state_file(&self) -> &Path {
         &self.state_file
     }
 
     /// Its tools, in order: `{bot}`, `{bot}_close_current_action`, `{bot}_restart`, then
     /// per behavior `{bot}_{behavior}` followed by its `{bot}_{behavior}_{action}` tools.
-    pub fn specs(&self) -> Vec<ToolSpec> {
+    pub(crate) fn specs(&self) -> Vec<ToolSpec> {
         let bot = self.bot();
         let mut out = Vec::new();
         let order = bot
@@ -181,7 +182,7 @@ impl BotHost {
     }
 
     /// Which of this bot's tools `name` is.
-    pub fn route(&self, name: &str) -> Option<BotVerb> {
+    pub(crate) fn route(&self, name: &str) -> Option<BotVerb> {
         let bot = self.bot();
         if name == bot.name {
             return Some(BotVerb::Continue);
@@ -221,7 +222,7 @@ impl BotHost {
     }
 
     /// Calls one of this bot's tools.
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         verb: BotVerb,
         args: &Map<String, Value>,
@@ -434,7 +435,7 @@ fn position_json(bot: &Bot, p: Position) -> Value {
 
 /// The instructions of action `(b, a)`, assembled from the behavior folder's files:
 /// descriptions, the instructions file, templates, guardrails, rules, and how to finish.
-pub fn instructions(bot: &Bot, b: usize, a: usize, workspace: &Path) -> String {
+fn instructions(bot: &Bot, b: usize, a: usize, workspace: &Path) -> String {
     let behavior = &bot.behaviors[b];
     let action = &behavior.actions[a];
     let mut s = String::new();
@@ -746,7 +747,7 @@ mod tests {
         let (host, runtime) = host(dir.path()).await;
         write(
             host.state_file().parent().expect("a folder"),
-            crate::STATE_FILE,
+            workflow_state::STATE_FILE,
             "{\"completed_actions\": 3}",
         );
         for verb in [BotVerb::Continue, BotVerb::Close, BotVerb::Restart] {

@@ -25,7 +25,7 @@ pub struct Runtime {
 
 /// Which FSM tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FsmVerb {
+pub(crate) enum FsmVerb {
     /// `ID_start`.
     Start,
     /// `ID_continue`.
@@ -36,7 +36,7 @@ pub enum FsmVerb {
 
 impl FsmVerb {
     /// Every verb, in tool order.
-    pub const ALL: [FsmVerb; 3] = [FsmVerb::Start, FsmVerb::Continue, FsmVerb::Status];
+    pub(crate) const ALL: [FsmVerb; 3] = [FsmVerb::Start, FsmVerb::Continue, FsmVerb::Status];
 
     fn suffix(self) -> &'static str {
         match self {
@@ -48,7 +48,7 @@ impl FsmVerb {
 }
 
 /// The name of an FSM's tool.
-pub fn tool_name(fsm: &Fsm, verb: FsmVerb) -> String {
+pub(crate) fn tool_name(fsm: &Fsm, verb: FsmVerb) -> String {
     format!("{}_{}", fsm.id, verb.suffix())
 }
 
@@ -61,7 +61,7 @@ fn with_defs(fsm: &Fsm, mut schema: Map<String, Value>) -> Value {
 
 /// The start tool's input schema: the union of the entry transitions' schemas (with one
 /// entry, `id` may be left out: it is added).
-pub fn start_schema(fsm: &Fsm) -> Value {
+fn start_schema(fsm: &Fsm) -> Value {
     let mut branches: Vec<Value> = fsm
         .entries
         .iter()
@@ -93,7 +93,7 @@ pub fn start_schema(fsm: &Fsm) -> Value {
 /// The continue tool's input schema: a run id and the input event; the event must take
 /// one of the transitions the run waits on (`ID_status` shows their schema). Transitions
 /// leaving the FSM's `human` states are listed as the forms it can take.
-pub fn continue_schema(fsm: &Fsm) -> Value {
+fn continue_schema(fsm: &Fsm) -> Value {
     let waited: Vec<Value> = fsm
         .states
         .iter()
@@ -121,7 +121,7 @@ pub fn continue_schema(fsm: &Fsm) -> Value {
 }
 
 /// The tools of one FSM.
-pub fn specs(fsm: &Fsm) -> Vec<ToolSpec> {
+pub(crate) fn specs(fsm: &Fsm) -> Vec<ToolSpec> {
     let about = fsm
         .description
         .as_deref()
@@ -173,7 +173,7 @@ pub fn specs(fsm: &Fsm) -> Vec<ToolSpec> {
 }
 
 /// A run's outcome as a tool result.
-pub fn outcome_json(outcome: &RunOutcome) -> Value {
+fn outcome_json(outcome: &RunOutcome) -> Value {
     let mut out = json!({
         "run_id": outcome.run_id,
         "status": outcome.status,
@@ -229,7 +229,7 @@ fn record_json(r: &RunRecord) -> Value {
 }
 
 /// A run error as a tool error naming the problem.
-pub fn run_error(e: &RunError) -> ToolOutput {
+fn run_error(e: &RunError) -> ToolOutput {
     ToolOutput::error(match e {
         RunError::Input(i) => format!("input refused (nothing changed): {i}"),
         other => other.to_string(),
@@ -237,7 +237,7 @@ pub fn run_error(e: &RunError) -> ToolOutput {
 }
 
 /// Calls an FSM tool.
-pub async fn call(
+pub(crate) async fn call(
     runtime: &Runtime,
     fsm: &Arc<Fsm>,
     verb: FsmVerb,
@@ -279,7 +279,7 @@ pub async fn call(
 }
 
 /// Starts a run of `fsm` from `input` and reports how it ended or what it waits for.
-pub async fn start(
+pub(crate) async fn start(
     runtime: &Runtime,
     fsm: &Arc<Fsm>,
     input: Value,

@@ -118,7 +118,7 @@ impl McpServer {
     }
 
     /// Calls the tool `name`; `None` when there is no such tool.
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         name: &str,
         args: Map<String, serde_json::Value>,

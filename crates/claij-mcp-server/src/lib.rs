@@ -23,9 +23,8 @@ pub mod workflow_state;
 mod test_bots;
 
 pub use bot_folder::{Bot, BotErrors, BotProblem, load_bot};
-pub use bot_tools::{BotHost, BotVerb};
+pub use bot_tools::BotHost;
 pub use fsm_tools::Runtime;
 pub use handler::{DuplicateTool, McpServer};
 pub use serve::{HTTP_PATH, ServeError, serve_http, serve_stdio};
-pub use tool::{ToolOutput, ToolSpec};
-pub use workflow_state::{STATE_FILE, WorkflowState};
+pub use tool::ToolSpec;

@@ -18,7 +18,7 @@ pub struct ToolSpec {
 
 impl ToolSpec {
     /// The MCP tool.
-    pub fn to_tool(&self) -> Tool {
+    pub(crate) fn to_tool(&self) -> Tool {
         let schema: JsonObject = match &self.input_schema {
             Value::Object(m) => m.clone(),
             _ => JsonObject::default(),
@@ -29,7 +29,7 @@ impl ToolSpec {
 
 /// What a tool call returns.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ToolOutput {
+pub(crate) enum ToolOutput {
     /// A result (also given as text, pretty JSON).
     Json(Value),
     /// A problem the caller should read (`isError: true`).
@@ -38,17 +38,17 @@ pub enum ToolOutput {
 
 impl ToolOutput {
     /// A JSON result.
-    pub fn json(value: Value) -> Self {
+    pub(crate) fn json(value: Value) -> Self {
         ToolOutput::Json(value)
     }
 
     /// An error result.
-    pub fn error(message: impl Into<String>) -> Self {
+    pub(crate) fn error(message: impl Into<String>) -> Self {
         ToolOutput::Error(message.into())
     }
 
     /// The MCP result: structured content plus the same JSON as text, or an error.
-    pub fn into_result(self) -> CallToolResult {
+    pub(crate) fn into_result(self) -> CallToolResult {
         match self {
             ToolOutput::Json(value) => {
                 let text =

@@ -1,9 +1,9 @@
 //! A bot's workflow state: which behavior and action are current, and which actions were
 //! completed when. Kept in ONE file, `<workspace>/.claij/bots/<bot>/workflow_state.json`,
 //! read again on every tool call (never trusted from memory) and written atomically (see
-//! [`save`]).
+//! `save`).
 //!
-//! Which action is current (see [`resolve`]): `current_action` when it names an action of
+//! Which action is current (see `resolve`): `current_action` when it names an action of
 //! the bot; otherwise the action after the last completed one (of the behavior asked
 //! for, or of `current_behavior`); otherwise the first action.
 
@@ -16,37 +16,37 @@ use serde::{Deserialize, Serialize};
 use crate::bot_folder::Bot;
 
 /// The state file's name.
-pub const STATE_FILE: &str = "workflow_state.json";
+pub(crate) const STATE_FILE: &str = "workflow_state.json";
 
 /// The persisted workflow state of one bot.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct WorkflowState {
+pub(crate) struct WorkflowState {
     /// `bot.behavior` of the current behavior.
     #[serde(default)]
-    pub current_behavior: Option<String>,
+    pub(crate) current_behavior: Option<String>,
     /// `bot.behavior.action` of the current action.
     #[serde(default)]
-    pub current_action: Option<String>,
+    pub(crate) current_action: Option<String>,
     /// When the state last changed (RFC 3339).
     #[serde(default)]
-    pub timestamp: Option<String>,
+    pub(crate) timestamp: Option<String>,
     /// Every completion, oldest first.
     #[serde(default)]
-    pub completed_actions: Vec<CompletedAction>,
+    pub(crate) completed_actions: Vec<CompletedAction>,
 }
 
 /// One completed action.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CompletedAction {
+pub(crate) struct CompletedAction {
     /// `bot.behavior.action`.
-    pub action_state: String,
+    pub(crate) action_state: String,
     /// When it was completed (RFC 3339).
-    pub timestamp: String,
+    pub(crate) timestamp: String,
 }
 
 /// The state file cannot be used.
 #[derive(Debug, thiserror::Error)]
-pub enum StateError {
+pub(crate) enum StateError {
     /// It exists but is not a valid workflow state: never reset silently.
     #[error(
         "the workflow state file {} is corrupt: {message}. Fix or delete it (deleting starts the bot from its first action)",
@@ -69,7 +69,7 @@ pub enum StateError {
 }
 
 /// Where a bot's state file lives under a workspace.
-pub fn state_file(workspace: &Path, bot: &str) -> PathBuf {
+pub(crate) fn state_file(workspace: &Path, bot: &str) -> PathBuf {
     workspace
         .join(".claij")
         .join("bots")
@@ -78,12 +78,12 @@ pub fn state_file(workspace: &Path, bot: &str) -> PathBuf {
 }
 
 /// The current time in RFC 3339 (microseconds, UTC).
-pub fn now() -> String {
+pub(crate) fn now() -> String {
     humantime::format_rfc3339_micros(SystemTime::now()).to_string()
 }
 
 /// Reads the state file: the default (empty) state when it does not exist.
-pub fn load(file: &Path) -> Result<WorkflowState, StateError> {
+pub(crate) fn load(file: &Path) -> Result<WorkflowState, StateError> {
     let text = match std::fs::read_to_string(file) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(WorkflowState::default()),
@@ -105,10 +105,10 @@ pub fn load(file: &Path) -> Result<WorkflowState, StateError> {
 /// disk and then renamed over the state file; the folder is flushed after the rename. A
 /// reader sees the old state or the new one, never a mix.
 ///
-/// Two writers in one process take turns ([`crate::BotHost`] holds a lock across its
+/// Two writers in one process take turns (`BotHost` holds a lock across its
 /// read-modify-write); two processes serving one workspace each write whole states, and
 /// the last rename wins.
-pub fn save(file: &Path, state: &WorkflowState) -> Result<(), StateError> {
+pub(crate) fn save(file: &Path, state: &WorkflowState) -> Result<(), StateError> {
     let io = |source| StateError::Io {
         file: file.to_path_buf(),
         source,
@@ -137,7 +137,7 @@ pub fn save(file: &Path, state: &WorkflowState) -> Result<(), StateError> {
 
 /// A position in a bot's workflow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Position {
+pub(crate) enum Position {
     /// Behavior and action indices.
     At(usize, usize),
     /// Every behavior is complete.
@@ -145,12 +145,12 @@ pub enum Position {
 }
 
 /// `bot.behavior`.
-pub fn behavior_path(bot: &Bot, b: usize) -> String {
+pub(crate) fn behavior_path(bot: &Bot, b: usize) -> String {
     format!("{}.{}", bot.name, bot.behaviors[b].name)
 }
 
 /// `bot.behavior.action`.
-pub fn action_path(bot: &Bot, b: usize, a: usize) -> String {
+pub(crate) fn action_path(bot: &Bot, b: usize, a: usize) -> String {
     format!(
         "{}.{}.{}",
         bot.name, bot.behaviors[b].name, bot.behaviors[b].actions[a].name
@@ -158,7 +158,7 @@ pub fn action_path(bot: &Bot, b: usize, a: usize) -> String {
 }
 
 /// The behavior a `bot.behavior` path (or a bare behavior name) names.
-pub fn parse_behavior(bot: &Bot, path: &str) -> Option<usize> {
+fn parse_behavior(bot: &Bot, path: &str) -> Option<usize> {
     let name = match path.split_once('.') {
         Some((b, rest)) if b == bot.name => rest,
         Some(_) => return None,
@@ -168,7 +168,7 @@ pub fn parse_behavior(bot: &Bot, path: &str) -> Option<usize> {
 }
 
 /// The action a `bot.behavior.action` path names.
-pub fn parse_action(bot: &Bot, path: &str) -> Option<(usize, usize)> {
+fn parse_action(bot: &Bot, path: &str) -> Option<(usize, usize)> {
     let mut parts = path.split('.');
     let (Some(b), Some(beh), Some(act), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -188,7 +188,7 @@ pub fn parse_action(bot: &Bot, path: &str) -> Option<(usize, usize)> {
 
 /// The position after action `a` of behavior `b`: its `next`, else the next behavior's
 /// first action, else all complete.
-pub fn after(bot: &Bot, b: usize, a: usize) -> Position {
+pub(crate) fn after(bot: &Bot, b: usize, a: usize) -> Position {
     match bot.behaviors[b].actions[a].next {
         Some(n) => Position::At(b, n),
         None if b + 1 < bot.behaviors.len() => Position::At(b + 1, 0),
@@ -204,7 +204,7 @@ pub fn after(bot: &Bot, b: usize, a: usize) -> Position {
 ///    `current_behavior`, else the behavior of the last completion) — crossing into the
 ///    next behavior only without a scope;
 /// 3. otherwise the first action (of `scope`, else of the bot).
-pub fn resolve(bot: &Bot, state: &WorkflowState, scope: Option<usize>) -> Position {
+pub(crate) fn resolve(bot: &Bot, state: &WorkflowState, scope: Option<usize>) -> Position {
     if let Some((b, a)) = state
         .current_action
         .as_deref()
