@@ -1,9 +1,11 @@
-//! What a server offers, as last listed: its tools, resources and prompts (as the spec's
-//! JSON). Resource bodies are not kept: they are read when asked for.
+//! A server's catalog: what it offers, as last listed — its tools, resources and prompts
+//! (as the MCP spec's JSON). Resource bodies are not kept: they are read when asked for.
+//! In claij "catalog" means only this; the actions a document may name are
+//! `claij_core::KnownActions`.
 
 use serde_json::{Value, json};
 
-/// The cached lists of one server.
+/// One server's catalog: its tools, resources and prompts as last listed.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Catalog {
     /// `tools/list` entries (`name`, `description`, `inputSchema`, …).

@@ -24,7 +24,7 @@ use crate::process::{DEFAULT_GRACE, Ending, ServerProcess, StderrTail};
 use crate::spec::{ServerSpec, Transport};
 
 /// How long the handshake may take (whatever the request timeout).
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a client offers servers beyond plain requests.
 #[derive(Clone, Default)]
@@ -255,7 +255,8 @@ impl Connection {
         self.pid
     }
 
-    /// The negotiated protocol version.
+    /// The negotiated protocol version (library API: what a caller may rely on in its
+    /// requests; `server_info` has it too).
     pub fn protocol_version(&self) -> &str {
         &self.protocol
     }
@@ -273,7 +274,7 @@ impl Connection {
             .unwrap_or_default()
     }
 
-    /// The cached tools, resources and prompts.
+    /// The server's catalog, as last listed.
     pub fn catalog(&self) -> Catalog {
         self.shared
             .catalog
@@ -287,7 +288,8 @@ impl Connection {
         *self.generation.borrow()
     }
 
-    /// Waits until the catalog has been refreshed after generation `seen`.
+    /// Waits until the catalog has been refreshed after generation `seen` (library API:
+    /// how a caller waits for a `list_changed` to be applied, with [`Self::generation`]).
     pub async fn changed_since(&self, seen: u64) {
         let mut rx = self.generation.clone();
         let _ = rx.wait_for(|g| *g > seen).await;
@@ -422,7 +424,8 @@ impl Connection {
         self.shutdown_with_grace(DEFAULT_GRACE).await
     }
 
-    /// [`shutdown`](Self::shutdown) with another grace period.
+    /// [`shutdown`](Self::shutdown) with another grace period (library API: for callers
+    /// whose servers need longer, or less, to stop).
     pub async fn shutdown_with_grace(&self, grace: Duration) -> Option<Ending> {
         if let Some(mut service) = self.service.lock().await.take() {
             let _ = tokio::time::timeout(grace, service.close()).await;

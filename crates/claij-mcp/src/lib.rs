@@ -1,9 +1,9 @@
 //! # claij-mcp
 //!
 //! claij's MCP client: connections to MCP servers (child processes over stdio, streamable
-//! HTTP) through `rmcp`, a cache of each server's tools, resources and prompts kept fresh
-//! by `list_changed`, the dynamic transition schemas `mcp:…:request` / `mcp:…:response`
-//! made from it, the `mcp` action, and the hooks through which servers ask for a model
+//! HTTP) through `rmcp`, each server's [`Catalog`] (its tools, resources and prompts as
+//! last listed) kept fresh by `list_changed`, the dynamic transition schemas
+//! `mcp:…:request` / `mcp:…:call` / `mcp:…:response` made from the catalogs, the `mcp` action, and the hooks through which servers ask for a model
 //! (sampling) or a person (elicitation).
 //!
 //! Wire it into a registry with [`register`], declare and connect a document's servers

@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 use crate::spec::Transport;
 
 /// How much of a server's stderr is kept (the end of it).
-pub const STDERR_TAIL_BYTES: usize = 4096;
+const STDERR_TAIL_BYTES: usize = 4096;
 
 /// How long a server gets to exit after its input closes, and again after `SIGTERM`.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(2);

@@ -23,16 +23,16 @@ use crate::client::McpClient;
 
 /// What a schema name asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SchemaName {
+struct SchemaName {
     /// The servers named (`None`: all of them).
-    pub servers: Option<Vec<String>>,
-    /// `request` or `response`.
-    pub kind: SchemaKind,
+    servers: Option<Vec<String>>,
+    /// `request`, `response` or `call`.
+    kind: SchemaKind,
 }
 
 /// The two dynamic schemas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SchemaKind {
+enum SchemaKind {
     /// What the calling state emits: a batch of requests.
     Request,
     /// What the `mcp` state answers: their results.
@@ -42,7 +42,7 @@ pub enum SchemaKind {
 }
 
 /// Parses `mcp:request`, `mcp:NAME,…:response`, …; `None` for other names.
-pub fn parse_name(name: &str) -> Option<SchemaName> {
+fn parse_name(name: &str) -> Option<SchemaName> {
     let rest = name.strip_prefix("mcp:")?;
     let (servers, kind) = match rest.rsplit_once(':') {
         Some((servers, kind)) => (Some(servers), kind),
@@ -70,16 +70,6 @@ pub fn parse_name(name: &str) -> Option<SchemaName> {
         }
     };
     Some(SchemaName { servers, kind })
-}
-
-/// The schema name for `servers` (`mcp:A,B:request`).
-pub fn schema_name(servers: &[String], kind: SchemaKind) -> String {
-    let kind = match kind {
-        SchemaKind::Request => "request",
-        SchemaKind::Response => "response",
-        SchemaKind::Call => "call",
-    };
-    format!("mcp:{}:{kind}", servers.join(","))
 }
 
 /// A tool's input schema made safe to embed: its own `$schema` removed (the document is
@@ -136,7 +126,7 @@ fn branch(server: &str, method: &str, description: Option<&Value>, params: Value
 }
 
 /// The `oneOf` branches of one server's catalog.
-pub fn request_branches(server: &str, catalog: &Catalog) -> Vec<Value> {
+fn request_branches(server: &str, catalog: &Catalog) -> Vec<Value> {
     let mut out = Vec::new();
     for tool in &catalog.tools {
         let Some(name) = tool["name"].as_str() else {
@@ -236,7 +226,7 @@ pub fn request_branches(server: &str, catalog: &Catalog) -> Vec<Value> {
 }
 
 /// The request schema over `catalogs` (server name → catalog).
-pub fn request_schema(catalogs: &[(String, Catalog)]) -> Value {
+fn request_schema(catalogs: &[(String, Catalog)]) -> Value {
     let branches: Vec<Value> = catalogs
         .iter()
         .flat_map(|(server, catalog)| request_branches(server, catalog))
@@ -259,7 +249,7 @@ pub fn request_schema(catalogs: &[(String, Catalog)]) -> Value {
 
 /// The single-request schema over `catalogs`: one of the request branches, at the top
 /// level of the event (which also carries its `id`).
-pub fn call_schema(catalogs: &[(String, Catalog)]) -> Value {
+fn call_schema(catalogs: &[(String, Catalog)]) -> Value {
     let branches: Vec<Value> = catalogs
         .iter()
         .flat_map(|(server, catalog)| request_branches(server, catalog))
@@ -279,7 +269,7 @@ pub fn call_schema(catalogs: &[(String, Catalog)]) -> Value {
 }
 
 /// The response schema for `servers`.
-pub fn response_schema(servers: &[String]) -> Value {
+fn response_schema(servers: &[String]) -> Value {
     json!({
         "type": "object",
         "description": "The results of the requests, in order.",
@@ -415,10 +405,6 @@ mod tests {
         assert_eq!(parse_name("mcp:tools"), None);
         assert_eq!(parse_name("mcp:a b:request"), None);
         assert_eq!(parse_name("other:request"), None);
-        assert_eq!(
-            schema_name(&["a".into(), "b".into()], SchemaKind::Request),
-            "mcp:a,b:request"
-        );
     }
 
     fn catalog() -> Catalog {

@@ -127,7 +127,8 @@ impl ServerSpec {
         self
     }
 
-    /// The same, showing only these tools.
+    /// The same, showing only these tools: what a document's `tools` list does, for a
+    /// server declared by hand ([`crate::McpClient::declare`]).
     pub fn with_tools(mut self, tools: &[&str]) -> Self {
         self.tools = Some(tools.iter().map(|t| (*t).to_owned()).collect());
         self
@@ -140,7 +141,8 @@ impl ServerSpec {
             .is_none_or(|tools| tools.iter().any(|t| t == name))
     }
 
-    /// The same, advertising these roots (paths or URIs).
+    /// The same, advertising these roots (paths or URIs): what a document's `roots` does,
+    /// for a server declared by hand ([`crate::McpClient::declare`]).
     pub fn with_roots(mut self, roots: &[&str]) -> Self {
         self.roots = roots.iter().map(|r| root_uri(r)).collect();
         self
@@ -173,17 +175,6 @@ fn root_uri(root: &str) -> String {
         std::env::current_dir().unwrap_or_default().join(path)
     };
     format!("file://{}", abs.display())
-}
-
-/// Parses a whole `servers` map (name → entry).
-pub fn parse_servers(servers: &Value) -> Result<BTreeMap<String, ServerSpec>, McpError> {
-    let mut out = BTreeMap::new();
-    if let Value::Object(map) = servers {
-        for (name, value) in map {
-            out.insert(name.clone(), ServerSpec::from_value(name, value)?);
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -123,13 +123,16 @@ where
         self.counters.snapshot()
     }
 
-    /// The schema migrations applied to the database, in order.
+    /// The schema migrations applied to the database, in order. Library API for operators
+    /// and tests: which schema a database has (`claij` itself only migrates on open).
     pub async fn applied_migrations(&self) -> Result<Vec<AppliedMigration>, StoreError> {
         migrate::applied(&self.pool).await
     }
 
     /// The durability settings of a connection, as the database reports them
-    /// (`journal_mode=wal synchronous=normal`, `synchronous_commit=off`), for checks.
+    /// (`journal_mode=wal synchronous=normal`, `synchronous_commit=off`). Library API for
+    /// checks: that the chosen [`Durability`](claij_core::store::Durability) reached the
+    /// database (the test suite asserts it for both modes).
     pub async fn durability_settings(&self) -> Result<String, StoreError> {
         let row = sqlx::query(DB::DURABILITY_PROBE)
             .fetch_one(&self.pool)
