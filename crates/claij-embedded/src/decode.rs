@@ -10,7 +10,10 @@
 //! multiply-add per block, the same horizontal sum), so a row gives the same score
 //! whichever thread computes it.
 
-// The workspace denies `unsafe` (Cargo.toml); the AVX2 kernels, the raw views of GGUF blocks and the thread pool's shared scratch need `unsafe`; every block says why it is sound.
+// The workspace denies `unsafe` (Cargo.toml); the AVX2 kernels, the raw views of GGUF
+// blocks and the thread pool's shared scratch need it; every block says why it is sound.
+// The crate's only other `unsafe` is in `llama` (the embedding-row lookup, and the
+// attention's slots of the shared scratch).
 #![allow(unsafe_code)]
 
 use std::cell::UnsafeCell;

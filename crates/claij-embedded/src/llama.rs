@@ -19,7 +19,10 @@
 //!   it is asked for (the same values as dequantizing the whole table), and a tied
 //!   output projection shares the table, instead of keeping a 49,152 × 576 f32 copy.
 
-// The workspace denies `unsafe` (Cargo.toml); the embedding-row lookup reads the quantized table in place; its block says why it is sound.
+// The workspace denies `unsafe` (Cargo.toml). This module has two uses, each block saying
+// why it is sound: the embedding-row lookup reads the quantized table in place, and the
+// decode step's attention hands each thread of `decode`'s pool its own slots of the
+// shared scores scratch (`Shared::range_mut`).
 #![allow(unsafe_code)]
 
 use std::borrow::Cow;
