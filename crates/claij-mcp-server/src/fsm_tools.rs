@@ -341,22 +341,14 @@ async fn resume(
     }
 }
 
-/// The definition a run is pinned to, from the store.
+/// The definition a run is pinned to, from the store (loaded by the engine, cached by
+/// content hash).
 async fn pinned(runtime: &Runtime, record: &RunRecord) -> Result<Arc<Fsm>, String> {
-    let definition = runtime
-        .store
-        .definition(&record.fsm_id, record.version, Some(&record.hash))
+    runtime
+        .engine
+        .stored_fsm(&*runtime.store, record)
         .await
-        .map_err(|e| format!("the definition run `{}` is pinned to: {e}", record.id))?;
-    let name = format!("{}@v{} (stored)", definition.fsm_id, definition.version);
-    claij_core::load_value(&name, definition.document, runtime.engine.registry())
-        .map(Arc::new)
-        .map_err(|d| {
-            format!(
-                "the definition run `{}` is pinned to no longer loads: {d}",
-                record.id
-            )
-        })
+        .map_err(|e| format!("the definition run `{}` is pinned to: {e}", record.id))
 }
 
 async fn status(runtime: &Runtime, fsm: &Fsm, run_id: &str, with_trail: bool) -> ToolOutput {

@@ -1,7 +1,7 @@
 //! The MCP hat: a state with `servers` gets the `mcp` state and the two transitions on
 //! load; a run calls the real filesystem server (`@modelcontextprotocol/server-filesystem`)
-//! through them. The loop is driven by a `transform` state standing in for the model (the
-//! model-driven run arrives with the model layer).
+//! through them. The loop is driven by a `transform` state standing in for the model, so the
+//! test is about the hat; `claij/tests/mcp.rs` runs the same loop on the embedded model.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
 

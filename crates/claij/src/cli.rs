@@ -94,11 +94,11 @@ pub(crate) enum Command {
     /// Inspect and steer stored runs: list, show, trail, resume, interrupt, prune.
     #[command(after_help = "Examples:
   claij runs list --status suspended
-  claij runs show r-01a2…
-  claij runs trail r-01a2… --json > trail.jsonl
-  claij runs resume r-01a2… --input '{\"id\": [\"approve\", \"deploy\"], \"approver\": \"ada\"}'
+  claij runs show 0192f3a4-…
+  claij runs trail 0192f3a4-… --json > trail.jsonl
+  claij runs resume 0192f3a4-… --input '{\"id\": [\"approve\", \"deploy\"], \"approver\": \"ada\"}'
   claij runs resume --all                 # after a crash: runs that were running, expired waits
-  claij runs interrupt r-01a2…
+  claij runs interrupt 0192f3a4-…
   claij runs prune --older-than 30d --status completed")]
     Runs {
         /// What to do.

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use claij_core::store::{RunFilter, RunRecord, RunStore, StoreError};
 use claij_core::{Fsm, RunStatus};
 use claij_engine::{Engine, RunError, RunOptions, is_dead_local_owner};
@@ -115,7 +115,7 @@ async fn list(store: &dyn RunStore, filter: &RunFilter, as_json: bool) -> Result
         return Ok(EXIT_OK);
     }
     out!(
-        "{:<24} {:<28} {:<12} {:<18} {:>5}  UPDATED",
+        "{:<38} {:<28} {:<12} {:<18} {:>5}  UPDATED",
         "RUN",
         "FSM",
         "STATUS",
@@ -124,7 +124,7 @@ async fn list(store: &dyn RunStore, filter: &RunFilter, as_json: bool) -> Result
     )?;
     for r in &runs {
         out!(
-            "{:<24} {:<28} {:<12} {:<18} {:>5}  {}",
+            "{:<38} {:<28} {:<12} {:<18} {:>5}  {}",
             r.id,
             format!("{} v{}", r.fsm_id, r.version),
             r.status.as_str(),
@@ -274,22 +274,12 @@ fn clip(text: &str, max: usize) -> String {
     }
 }
 
-/// The definition a run is pinned to, loaded and checked like any document.
+/// The definition a run is pinned to, loaded and checked like any document (the engine
+/// caches it by content hash), with the MCP servers it declares connected.
 async fn pinned_fsm(store: &dyn RunStore, engine: &Engine, record: &RunRecord) -> Result<Arc<Fsm>> {
-    let definition = store
-        .definition(&record.fsm_id, record.version, Some(&record.hash))
-        .await?;
-    let name = format!("{}@v{} (stored)", definition.fsm_id, definition.version);
-    let fsm = claij_core::load_value(&name, definition.document, engine.registry())
-        .map_err(|d| anyhow::anyhow!("{d}"))
-        .with_context(|| {
-            format!(
-                "the definition run {} is pinned to no longer loads",
-                record.id
-            )
-        })?;
+    let fsm = engine.stored_fsm(store, record).await?;
     crate::mcp::connect(&fsm).await?;
-    Ok(Arc::new(fsm))
+    Ok(fsm)
 }
 
 async fn resume_one(
