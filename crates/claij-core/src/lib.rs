@@ -4,6 +4,31 @@
 //! meta-schema, the structural checks, schema compilation, the trail, the projection of a
 //! trail into the prompts a model sees, and graph export. No I/O beyond reading a file
 //! on request, no async runtime.
+//!
+//! ```
+//! use claij_core::{BuiltinNames, load_str};
+//!
+//! let doc = r#"
+//! id: greet
+//! states:
+//!   - id: hello
+//!     action: transform
+//!     config: {template: '{"id": ["hello", "end"], "text": "hi {{ event.name }}"}'}
+//!   - id: end
+//!     action: end
+//! xitions:
+//!   - id: [start, hello]
+//!     schema: {type: object, required: [name], properties: {name: {type: string}}}
+//!   - id: [hello, end]
+//! "#;
+//! let fsm = load_str("greet.yaml", doc, &BuiltinNames).expect("a valid document");
+//! assert_eq!(fsm.states.len(), 2);
+//!
+//! // Every problem is reported at once, each with its place.
+//! let broken = doc.replace("[hello, end]", "[hello, nowhere]");
+//! let problems = load_str("greet.yaml", &broken, &BuiltinNames).unwrap_err();
+//! assert!(problems.to_string().contains("nowhere"));
+//! ```
 
 pub mod diagnostic;
 pub mod fsm;

@@ -6,6 +6,37 @@
 //! model (`end`, `transform`, `command`, `human`), and composition: sub-FSMs (`fsm`),
 //! chains ([`Engine::chain`]) and fork/join (`fork`), each child a run of its own in the
 //! run tree ([`tree`]).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use claij_engine::{ActionRegistry, Engine, RunOptions, RunStatus};
+//! use serde_json::json;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! let registry = ActionRegistry::with_builtins();
+//! let fsm = claij_core::load_str("greet.yaml", r#"
+//! id: greet
+//! states:
+//!   - id: hello
+//!     action: transform
+//!     config: {template: '{"id": ["hello", "end"], "text": "hi {{ event.name }}"}'}
+//!   - id: end
+//!     action: end
+//! xitions:
+//!   - id: [start, hello]
+//!     schema: {type: object, required: [name], properties: {name: {type: string}}}
+//!   - id: [hello, end]
+//!     schema: {type: object, required: [text]}
+//! "#, &registry).expect("a valid document");
+//!
+//! let engine = Engine::new(Arc::new(registry));
+//! let input = json!({"id": ["start", "hello"], "name": "Ada"});
+//! let out = engine.run(Arc::new(fsm), input, RunOptions::default()).await.expect("it runs");
+//! assert_eq!(out.status, RunStatus::Completed);
+//! assert_eq!(out.result.expect("a result")["text"], "hi Ada");
+//! assert_eq!(out.trail.len(), 2); // start → hello, hello → end
+//! # }
+//! ```
 
 pub mod action;
 pub mod actions;
