@@ -77,21 +77,34 @@ pub fn check(expect: &Expect, run: &Observed<'_>) -> Vec<Miss> {
             ));
         }
     }
-    let called = tools_called(run.fsm, run.trail);
+    let calls = tools_called(run.fsm, run.trail);
     for tool in &expect.tool_called {
-        if !called.contains(tool) {
-            misses.push(Miss {
-                tool: true,
-                message: format!(
-                    "tool `{tool}` was not called{}",
-                    if called.is_empty() {
-                        " (no tool was called)".to_owned()
-                    } else {
-                        format!(" (called: {})", called.join(", "))
-                    }
-                ),
-            });
+        if calls.answered.contains(tool) {
+            continue;
         }
+        let failed: Vec<&str> = calls
+            .failed
+            .iter()
+            .filter(|(t, _)| t == tool)
+            .map(|(_, why)| why.as_str())
+            .collect();
+        let message = if !failed.is_empty() {
+            format!(
+                "tool `{tool}` was called but never answered with a result ({})",
+                failed.join("; ")
+            )
+        } else if calls.answered.is_empty() {
+            format!("tool `{tool}` was not called (no tool was called)")
+        } else {
+            format!(
+                "tool `{tool}` was not called (called: {})",
+                calls.answered.join(", ")
+            )
+        };
+        misses.push(Miss {
+            tool: true,
+            message,
+        });
     }
     misses
 }
@@ -171,11 +184,21 @@ pub fn model_steps(fsm: &Fsm, trail: &[TrailEntry]) -> (u64, u64, u64) {
     (steps, first_try, attempts)
 }
 
-/// The tools the run called with success: `tools/call` requests taken into an `mcp`
-/// state whose result (the state's answer, in request order) carries no error.
-pub fn tools_called(fsm: &Fsm, trail: &[TrailEntry]) -> Vec<String> {
+/// The tools a run called: those that answered with a result, and the calls that failed
+/// (tool, error message).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolCalls {
+    /// Tools that answered with a result (each once, in call order).
+    pub answered: Vec<String>,
+    /// Calls answered with an error: the tool and the message.
+    pub failed: Vec<(String, String)>,
+}
+
+/// The tools the run called: `tools/call` requests taken into an `mcp` state, and the
+/// state's answer to each (its results, in request order).
+pub fn tools_called(fsm: &Fsm, trail: &[TrailEntry]) -> ToolCalls {
     let mcp = |state: &str| fsm.state(state).is_some_and(|s| &*s.action == "mcp");
-    let mut called: Vec<String> = Vec::new();
+    let mut calls = ToolCalls::default();
     for (i, e) in trail.iter().enumerate() {
         let Some(to) = e.to.as_deref().filter(|t| mcp(t)) else {
             continue;
@@ -184,13 +207,10 @@ pub fn tools_called(fsm: &Fsm, trail: &[TrailEntry]) -> Vec<String> {
             Some(Value::Array(rs)) => rs.iter().collect(),
             _ => vec![&e.event],
         };
-        let Some(answer) = trail[i + 1..]
+        let answer = trail[i + 1..]
             .iter()
-            .find(|a| &*a.from == to && a.is_transition())
-        else {
-            continue;
-        };
-        let results = answer.event.get("results").and_then(Value::as_array);
+            .find(|a| &*a.from == to && a.is_transition());
+        let results = answer.and_then(|a| a.event.get("results").and_then(Value::as_array));
         for (k, request) in requests.iter().enumerate() {
             if request.get("method").and_then(Value::as_str) != Some("tools/call") {
                 continue;
@@ -198,15 +218,25 @@ pub fn tools_called(fsm: &Fsm, trail: &[TrailEntry]) -> Vec<String> {
             let Some(name) = request.pointer("/params/name").and_then(Value::as_str) else {
                 continue;
             };
-            let ok = results
-                .and_then(|r| r.get(k))
-                .is_some_and(|r| r.get("error").is_none() && r.get("result").is_some());
-            if ok && !called.iter().any(|c| c == name) {
-                called.push(name.to_owned());
+            let result = results.and_then(|r| r.get(k));
+            match result {
+                Some(r) if r.get("error").is_none() && r.get("result").is_some() => {
+                    if !calls.answered.iter().any(|c| c == name) {
+                        calls.answered.push(name.to_owned());
+                    }
+                }
+                _ => {
+                    let why = result
+                        .and_then(|r| r.pointer("/error/message"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("no answer")
+                        .to_owned();
+                    calls.failed.push((name.to_owned(), why));
+                }
             }
         }
     }
-    called
+    calls
 }
 
 /// Why a case whose expectations did not hold failed: the run gave up (its last failure

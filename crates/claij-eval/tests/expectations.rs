@@ -394,7 +394,7 @@ async fn tool_called_holds_only_when_the_tool_answered() {
             "reads a missing file",
             false,
             Some(FailureKind::RefusedToolUse),
-            "was not called",
+            "tool `read_text_file` was called but never answered with a result (ENOENT",
         ),
         (
             "other tool",

@@ -26,7 +26,7 @@ fn esc(text: &str) -> String {
 const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em;color:#1d2330;background:#fff}
 h1{font-size:1.5em;margin:0 0 .2em}h2{font-size:1.15em;margin:1.6em 0 .5em}
 p.meta{color:#5a6372;margin:0 0 1em}
-table{border-collapse:collapse;margin:.4em 0}th,td{border:1px solid #d4d8df;padding:.3em .6em;text-align:left;white-space:nowrap}
+table{border-collapse:collapse;margin:.4em 0;font-size:13px}th,td{border:1px solid #d4d8df;padding:.25em .45em;text-align:left}td{white-space:nowrap}
 th{background:#f1f3f6}td.pass{background:#e5f5e9}td.fail{background:#fbe7e7}td.mixed{background:#fdf4dc}
 .charts{display:flex;flex-wrap:wrap;gap:2em}svg text{font:12px system-ui,sans-serif;fill:#1d2330}
 code{font-size:.92em}li{margin:.2em 0}";
