@@ -1,6 +1,7 @@
-//! The code-review example end to end from a recorded exchange file
+//! The code-review example end to end from recorded exchange files
 //! (`tests/llm/code-review.exchanges.json`, recorded with `claij run --record` against
-//! SmolLM2 served by llama-cpp-python; see docs/MODELS.md): no network, no model.
+//! SmolLM2 served by llama-cpp-python, and `code-review.embedded.exchanges.json`, on the
+//! embedded model; see docs/MODELS.md): no network, no model.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
 
@@ -22,13 +23,18 @@ fn dir() -> PathBuf {
     root().join("tests/llm")
 }
 
+/// examples/code-review.yaml, loaded.
+fn code_review_fsm() -> claij_core::Fsm {
+    let engine = common::engine(LlmLayer::default());
+    claij_core::load_file(&root().join("examples/code-review.yaml"), engine.registry()).unwrap()
+}
+
 /// Runs examples/code-review.yaml on `layer`, every model call answered from the
 /// recording `exchanges` (a file in `tests/llm`).
 async fn replay_code_review(mut layer: LlmLayer, exchanges: &str) -> RunOutcome {
     layer.set_tape(Tape::replay(&dir().join(exchanges)).unwrap());
     let engine = common::engine(layer);
-    let fsm = claij_core::load_file(&root().join("examples/code-review.yaml"), engine.registry())
-        .unwrap();
+    let fsm = code_review_fsm();
     let input: Value = serde_json::from_str(
         &std::fs::read_to_string(dir().join("code-review.input.json")).unwrap(),
     )
@@ -39,43 +45,92 @@ async fn replay_code_review(mut layer: LlmLayer, exchanges: &str) -> RunOutcome 
         .unwrap()
 }
 
-#[tokio::test]
-async fn the_code_review_example_runs_from_its_recorded_exchanges() {
-    let layer = LlmLayer::discover(Some(&dir().join("claij.toml"))).unwrap();
-    let out = replay_code_review(layer, "code-review.exchanges.json").await;
-    // What the recording holds (SmolLM2, 135M parameters, unconstrained: see
-    // tests/llm/claij.toml): two answers that are not JSON, each a `parse` failure fed
-    // back; the third request timed out while recording (the example's 60-s state
-    // timeout on a loaded 2-core machine), so the file does not hold it and replay fails
-    // it loudly, naming its digest. Attempts are then spent and the chairman's
-    // `on_failure` route ends the review in `failed`.
-    assert_eq!(out.status, RunStatus::Completed, "{:#?}", out.trail);
-    assert_eq!(out.state, "failed");
-    let failures: Vec<_> = out
-        .trail
+/// The exchanges of a recording in `tests/llm`: (state, answer text, input tokens,
+/// output tokens), in recorded order.
+fn recorded(exchanges: &str) -> Vec<(String, String, u64, u64)> {
+    let file: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir().join(exchanges)).unwrap()).unwrap();
+    file["exchanges"]
+        .as_array()
+        .unwrap()
         .iter()
-        .filter_map(|e| e.failure.as_ref().map(|f| (e, f)))
-        .collect();
-    assert_eq!(failures.len(), 3, "{:#?}", out.trail);
-    for (e, f) in &failures[..2] {
-        assert_eq!(f.kind, FailureKind::Parse);
-        assert_eq!(
-            e.model.as_deref(),
-            Some("smol"),
-            "every model entry names its model"
-        );
+        .map(|x| {
+            let r = &x["response"];
+            (
+                x["state"].as_str().unwrap().to_owned(),
+                r["text"].as_str().unwrap_or_default().to_owned(),
+                r["tokens"]["input"].as_u64().unwrap(),
+                r["tokens"]["output"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Replays `tests/llm/code-review.exchanges.json` (recorded as tests/llm/claij.toml says)
+/// and checks the run against what the recording holds: one model attempt per recorded
+/// exchange, in the same states and order (none missing: a request the file lacks
+/// would fail naming its digest); each attempt's usage and cost from its exchange's
+/// tokens and the configured price; an answer holding no JSON object is a `parse`
+/// failure fed back; and when the last state's attempts all failed, the run ends
+/// through that state's `on_failure` route.
+#[tokio::test]
+async fn the_code_review_example_replays_what_its_recording_holds() {
+    let exchanges = recorded("code-review.exchanges.json");
+    assert!(!exchanges.is_empty());
+    let layer = LlmLayer::discover(Some(&dir().join("claij.toml"))).unwrap();
+    let model = layer.run_or_default().unwrap();
+    let price = model.price.unwrap();
+    let out = replay_code_review(layer, "code-review.exchanges.json").await;
+    assert_eq!(out.status, RunStatus::Completed, "{:#?}", out.trail);
+
+    let attempts: Vec<_> = out.trail.iter().filter(|e| e.model.is_some()).collect();
+    let states: Vec<&str> = attempts.iter().map(|e| &*e.from).collect();
+    let recorded_states: Vec<&str> = exchanges.iter().map(|x| x.0.as_str()).collect();
+    assert_eq!(states, recorded_states, "{:#?}", out.trail);
+    for (e, (state, text, input, output)) in attempts.iter().zip(&exchanges) {
+        assert_eq!(e.model.as_deref(), Some(model.name.as_str()));
         let usage = e.usage.as_ref().unwrap();
-        assert!(usage.input_tokens > 0 && usage.cost_usd.is_some(), "priced");
+        assert_eq!(
+            (usage.input_tokens, usage.output_tokens),
+            (*input, *output),
+            "{state} attempt {}",
+            e.attempt
+        );
+        assert_eq!(usage.cost_usd, Some(price.cost(*input, *output, 0)));
+        let kind = e.failure.as_ref().map(|f| f.kind);
+        if claij_llm::extract::extract_object(text).is_err() {
+            assert_eq!(kind, Some(FailureKind::Parse), "{text:?}");
+            assert_eq!(e.event, Value::String(text.clone()), "the answer is kept");
+        } else {
+            assert_ne!(kind, Some(FailureKind::Parse), "{text:?}");
+        }
     }
-    let (e, f) = &failures[2];
-    assert!(
-        f.message.contains("digest") && f.message.contains("state `chairman`"),
-        "{}",
-        f.message
-    );
-    assert_eq!(e.model.as_deref(), Some("smol"));
-    let last = out.result.unwrap();
-    assert_eq!(last["id"], serde_json::json!(["chairman", "failed"]));
+    let (input, output) = exchanges
+        .iter()
+        .fold((0, 0), |(i, o), x| (i + x.2, o + x.3));
+    let used = attempts.iter().fold((0, 0), |(i, o), e| {
+        let u = e.usage.as_ref().unwrap();
+        (i + u.input_tokens, o + u.output_tokens)
+    });
+    assert_eq!(used, (input, output), "usage summed over the run");
+
+    // Where the run ended follows from the last attempt.
+    let fsm = code_review_fsm();
+    let last = attempts.last().unwrap();
+    let last_state = fsm.state(&last.from).unwrap();
+    let result = out.result.unwrap();
+    if last.failure.is_some() {
+        assert_eq!(
+            attempts.iter().filter(|e| e.from == last.from).count() as u32,
+            fsm.max_attempts(last_state),
+            "attempts run out before the failure route"
+        );
+        let on_failure = last_state.settings.on_failure.as_deref().unwrap();
+        assert_eq!(out.state, on_failure);
+        assert_eq!(result["id"], serde_json::json!([&*last.from, on_failure]));
+    } else {
+        assert_eq!(Some(out.state.as_str()), last.to.as_deref());
+    }
 }
 
 /// The same example from `tests/llm/code-review.embedded.exchanges.json`, recorded with
