@@ -204,11 +204,6 @@ impl Tokenizer {
             .unwrap_or(&[])
     }
 
-    /// The token trie llguidance works on.
-    pub fn trie(&self) -> &TokTrie {
-        &self.trie
-    }
-
     /// Encodes text, recognising control tokens written out in it.
     pub fn encode_with_specials(&self, text: &str) -> Vec<TokenId> {
         let mut out = Vec::new();

@@ -53,11 +53,6 @@ impl EmbeddedProvider {
             loaded: Arc::default(),
         }
     }
-
-    /// The model file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 impl std::fmt::Debug for EmbeddedProvider {
@@ -107,6 +102,11 @@ fn generate(
         }
         let m = EmbeddedModel::load(path)
             .map_err(|e| permanent(format!("loading {}: {e}", path.display())))?;
+        tracing::debug!(
+            path = %path.display(),
+            load_ms = m.load_duration().as_millis() as u64,
+            "the embedded model is loaded"
+        );
         *model = Some(m);
     }
     let Some(model) = model.as_mut() else {
