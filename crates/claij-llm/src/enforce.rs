@@ -13,6 +13,9 @@
 //! Schemas sent to providers have the document's shared schemas inlined (`$ref` to
 //! `#/$defs/NAME` replaced by the definition), since not every provider resolves
 //! `$defs`; the prompt keeps the `$ref`s (the definitions are in the system message).
+//! Each provider then lowers them to what its mode enforces ([`crate::lower`]): the
+//! [`Enforcement`] itself stays provider-neutral (it is part of a recorded request's
+//! digest).
 
 use std::fmt;
 use std::str::FromStr;
@@ -230,45 +233,6 @@ pub fn inline_refs(schema: &Value, defs: &Map<String, Value>, depth: usize) -> V
     }
 }
 
-/// Adapts a schema to Gemini's supported subset (an OpenAPI 3.0 schema object): `const`
-/// becomes a one-value `enum` of strings, arrays' `const` becomes `enum` too, and keywords
-/// it rejects (`additionalProperties`, `$schema`, `$id`, `$comment`, `examples`) are
-/// dropped.
-pub fn adapt_gemini(schema: &Value) -> Value {
-    match schema {
-        Value::Object(m) => {
-            let mut out = Map::new();
-            for (k, v) in m {
-                match k.as_str() {
-                    "additionalProperties" | "$schema" | "$id" | "$comment" | "examples" => {}
-                    "const" => {
-                        out.insert("enum".into(), json!([v]));
-                    }
-                    "properties" => {
-                        if let Value::Object(props) = v {
-                            out.insert(
-                                k.clone(),
-                                Value::Object(
-                                    props
-                                        .iter()
-                                        .map(|(pk, pv)| (pk.clone(), adapt_gemini(pv)))
-                                        .collect(),
-                                ),
-                            );
-                        }
-                    }
-                    _ => {
-                        out.insert(k.clone(), adapt_gemini(v));
-                    }
-                }
-            }
-            Value::Object(out)
-        }
-        Value::Array(a) => Value::Array(a.iter().map(adapt_gemini).collect()),
-        v => v.clone(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,13 +296,5 @@ mod tests {
         .unwrap();
         let s = inline_refs(&json!({"$ref": "#/$defs/t"}), &defs, 0);
         assert_eq!(s["type"], "object");
-    }
-
-    #[test]
-    fn gemini_gets_its_subset() {
-        let s = adapt_gemini(&json!({"type": "object", "additionalProperties": false,
-            "properties": {"id": {"const": ["a", "b"]}}}));
-        assert!(s.get("additionalProperties").is_none());
-        assert_eq!(s["properties"]["id"], json!({"enum": [["a", "b"]]}));
     }
 }

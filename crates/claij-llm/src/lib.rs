@@ -22,6 +22,7 @@ pub mod enforce;
 pub mod extract;
 pub mod http;
 pub mod layer;
+pub mod lower;
 pub mod provider;
 pub mod providers;
 pub mod record;

@@ -6,6 +6,7 @@ use serde_json::{Map, Value, json};
 use super::{HttpProvider, alternate, count, put};
 use crate::enforce::Mode;
 use crate::http::{HeaderValue, HttpCall};
+use crate::lower::{Target, lower};
 use crate::request::{ModelRequest, ModelResponse, Tokens};
 
 /// The API version sent.
@@ -39,7 +40,10 @@ pub fn build(p: &HttpProvider, request: &ModelRequest) -> HttpCall {
         let tools: Vec<Value> = e
             .tools
             .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+            .map(|t| {
+                json!({"name": t.name, "description": t.description,
+                    "input_schema": lower(&t.parameters, Target::Tools).schema})
+            })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
         body.insert("tool_choice".into(), json!({"type": "any"}));

@@ -1,12 +1,13 @@
 //! The Google Gemini wire format (`POST {base}/models/{model}:generateContent`,
 //! `x-goog-api-key`). Structured output uses `responseJsonSchema`; schemas are adapted to
-//! Gemini's subset ([`crate::enforce::adapt_gemini`]).
+//! Gemini's subset ([`crate::lower::Target::Gemini`]).
 
 use serde_json::{Map, Value, json};
 
 use super::{HttpProvider, alternate, count, put};
-use crate::enforce::{Mode, adapt_gemini};
+use crate::enforce::Mode;
 use crate::http::{HeaderValue, HttpCall};
+use crate::lower::{Target, lower};
 use crate::request::{ModelRequest, ModelResponse, Tokens};
 use claij_core::prompts::Role;
 
@@ -43,7 +44,10 @@ pub fn build(p: &HttpProvider, request: &ModelRequest) -> HttpCall {
     match e.mode {
         Mode::JsonSchema => {
             generation.insert("responseMimeType".into(), json!("application/json"));
-            generation.insert("responseJsonSchema".into(), adapt_gemini(&e.schema));
+            generation.insert(
+                "responseJsonSchema".into(),
+                lower(&e.schema, Target::Gemini).schema,
+            );
         }
         Mode::Tools => {
             let declarations: Vec<Value> = e
@@ -51,7 +55,7 @@ pub fn build(p: &HttpProvider, request: &ModelRequest) -> HttpCall {
                 .iter()
                 .map(|t| {
                     json!({"name": t.name, "description": t.description,
-                    "parametersJsonSchema": adapt_gemini(&t.parameters)})
+                    "parametersJsonSchema": lower(&t.parameters, Target::Gemini).schema})
                 })
                 .collect();
             body.insert(

@@ -92,7 +92,10 @@ impl Provider for HttpProvider {
                     message,
                 }
             })?;
-            Ok(response)
+            Ok(match self.kind {
+                ProviderKind::Openai => openai::restore(self, request, response),
+                _ => response,
+            })
         })
     }
 }

@@ -7,6 +7,7 @@ use super::{HttpProvider, alternate, count, put};
 use crate::config::JsonFlavour;
 use crate::enforce::Mode;
 use crate::http::{HeaderValue, HttpCall};
+use crate::lower::{Target, lower, nulls};
 use crate::request::{ModelRequest, ModelResponse, Tokens};
 
 /// The call for `request`.
@@ -33,9 +34,13 @@ pub fn build(p: &HttpProvider, request: &ModelRequest) -> HttpCall {
     match e.mode {
         Mode::JsonSchema => {
             let format = match p.json_flavour {
-                JsonFlavour::JsonObject => json!({"type": "json_object", "schema": e.schema}),
-                _ => json!({"type": "json_schema", "json_schema": {
-                    "name": "event", "strict": false, "schema": e.schema}}),
+                JsonFlavour::JsonObject => json!({"type": "json_object",
+                    "schema": lower(&e.schema, Target::JsonObject).schema}),
+                _ => {
+                    let lowered = lower(&e.schema, Target::OpenAiStrict);
+                    json!({"type": "json_schema", "json_schema": {
+                        "name": "event", "strict": lowered.complete(), "schema": lowered.schema}})
+                }
             };
             body.insert("response_format".into(), format);
         }
@@ -45,7 +50,8 @@ pub fn build(p: &HttpProvider, request: &ModelRequest) -> HttpCall {
                 .iter()
                 .map(|t| {
                     json!({"type": "function", "function": {
-                        "name": t.name, "description": t.description, "parameters": t.parameters}})
+                        "name": t.name, "description": t.description,
+                        "parameters": lower(&t.parameters, Target::Tools).schema}})
                 })
                 .collect();
             body.insert("tools".into(), Value::Array(tools));
@@ -108,4 +114,25 @@ pub fn parse(body: &Value) -> Result<ModelResponse, String> {
         tokens,
         retries: 0,
     })
+}
+
+/// The answer to `request` as the original schema reads it: with `json_schema` in strict
+/// form, the `null`s written for optional properties (which strict mode makes required
+/// and nullable) are taken out again ([`nulls::strip`]).
+pub fn restore(
+    p: &HttpProvider,
+    request: &ModelRequest,
+    mut response: ModelResponse,
+) -> ModelResponse {
+    let e = &request.enforcement;
+    if e.mode != Mode::JsonSchema || p.json_flavour != JsonFlavour::JsonSchema {
+        return response;
+    }
+    if let Ok(answer) = serde_json::from_str::<Value>(response.text.trim()) {
+        let stripped = nulls::strip(&answer, &e.schema);
+        if stripped != answer {
+            response.text = stripped.to_string();
+        }
+    }
+    response
 }
