@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -347,4 +349,135 @@ fn openai_strict_mode_sends_optionals_nullable_and_its_nulls_are_taken_out_of_th
         text,
         "only strict mode adds nulls"
     );
+}
+
+/// llama-cpp-python's server with the SmolLM2 model on a free port (installed by
+/// `scripts/setup/llama-server`), killed when dropped.
+struct LlamaServer {
+    child: std::process::Child,
+    base_url: String,
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl LlamaServer {
+    async fn start() -> Self {
+        let cache = std::env::var_os("CLAIJ_CACHE_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/claij"));
+        let python = cache.join("llama-venv/bin/python");
+        let launcher = cache.join("llama-venv/claij_llama_server.py");
+        let model = cache.join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+        assert!(
+            python.exists() && launcher.exists() && model.exists(),
+            "llama-cpp-python or the SmolLM2 model is missing: run scripts/setup/llama-server"
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new(&python)
+            .arg(&launcher)
+            .arg("--model")
+            .arg(&model)
+            .args([
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--n_threads",
+                "2",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start llama_cpp.server");
+        let server = Self {
+            child,
+            base_url: format!("http://127.0.0.1:{port}/v1"),
+        };
+        let started = std::time::Instant::now();
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(180),
+                "llama_cpp.server did not start listening within 180 s"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        server
+    }
+}
+
+/// The triage example's first state against a real grammar-enforcing server in
+/// `json_schema` mode (`json_flavour = "json_object"`): with `allOf` merged, the grammar
+/// holds the answer to the facts' schema, so it validates on the first attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn triage_extracts_on_the_first_attempt_against_llama_cpp_python() {
+    let server = LlamaServer::start().await;
+    let config = claij_llm::LlmConfig::parse(
+        &format!(
+            r#"
+default_model = "smol"
+[providers.llama]
+kind = "openai"
+base_url = "{}"
+json_flavour = "json_object"
+tools = false
+[models.smol]
+provider = "llama"
+name = "smollm2"
+enforce = "json_schema"
+temperature = 0.0
+seed = 1
+max_tokens = 200
+"#,
+            server.base_url
+        ),
+        Path::new("llama.toml"),
+    )
+    .unwrap();
+    let layer = claij_llm::LlmLayer::with_env(config, &|_| None).unwrap();
+    let engine = common::engine(layer);
+    let fsm = std::sync::Arc::new(
+        load_file(&repo().join("examples/triage.yaml"), engine.registry()).unwrap(),
+    );
+    let input: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("examples/inputs/complaint.json")).unwrap(),
+    )
+    .unwrap();
+    let out = engine
+        .run(fsm.clone(), input, claij_engine::RunOptions::default())
+        .await
+        .unwrap();
+    let extract: Vec<_> = out
+        .trail
+        .iter()
+        .filter(|e| e.from.as_ref() == "extract")
+        .collect();
+    let first = extract.first().expect("the extract state answered");
+    assert_eq!(first.attempt, 1);
+    assert!(first.failure.is_none(), "{:#?}", first.failure);
+    assert_eq!(first.to.as_deref(), Some("route"), "{:#?}", first);
+    assert_eq!(first.model.as_deref(), Some("smol"));
+    let schema = fsm
+        .transition("extract", "route")
+        .unwrap()
+        .compiled
+        .clone()
+        .unwrap();
+    assert!(schema.is_valid(&first.event), "{}", first.event);
+    for field in ["customer", "product", "problem", "urgency"] {
+        assert!(first.event.get(field).is_some(), "{field}: {}", first.event);
+    }
+    eprintln!("extract's first answer: {}", first.event);
+    drop(server);
 }
