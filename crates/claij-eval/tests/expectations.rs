@@ -345,7 +345,7 @@ async fn attempts_invalid_output_and_timeouts_are_told_apart() {
 #[tokio::test]
 async fn tool_called_holds_only_when_the_tool_answered() {
     let setup = setup().await;
-    let server = mcp_server_bin("mcp-server-filesystem");
+    let server = claij_testkit::cache::mcp_server_bin("mcp-server-filesystem");
     let folder = setup.dir.canonicalize().unwrap();
     std::fs::write(folder.join("notes.txt"), "The meeting is on Tuesday.").unwrap();
     let doc = json!({
@@ -408,19 +408,4 @@ async fn tool_called_holds_only_when_the_tool_answered() {
         assert_eq!(failure, kind, "{case}: {detail}");
         assert!(detail.contains(says), "{case}: {detail:?} lacks {says:?}");
     }
-}
-
-fn mcp_server_bin(name: &str) -> String {
-    let cache = std::env::var_os("CLAIJ_CACHE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/claij")
-        });
-    let path = cache.join("mcp-servers/node_modules/.bin").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run scripts/setup/mcp-servers",
-        path.display()
-    );
-    path.display().to_string()
 }

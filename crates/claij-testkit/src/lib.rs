@@ -12,6 +12,7 @@
 //! This crate depends on no claij crate, so every claij crate (claij-store included) can
 //! use it in its tests without a dependency cycle.
 
+pub mod cache;
 pub mod postgres;
 pub mod process;
 mod rng;

@@ -405,6 +405,15 @@ pub(crate) struct LlmArgs {
     /// The run's model, used by `llm` states that name none.
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
+    /// The configuration, record or replay.
+    #[command(flatten)]
+    pub exchanges: ExchangeArgs,
+}
+
+/// Where models are configured, and whether their exchanges are recorded or replayed
+/// (`claij run` and `claij eval`).
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct ExchangeArgs {
     /// The model configuration (default: $CLAIJ_CONFIG, ./claij.toml,
     /// ~/.config/claij/claij.toml).
     #[arg(long, value_name = "FILE")]
@@ -464,17 +473,9 @@ pub(crate) struct EvalArgs {
     /// No progress on stderr.
     #[arg(long, short)]
     pub quiet: bool,
-    /// The model configuration (default: $CLAIJ_CONFIG, ./claij.toml,
-    /// ~/.config/claij/claij.toml).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Record every model exchange to FILE (for --replay).
-    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
-    pub record: Option<PathBuf>,
-    /// Answer every model request from FILE (recorded with --record): the same table,
-    /// offline.
-    #[arg(long, value_name = "FILE")]
-    pub replay: Option<PathBuf>,
+    /// The configuration, record or replay (replay: the same table, offline).
+    #[command(flatten)]
+    pub exchanges: ExchangeArgs,
     /// Where the runs are kept (default: the same SQLite file as `claij run`).
     #[command(flatten)]
     pub store: StoreArgs,

@@ -17,21 +17,6 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn embedded_model() -> PathBuf {
-    let cache = std::env::var_os("CLAIJ_CACHE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/claij")
-        });
-    let model = cache.join("models/SmolLM2-135M-Instruct.Q8_0.gguf");
-    assert!(
-        model.exists(),
-        "{} is missing: run scripts/setup/model",
-        model.display()
-    );
-    model
-}
-
 /// The binary in the repository's root, with no model configuration from the machine
 /// (HOME and XDG_CONFIG_HOME at `home`): the default model is the embedded one, at
 /// `model`.
@@ -173,7 +158,7 @@ fn triage_eval_runs_on_the_embedded_model() {
         dir.path().join("tape.json"),
         dir.path().join("report.json"),
     );
-    let mut command = claij(dir.path(), &embedded_model());
+    let mut command = claij(dir.path(), &claij_testkit::cache::embedded_model());
     command
         .args(["eval", "examples/triage.yaml", "--id", "t", "--cases"])
         .arg(&cases)

@@ -4,25 +4,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
-
-fn server_bin(name: &str) -> String {
-    let cache = std::env::var_os("CLAIJ_CACHE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/claij")
-        });
-    let path = cache.join("mcp-servers/node_modules/.bin").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run scripts/setup/mcp-servers (it installs the npm reference MCP servers)",
-        path.display()
-    );
-    path.display().to_string()
-}
 
 fn claij(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_claij"))
@@ -36,7 +21,7 @@ fn claij(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn mcp_tools_lists_tools_resources_and_prompts() {
-    let everything = server_bin("mcp-server-everything");
+    let everything = claij_testkit::cache::mcp_server_bin("mcp-server-everything");
     let out = claij(&["mcp", "tools", "--", &everything]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
@@ -59,7 +44,7 @@ fn mcp_tools_lists_tools_resources_and_prompts() {
         "tools",
         "--json",
         "--",
-        &server_bin("mcp-server-filesystem"),
+        &claij_testkit::cache::mcp_server_bin("mcp-server-filesystem"),
         &dir.path().display().to_string(),
     ]);
     assert_eq!(
@@ -91,7 +76,7 @@ fn a_run_uses_a_hat_through_the_cli() {
     let template = r#"{% if event.results is defined %}{"id": ["lister", "done"], "listing": {{ event.results[0].result.content[0].text | tojson }}}{% else %}{"id": ["lister", "lister.mcp"], "requests": [{"server": "files", "method": "tools/call", "params": {"name": "list_directory", "arguments": {"path": {{ event.dir | tojson }}}}}]}{% endif %}"#;
     let doc = json!({
         "id": "lister",
-        "servers": {"files": {"command": server_bin("mcp-server-filesystem"), "args": [root]}},
+        "servers": {"files": {"command": claij_testkit::cache::mcp_server_bin("mcp-server-filesystem"), "args": [root]}},
         "states": [
             {"id": "lister", "action": "transform", "config": {"template": template}, "servers": ["files"]},
             {"id": "done", "action": "end"}
@@ -124,22 +109,6 @@ fn a_run_uses_a_hat_through_the_cli() {
     );
 }
 
-/// The embedded model's file, fetched by scripts/setup/model.
-fn embedded_model() -> PathBuf {
-    let cache = std::env::var_os("CLAIJ_CACHE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/claij")
-        });
-    let model = cache.join("models/SmolLM2-135M-Instruct.Q8_0.gguf");
-    assert!(
-        model.exists(),
-        "{} is missing: run scripts/setup/model",
-        model.display()
-    );
-    model
-}
-
 /// The binary, runs in memory, with no model configuration from the machine (HOME and
 /// XDG_CONFIG_HOME at `home`), so `llm` states use the embedded model.
 fn on_the_embedded_model(home: &Path) -> Command {
@@ -149,7 +118,10 @@ fn on_the_embedded_model(home: &Path) -> Command {
         .env("CLAIJ_STORE", "memory")
         .env("HOME", home)
         .env("XDG_CONFIG_HOME", home)
-        .env("CLAIJ_EMBEDDED_MODEL", embedded_model())
+        .env(
+            "CLAIJ_EMBEDDED_MODEL",
+            claij_testkit::cache::embedded_model(),
+        )
         .env_remove("CLAIJ_CONFIG")
         .env_remove("CLAIJ_MODEL")
         .env_remove("OPENAI_API_KEY");
@@ -175,7 +147,9 @@ fn a_model_reads_a_file_through_the_filesystem_server_and_answers_from_it() {
     // The installed server rather than npx, in the folder of the question.
     let files = &mut doc["servers"]["files"];
     assert_eq!(files["args"].as_array().unwrap().last().unwrap(), ".");
-    files["command"] = json!(server_bin("mcp-server-filesystem"));
+    files["command"] = json!(claij_testkit::cache::mcp_server_bin(
+        "mcp-server-filesystem"
+    ));
     files["args"] = json!(["."]);
     files["cwd"] = json!(dir.path());
     let file = dir.path().join("file-question.json");
@@ -253,7 +227,7 @@ fn a_servers_sampling_request_is_answered_by_the_runs_model() {
     let template = r#"{% if event.results is defined %}{"id": ["asker", "done"], "results": {{ event.results | tojson }}}{% else %}{"id": ["asker", "call"], "requests": [{"server": "ev", "method": "tools/call", "params": {"name": "trigger-sampling-request", "arguments": {"prompt": "Name a colour.", "maxTokens": 12}}}]}{% endif %}"#;
     let doc = json!({
         "id": "sampler",
-        "servers": {"ev": {"command": server_bin("mcp-server-everything")}},
+        "servers": {"ev": {"command": claij_testkit::cache::mcp_server_bin("mcp-server-everything")}},
         "states": [
             {"id": "asker", "action": "transform", "config": {"template": template}},
             {"id": "call", "action": "mcp"},

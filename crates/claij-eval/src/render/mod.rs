@@ -55,6 +55,25 @@ fn summary_row(m: &ModelSummary) -> Vec<String> {
     row
 }
 
+/// The rows of the cases × models matrix: a case's name, then its cell text per model
+/// (`–` where a model has no run of it).
+fn matrix_rows(report: &Report, models: &[&str]) -> Vec<Vec<String>> {
+    report
+        .cases
+        .iter()
+        .map(|case| {
+            let mut row = vec![case.clone()];
+            row.extend(models.iter().map(|m| {
+                report
+                    .cell(case, m)
+                    .map(|c| cell_text(&c))
+                    .unwrap_or_else(|| "–".into())
+            }));
+            row
+        })
+        .collect()
+}
+
 /// A matrix cell in words: `✓`, `✓ 3/3`, `✗ wrong-answer`, `1/3 ✗ timeout, wrong-answer`.
 fn cell_text(cell: &Cell) -> String {
     let mut kinds: Vec<&str> = Vec::new();

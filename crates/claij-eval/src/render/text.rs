@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::{cell_text, model_names, summary_headings, summary_row};
+use super::{matrix_rows, model_names, summary_headings, summary_row};
 use crate::report::Report;
 
 /// Lays out rows under headings, columns padded to their widest cell (by characters).
@@ -57,20 +57,7 @@ pub fn render(report: &Report) -> String {
     let models = model_names(report);
     let mut headings = vec!["case".to_owned()];
     headings.extend(models.iter().map(|m| (*m).to_owned()));
-    let rows: Vec<Vec<String>> = report
-        .cases
-        .iter()
-        .map(|case| {
-            let mut row = vec![case.clone()];
-            row.extend(models.iter().map(|m| {
-                report
-                    .cell(case, m)
-                    .map(|c| cell_text(&c))
-                    .unwrap_or_else(|| "–".into())
-            }));
-            row
-        })
-        .collect();
+    let rows = matrix_rows(report, &models);
     out.push('\n');
     out.push_str(&table(&headings, &rows));
     let failed: Vec<_> = report.failed().collect();

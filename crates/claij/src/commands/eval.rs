@@ -67,14 +67,14 @@ fn layer(
     model: Option<&str>,
     recording: Option<&mut Recording>,
 ) -> Result<(LlmLayer, String, String)> {
-    let mut layer = LlmLayer::discover(args.config.as_deref())?;
+    let mut layer = LlmLayer::discover(args.exchanges.config.as_deref())?;
     layer.set_run_model(model.map(str::to_owned));
     layer.default_to_embedded(default_model_file());
     let resolved = layer.run_or_default().map_err(anyhow::Error::msg)?;
     if let Some(recording) = recording {
         layer.set_tape(recording.part());
     }
-    if let Some(path) = &args.replay {
+    if let Some(path) = &args.exchanges.replay {
         layer.set_tape(Tape::replay(path)?);
     }
     Ok((layer, resolved.name, resolved.provider.name().to_owned()))
@@ -173,7 +173,7 @@ pub(super) async fn eval(args: EvalArgs) -> u8 {
 
 async fn eval_inner(args: EvalArgs) -> Result<u8> {
     let store = store::open(&args.store).await?;
-    let mut recording = args.record.clone().map(|tape| Recording {
+    let mut recording = args.exchanges.record.clone().map(|tape| Recording {
         tape,
         parts: Vec::new(),
     });

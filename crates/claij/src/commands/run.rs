@@ -35,20 +35,19 @@ pub(super) fn engine_with(durable: bool, layer: claij_llm::LlmLayer) -> Engine {
     Engine::new(Arc::new(registry))
 }
 
-/// The model layer of `claij run`: the configuration (--config or the documented
-/// places), the run's model, record or replay.
-/// The model layer of a run, and the embedded model's name when it is the model `llm`
-/// states use because nothing else is configured.
+/// The model layer of `claij run` (the configuration from --config or the documented
+/// places, the run's model, record or replay), and the embedded model's name when it is
+/// the model `llm` states use because nothing else is configured.
 fn llm_layer(args: &crate::cli::LlmArgs) -> anyhow::Result<(claij_llm::LlmLayer, Option<String>)> {
-    let mut layer = claij_llm::LlmLayer::discover(args.config.as_deref())?;
+    let mut layer = claij_llm::LlmLayer::discover(args.exchanges.config.as_deref())?;
     layer.set_run_model(args.model.clone());
     let embedded = layer
         .default_to_embedded(default_model_file())
         .filter(|_| !layer.has_run_model());
-    if let Some(path) = &args.record {
+    if let Some(path) = &args.exchanges.record {
         layer.set_tape(claij_llm::Tape::record(path));
     }
-    if let Some(path) = &args.replay {
+    if let Some(path) = &args.exchanges.replay {
         layer.set_tape(claij_llm::Tape::replay(path)?);
     }
     Ok((layer, embedded))

@@ -1,0 +1,41 @@
+//! What the setup scripts install under claij's cache (`$CLAIJ_CACHE_DIR`, else
+//! `~/.cache/claij`), found by the tests that use it; each lookup panics naming the script
+//! to run when its file is missing, so a test never passes without the real thing.
+
+use std::path::PathBuf;
+
+/// The cache directory the setup scripts install into.
+pub fn dir() -> PathBuf {
+    std::env::var_os("CLAIJ_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/claij")
+        })
+}
+
+/// The npm reference MCP servers' `node_modules/.bin` (`scripts/setup/mcp-servers`).
+pub fn mcp_server_bin_dir() -> PathBuf {
+    dir().join("mcp-servers/node_modules/.bin")
+}
+
+/// The path of a reference MCP server's binary (`mcp-server-everything`, …).
+pub fn mcp_server_bin(name: &str) -> String {
+    let path = mcp_server_bin_dir().join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/setup/mcp-servers (it installs the npm reference MCP servers)",
+        path.display()
+    );
+    path.display().to_string()
+}
+
+/// The embedded model's file as claij runs it (`scripts/setup/model`).
+pub fn embedded_model() -> PathBuf {
+    let model = dir().join("models/SmolLM2-135M-Instruct.Q8_0.gguf");
+    assert!(
+        model.exists(),
+        "{} is missing: run scripts/setup/model",
+        model.display()
+    );
+    model
+}
