@@ -6,9 +6,7 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use claij_core::prompts::Message;
 use claij_engine::{RunOptions, RunStatus};
@@ -19,82 +17,7 @@ use claij_llm::providers::HttpProvider;
 use claij_llm::{Decoding, LlmConfig, LlmLayer, ModelRequest, Provider};
 use serde_json::{Map, Value, json};
 
-/// The llama-cpp-python server, killed when dropped.
-struct LlamaServer {
-    child: Child,
-    base_url: String,
-}
-
-impl Drop for LlamaServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn cache() -> PathBuf {
-    std::env::var_os("CLAIJ_CACHE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/claij"))
-}
-
-impl LlamaServer {
-    async fn start() -> Self {
-        let python = cache().join("llama-venv/bin/python");
-        let model = cache().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-        assert!(
-            python.exists() && model.exists(),
-            "llama-cpp-python or the SmolLM2 model is missing: run scripts/setup/llama-server"
-        );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        // `python -m llama_cpp.server` with weight repacking off (see the setup script).
-        let launcher = cache().join("llama-venv/claij_llama_server.py");
-        assert!(
-            launcher.exists(),
-            "the llama server launcher is missing: run scripts/setup/llama-server"
-        );
-        let child = Command::new(&python)
-            .arg(&launcher)
-            .arg("--model")
-            .arg(&model)
-            .args([
-                "--host",
-                "127.0.0.1",
-                "--port",
-                &port.to_string(),
-                "--n_threads",
-                "2",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start llama_cpp.server");
-        let server = Self {
-            child,
-            base_url: format!("http://127.0.0.1:{port}/v1"),
-        };
-        let started = Instant::now();
-        loop {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_ok()
-            {
-                // Accepting connections; the model loads before uvicorn listens.
-                break;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(180),
-                "llama_cpp.server did not start listening within 180 s"
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        server
-    }
-}
+use common::llama::LlamaServer;
 
 fn provider(base_url: &str) -> HttpProvider {
     HttpProvider {

@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::llama::LlamaServer;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -349,72 +351,6 @@ fn openai_strict_mode_sends_optionals_nullable_and_its_nulls_are_taken_out_of_th
         text,
         "only strict mode adds nulls"
     );
-}
-
-/// llama-cpp-python's server with the SmolLM2 model on a free port (installed by
-/// `scripts/setup/llama-server`), killed when dropped.
-struct LlamaServer {
-    child: std::process::Child,
-    base_url: String,
-}
-
-impl Drop for LlamaServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl LlamaServer {
-    async fn start() -> Self {
-        let cache = std::env::var_os("CLAIJ_CACHE_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/claij"));
-        let python = cache.join("llama-venv/bin/python");
-        let launcher = cache.join("llama-venv/claij_llama_server.py");
-        let model = cache.join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-        assert!(
-            python.exists() && launcher.exists() && model.exists(),
-            "llama-cpp-python or the SmolLM2 model is missing: run scripts/setup/llama-server"
-        );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = std::process::Command::new(&python)
-            .arg(&launcher)
-            .arg("--model")
-            .arg(&model)
-            .args([
-                "--host",
-                "127.0.0.1",
-                "--port",
-                &port.to_string(),
-                "--n_threads",
-                "2",
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start llama_cpp.server");
-        let server = Self {
-            child,
-            base_url: format!("http://127.0.0.1:{port}/v1"),
-        };
-        let started = std::time::Instant::now();
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            assert!(
-                started.elapsed() < Duration::from_secs(180),
-                "llama_cpp.server did not start listening within 180 s"
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        server
-    }
 }
 
 /// The triage example's first state against a real grammar-enforcing server in

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod llama;
+
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
