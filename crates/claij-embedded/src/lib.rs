@@ -28,5 +28,8 @@ pub mod tokenizer;
 
 pub use constraint::{Constraint, ConstraintError, unsupported_features};
 pub use error::{GenerateError, LoadError};
-pub use fetch::{FetchError, cache_root, fetch, model_path};
+pub use fetch::{
+    CATALOG, DEFAULT_MODEL, Engine, FetchError, KnownModel, Progress, cache_root, fetch,
+    fetch_model, fetched, known, model_path, ready_path,
+};
 pub use model::{EmbeddedModel, GenerateOptions, Generation};

