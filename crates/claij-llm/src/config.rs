@@ -21,6 +21,10 @@
 //! provider = "llama"
 //! name = "smollm2"                   # the provider's model id
 //! price = { input = 0.0, output = 0.0 }   # USD per million tokens (cached = …)
+//!
+//! [models.mine]
+//! provider = "embedded"              # the embedded engine, on a local GGUF file
+//! path = "models/my-model.gguf"      # relative to this file's directory
 //! ```
 //!
 //! Without a config file, providers whose key is in the environment exist by
@@ -152,6 +156,10 @@ pub struct ModelConfig {
     /// Default output token limit.
     #[serde(default)]
     pub max_tokens: Option<u32>,
+    /// A local GGUF file, for a model whose provider is `embedded` (relative to the
+    /// config file's directory): `[models.mine] provider = "embedded", path = "m.gguf"`.
+    #[serde(default)]
+    pub path: Option<PathBuf>,
 }
 
 impl ModelConfig {
@@ -210,12 +218,22 @@ pub enum ConfigError {
 }
 
 impl LlmConfig {
-    /// Parses TOML text (`path` names it in errors).
+    /// Parses TOML text (`path` names it in errors, and models' relative `path`s are
+    /// taken from its directory).
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::Invalid {
+        let mut config: Self = toml::from_str(text).map_err(|e| ConfigError::Invalid {
             path: path.to_owned(),
             message: e.to_string(),
-        })
+        })?;
+        let dir = path.parent().unwrap_or(Path::new(""));
+        for model in config.models.values_mut() {
+            if let Some(file) = model.path.as_mut()
+                && file.is_relative()
+            {
+                *file = dir.join(&*file);
+            }
+        }
+        Ok(config)
     }
 
     /// Reads a file.
@@ -351,6 +369,23 @@ price = { input = 1.0, output = 2.0, cached = 0.5 }
         assert_eq!(
             c.providers["llama"].json_flavour,
             Some(JsonFlavour::JsonObject)
+        );
+    }
+
+    #[test]
+    fn a_model_path_is_taken_from_the_config_files_directory() {
+        let c = LlmConfig::parse(
+            "[models.a]\nprovider = \"embedded\"\npath = \"models/a.gguf\"\n[models.b]\nprovider = \"embedded\"\npath = \"/abs/b.gguf\"\n",
+            Path::new("/etc/claij/claij.toml"),
+        )
+        .unwrap();
+        assert_eq!(
+            c.models["a"].path.as_deref(),
+            Some(Path::new("/etc/claij/models/a.gguf"))
+        );
+        assert_eq!(
+            c.models["b"].path.as_deref(),
+            Some(Path::new("/abs/b.gguf"))
         );
     }
 

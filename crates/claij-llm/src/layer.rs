@@ -14,6 +14,7 @@ use crate::enforce::Mode;
 use crate::http::Http;
 use crate::provider::{Provider, ProviderError};
 use crate::providers::HttpProvider;
+use crate::providers::embedded::EMBEDDED_PROVIDER;
 use crate::record::{RecordError, Tape};
 use crate::request::{Decoding, ModelRequest, ModelResponse};
 use crate::retry::{RetryPolicy, complete_with_retries};
@@ -83,6 +84,9 @@ pub struct LlmLayer {
     default: Option<ResolvedModel>,
     tape: Option<Tape>,
     retry_override: Option<RetryPolicy>,
+    /// The embedded models of `[models]` entries with a `path`, by entry name (one
+    /// provider per file, so each file is loaded once).
+    embedded_files: BTreeMap<String, Arc<dyn Provider>>,
 }
 
 impl std::fmt::Debug for LlmLayer {
@@ -153,6 +157,19 @@ impl LlmLayer {
             );
             layer.providers.insert(name, Arc::new(provider));
         }
+        let mut by_file: BTreeMap<std::path::PathBuf, Arc<dyn Provider>> = BTreeMap::new();
+        for (name, m) in &config.models {
+            if let Some(file) = m.path.as_ref().filter(|_| m.provider == EMBEDDED_PROVIDER) {
+                let provider = by_file.entry(file.clone()).or_insert_with(|| {
+                    Arc::new(crate::providers::embedded::EmbeddedProvider::new(
+                        file.clone(),
+                    ))
+                });
+                layer
+                    .embedded_files
+                    .insert(name.clone(), Arc::clone(provider));
+            }
+        }
         let default_name = config
             .default_model
             .clone()
@@ -179,7 +196,7 @@ impl LlmLayer {
     /// chose a default. Its models are also reachable as `embedded/NAME`. Returns the
     /// default's name when the embedded model became the default.
     pub fn default_to_embedded(&mut self, path: std::path::PathBuf) -> Option<String> {
-        use crate::providers::embedded::{EMBEDDED_PROVIDER, EmbeddedProvider};
+        use crate::providers::embedded::EmbeddedProvider;
         let provider: Arc<dyn Provider> = Arc::new(EmbeddedProvider::new(path));
         self.providers
             .entry(EMBEDDED_PROVIDER.to_owned())
@@ -274,7 +291,18 @@ impl LlmLayer {
                 }
             },
         };
-        let provider = self.providers.get(provider_name).cloned().ok_or_else(|| {
+        if let Some(m) = entry.filter(|m| m.path.is_some())
+            && m.provider != EMBEDDED_PROVIDER
+        {
+            return Err(format!(
+                "model `{name}` has a `path`, which only a model whose provider is `{EMBEDDED_PROVIDER}` takes (its provider is `{provider_name}`)"
+            ));
+        }
+        let provider = match self.embedded_files.get(name).filter(|_| entry.is_some()) {
+            Some(p) => Some(Arc::clone(p)),
+            None => self.providers.get(provider_name).cloned(),
+        };
+        let provider = provider.ok_or_else(|| {
             format!(
                 "model `{name}` uses provider `{provider_name}`, which is not configured (providers: {}; a built-in provider needs its key in the environment)",
                 list(self.providers.keys())
@@ -339,5 +367,47 @@ fn list<'a>(names: impl Iterator<Item = &'a String>) -> String {
         "none".to_owned()
     } else {
         names.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn an_embedded_model_with_a_path_resolves_to_its_own_file() {
+        let config = LlmConfig::parse(
+            "default_model = \"mine\"\n[models.mine]\nprovider = \"embedded\"\npath = \"a.gguf\"\n[models.same]\nprovider = \"embedded\"\npath = \"a.gguf\"\n[models.other]\nprovider = \"embedded\"\npath = \"b.gguf\"\n",
+            Path::new("/cfg/claij.toml"),
+        )
+        .unwrap();
+        let layer = LlmLayer::with_env(config, &|_| None).unwrap();
+        let mine = layer.run_or_default().unwrap();
+        assert_eq!(mine.name, "mine");
+        assert_eq!(mine.provider.name(), EMBEDDED_PROVIDER);
+        let same = layer.resolve("same").unwrap();
+        let other = layer.resolve("other").unwrap();
+        assert!(
+            Arc::ptr_eq(&mine.provider, &same.provider),
+            "one file, one model"
+        );
+        assert!(!Arc::ptr_eq(&mine.provider, &other.provider));
+    }
+
+    #[test]
+    fn a_path_on_a_model_of_another_provider_is_refused() {
+        let config = LlmConfig::parse(
+            "[providers.llama]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n[models.x]\nprovider = \"llama\"\npath = \"a.gguf\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        let layer = LlmLayer::with_env(config, &|_| None).unwrap();
+        let e = layer.resolve("x").unwrap_err();
+        assert!(
+            e.contains("`x` has a `path`") && e.contains("`embedded`"),
+            "{e}"
+        );
     }
 }

@@ -245,3 +245,37 @@ fn model_fetch_refuses_an_unknown_name_listing_the_known_ones() {
     );
     assert!(!dir.exists(), "nothing is written for an unknown name");
 }
+
+/// A `[models]` entry with provider `embedded` and a `path` runs that file (here a
+/// missing one, so the run says which file it looked for).
+#[test]
+fn an_embedded_model_in_claij_toml_uses_its_path() {
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("claij.toml");
+    std::fs::write(
+        &config,
+        "default_model = \"mine\"\n[models.mine]\nprovider = \"embedded\"\npath = \"gguf/my-model.gguf\"\n",
+    )
+    .unwrap();
+    let out = claij(
+        home.path(),
+        &[
+            "run",
+            "examples/code-review.yaml",
+            "--config",
+            config.to_str().unwrap(),
+            "--input",
+            "@tests/llm/code-review.input.json",
+        ],
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["id"], serde_json::json!(["chairman", "failed"]));
+    let message = result["failure"]["message"].as_str().unwrap();
+    let expected = home.path().join("gguf/my-model.gguf");
+    assert!(
+        message.contains(&format!("{} is missing", expected.display())),
+        "{message}"
+    );
+}
