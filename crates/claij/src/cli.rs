@@ -453,7 +453,7 @@ pub(crate) struct EvalArgs {
     /// The cases: JSON lines (one case per line) or YAML (a list of cases).
     #[arg(long, value_name = "FILE")]
     pub cases: PathBuf,
-    /// A model to evaluate (repeatable; a [models] name of claij.toml or
+    /// A model to evaluate (repeatable; a name from the `[models]` table of claij.toml or
     /// PROVIDER/MODEL-ID). Default: the default model (the embedded one when nothing is
     /// configured).
     #[arg(long = "model", value_name = "MODEL")]
