@@ -16,19 +16,19 @@ use crate::model::{EmbeddedModel, GenerateOptions, Generation};
 #[derive(Debug)]
 pub enum LocalModel {
     /// The candle engine.
-    Candle(EmbeddedModel),
+    Candle(Box<EmbeddedModel>),
     /// The llama.cpp engine.
     #[cfg(feature = "llama-cpp")]
-    LlamaCpp(crate::llama_cpp::LlamaCppModel),
+    LlamaCpp(Box<crate::llama_cpp::LlamaCppModel>),
 }
 
 impl LocalModel {
     /// Loads `path` with the llama.cpp engine when it is built in, else with candle.
     pub fn load(path: &Path) -> Result<Self, LoadError> {
         #[cfg(feature = "llama-cpp")]
-        return crate::llama_cpp::LlamaCppModel::load(path).map(Self::LlamaCpp);
+        return crate::llama_cpp::LlamaCppModel::load(path).map(|m| Self::LlamaCpp(Box::new(m)));
         #[cfg(not(feature = "llama-cpp"))]
-        return EmbeddedModel::load(path).map(Self::Candle);
+        return EmbeddedModel::load(path).map(|m| Self::Candle(Box::new(m)));
     }
 
     /// The engine's name: `candle` or `llama.cpp`.
