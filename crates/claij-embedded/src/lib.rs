@@ -18,18 +18,24 @@
 pub mod chat;
 pub mod constraint;
 mod decode;
+mod engine;
 pub mod error;
 pub mod fetch;
 pub mod llama;
+#[cfg(feature = "llama-cpp")]
+pub mod llama_cpp;
 pub mod model;
 pub mod requantize;
 pub mod token_choice;
 pub mod tokenizer;
 
 pub use constraint::{Constraint, ConstraintError, unsupported_features};
+pub use engine::LocalModel;
 pub use error::{GenerateError, LoadError};
 pub use fetch::{
     CATALOG, DEFAULT_MODEL, Engine, FetchError, KnownModel, Progress, cache_root, fetch,
     fetch_model, fetched, known, model_path, ready_path,
 };
+#[cfg(feature = "llama-cpp")]
+pub use llama_cpp::LlamaCppModel;
 pub use model::{EmbeddedModel, GenerateOptions, Generation};

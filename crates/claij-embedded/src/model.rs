@@ -50,6 +50,9 @@ pub struct Generation {
     pub text: String,
     /// Tokens in the rendered prompt.
     pub prompt_tokens: usize,
+    /// Prompt tokens actually computed: fewer than `prompt_tokens` when the engine kept
+    /// a common prefix from the previous generation (the llama.cpp engine does).
+    pub prefilled_tokens: usize,
     /// Tokens generated.
     pub completion_tokens: usize,
     /// Time to process the prompt (prefill) and compile or fetch the constraint.
@@ -294,6 +297,7 @@ impl EmbeddedModel {
         Ok(Generation {
             text: String::from_utf8_lossy(&text).into_owned(),
             prompt_tokens: prompt_tokens.len(),
+            prefilled_tokens: prompt_tokens.len(),
             completion_tokens: out.len(),
             prompt_duration,
             generate_duration: generating.elapsed(),
@@ -303,7 +307,7 @@ impl EmbeddedModel {
 
 /// Passes on the complete UTF-8 characters at the start of `pending`, keeping an
 /// unfinished one for later; invalid bytes are passed on as replacement characters.
-fn emit_complete_chars(pending: &mut Vec<u8>, on_token: &mut dyn FnMut(&str)) {
+pub(crate) fn emit_complete_chars(pending: &mut Vec<u8>, on_token: &mut dyn FnMut(&str)) {
     match std::str::from_utf8(pending) {
         Ok(s) => {
             on_token(s);

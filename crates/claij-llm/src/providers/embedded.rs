@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use claij_embedded::{Constraint, EmbeddedModel, GenerateOptions};
+use claij_embedded::{Constraint, GenerateOptions, LocalModel};
 use claij_engine::BoxFuture;
 use sha2::{Digest, Sha256};
 
@@ -35,7 +35,7 @@ pub fn default_model_file() -> PathBuf {
 
 #[derive(Default)]
 struct Loaded {
-    model: Option<EmbeddedModel>,
+    model: Option<LocalModel>,
     constraints: HashMap<String, Constraint>,
 }
 
@@ -100,10 +100,11 @@ fn generate(
                 path.display()
             )));
         }
-        let m = EmbeddedModel::load(path)
+        let m = LocalModel::load(path)
             .map_err(|e| permanent(format!("loading {}: {e}", path.display())))?;
         tracing::debug!(
             path = %path.display(),
+            engine = m.engine(),
             load_ms = m.load_duration().as_millis() as u64,
             "the embedded model is loaded"
         );
@@ -140,6 +141,7 @@ fn generate(
         .map_err(|e| permanent(e.to_string()))?;
     tracing::debug!(
         prompt_tokens = generation.prompt_tokens,
+        prefilled_tokens = generation.prefilled_tokens,
         completion_tokens = generation.completion_tokens,
         prompt_ms = generation.prompt_duration.as_millis() as u64,
         tokens_per_second = generation.tokens_per_second(),
@@ -151,7 +153,10 @@ fn generate(
         tokens: Some(Tokens {
             input: generation.prompt_tokens as u64,
             output: generation.completion_tokens as u64,
-            cached: None,
+            // Prompt tokens the engine kept from the previous generation (llama.cpp's
+            // prefix reuse).
+            cached: (generation.prefilled_tokens < generation.prompt_tokens)
+                .then(|| (generation.prompt_tokens - generation.prefilled_tokens) as u64),
         }),
         retries: 0,
     })
