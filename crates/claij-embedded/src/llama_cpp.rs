@@ -31,7 +31,7 @@ use crate::chat::{CHATML, ChatTemplate};
 use crate::constraint::{Constraint, MatcherCache};
 use crate::error::{GenerateError, LoadError};
 use crate::model::{GenerateOptions, Generation, emit_complete_chars};
-use crate::token_choice::{Rng, choose};
+use crate::token_choice::{Rng, next_token};
 
 /// The context a model is given: prompt and completion together fit in this many tokens.
 pub const CONTEXT_TOKENS: u32 = 4096;
@@ -295,31 +295,14 @@ impl LlamaCppModel {
                     break;
                 }
                 let values = session.context.get_logits_ith(logits_at);
-                let n = values.len().min(token_bytes.len());
-                candidates.clear();
-                match &mut matcher {
-                    Some(m) => {
-                        let mask = m
-                            .compute_mask()
-                            .map_err(|e| GenerateError::Constraint(e.to_string()))?;
-                        candidates.extend(
-                            (0..n as u32)
-                                .filter(|t| mask.is_allowed(*t))
-                                .map(|t| (t, values[t as usize])),
-                        );
-                    }
-                    None => candidates.extend((0..n as u32).map(|t| (t, values[t as usize]))),
-                }
-                let Some(token) = choose(
+                let token = next_token(
+                    matcher.as_mut(),
+                    values,
+                    token_bytes.len(),
                     &mut candidates,
-                    options.temperature,
-                    options.top_p,
+                    options,
                     &mut rng,
-                ) else {
-                    return Err(GenerateError::Constraint(
-                        "no token is allowed at this point".into(),
-                    ));
-                };
+                )?;
                 if stop_tokens.contains(&token) {
                     break;
                 }

@@ -16,7 +16,7 @@ use crate::chat::{CHATML, ChatTemplate};
 use crate::constraint::{Constraint, MatcherCache};
 use crate::error::{GenerateError, LoadError};
 use crate::llama::{Llama, MAX_SEQ_LEN};
-use crate::token_choice::{Rng, choose};
+use crate::token_choice::{Rng, next_token};
 use crate::tokenizer::Tokenizer;
 
 /// How tokens are chosen, and how many.
@@ -246,31 +246,14 @@ impl EmbeddedModel {
                 .and_then(|t| t.to_dtype(DType::F32))
                 .and_then(|t| t.to_vec1())
                 .map_err(model)?;
-            candidates.clear();
-            let n = values.len().min(vocab);
-            match &mut matcher {
-                Some(m) => {
-                    let mask = m
-                        .compute_mask()
-                        .map_err(|e| GenerateError::Constraint(e.to_string()))?;
-                    candidates.extend(
-                        (0..n as u32)
-                            .filter(|t| mask.is_allowed(*t))
-                            .map(|t| (t, values[t as usize])),
-                    );
-                }
-                None => candidates.extend((0..n as u32).map(|t| (t, values[t as usize]))),
-            }
-            let Some(token) = choose(
+            let token = next_token(
+                matcher.as_mut(),
+                &values,
+                vocab,
                 &mut candidates,
-                options.temperature,
-                options.top_p,
+                options,
                 &mut rng,
-            ) else {
-                return Err(GenerateError::Constraint(
-                    "no token is allowed at this point".into(),
-                ));
-            };
+            )?;
             if self.stop_tokens.contains(&token) {
                 break;
             }

@@ -34,6 +34,37 @@ fn best_first(a: &(u32, f32), b: &(u32, f32)) -> std::cmp::Ordering {
     b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
 }
 
+/// The next token of a generation: the `logits` of the first `n` tokens, narrowed to those
+/// the constraint's `matcher` allows (all of them without one), then [`choose`]n.
+/// `candidates` is scratch space kept between steps.
+pub(crate) fn next_token(
+    matcher: Option<&mut llguidance::Matcher>,
+    logits: &[f32],
+    n: usize,
+    candidates: &mut Vec<(u32, f32)>,
+    options: &crate::model::GenerateOptions,
+    rng: &mut Rng,
+) -> Result<u32, crate::error::GenerateError> {
+    use crate::error::GenerateError;
+    let n = logits.len().min(n);
+    candidates.clear();
+    match matcher {
+        Some(m) => {
+            let mask = m
+                .compute_mask()
+                .map_err(|e| GenerateError::Constraint(e.to_string()))?;
+            candidates.extend(
+                (0..n as u32)
+                    .filter(|t| mask.is_allowed(*t))
+                    .map(|t| (t, logits[t as usize])),
+            );
+        }
+        None => candidates.extend((0..n as u32).map(|t| (t, logits[t as usize]))),
+    }
+    choose(candidates, options.temperature, options.top_p, rng)
+        .ok_or_else(|| GenerateError::Constraint("no token is allowed at this point".into()))
+}
+
 /// Picks a token among `candidates` (token, logit). `temperature <= 0` is greedy
 /// (ties go to the lowest id). Returns `None` when there is no candidate.
 pub fn choose(
