@@ -5,9 +5,9 @@
 //!
 //! The conversation is:
 //!
-//! 1. one **system** message ([`system_message`]): the FSM's prompts, the state's
-//!    prompts, the prompts of the transition that led into the state, the FSM's shared
-//!    `schemas` once as a `$defs` object, and the routing rules (which `id` values the
+//! 1. one **system** message ([`system_message`]): the FSM's prompts, the FSM's shared
+//!    `schemas` once as a `$defs` object, the state's prompts, the prompts of the
+//!    transition that led into the state, and the routing rules (which `id` values the
 //!    answer may carry, and the `OUTPUT-SCHEMA` it must satisfy);
 //! 2. one message per trail entry, in trail order ([`trail_to_prompts`]):
 //!    - a transition whose `[from, to]` is marked `omit` is skipped;
@@ -21,6 +21,12 @@
 //!      `REJECTED-OUTPUT:` (when there was one) and the `OUTPUT-SCHEMA:` an answer from the
 //!      failed state must satisfy, ending with a request to answer again. Failures are
 //!      never skipped.
+//!
+//! 3. when the last of those is a model's answer (the state before this one was an `llm`
+//!    state too), one more **user** message: the state's prompts, its input transition's
+//!    prompts and the `OUTPUT-SCHEMA`. A conversation that ends with an answer asks for
+//!    nothing; a small model then repeats or continues that answer instead of doing this
+//!    state's job (measured: routing after extraction at chance, docs/EMBEDDED-MODEL.md).
 //!
 //! Schemas are written as compact JSON and refer to the shared schemas by
 //! `{"$ref": "#/$defs/NAME"}`, so those are sent once however long the run gets.
@@ -142,8 +148,8 @@ impl fmt::Debug for PromptOptions<'_> {
 /// The system message for a model answering in `state`, entered through `input` (the
 /// transition that led into `state`, if known).
 ///
-/// In this order: the FSM's prompts, the state's prompts, `input`'s prompts, the shared
-/// `schemas` once as a `$defs` object (when there are any), how the other messages are
+/// In this order: the FSM's prompts, the shared `schemas` once as a `$defs` object (when
+/// there are any), the state's prompts, `input`'s prompts, how the other messages are
 /// laid out, and the routing rules: the `id` values an answer may carry, each with its
 /// transition's description, and the `OUTPUT-SCHEMA` the answer must satisfy. The schema
 /// is here as well as in the trail's user messages because the trail does not always
@@ -167,20 +173,9 @@ fn write_system_message(
     output_schema: Option<&str>,
 ) -> String {
     let mut out = String::new();
-    let state_def = fsm.state(state);
-    let prompts = fsm
-        .prompts
-        .iter()
-        .chain(state_def.into_iter().flat_map(|s| s.prompts.iter()))
-        .chain(input.into_iter().flat_map(|t| t.prompts.iter()));
-    for prompt in prompts {
-        let prompt = prompt.trim();
-        if !prompt.is_empty() {
-            paragraph(&mut out);
-            out.push_str(prompt);
-        }
-    }
-
+    // What every state of the FSM shares comes first, so that the prompts of its states
+    // begin alike (an engine that keeps a prompt's prefix computed reuses it).
+    push_prompts(&mut out, &fsm.prompts);
     if !fsm.schemas.is_empty() {
         paragraph(&mut out);
         out.push_str(
@@ -188,6 +183,12 @@ fn write_system_message(
              {\"$ref\": \"#/$defs/NAME\"}.\n$defs: ",
         );
         push_json(&mut out, &fsm.schemas);
+    }
+    if let Some(s) = fsm.state(state) {
+        push_prompts(&mut out, &s.prompts);
+    }
+    if let Some(t) = input {
+        push_prompts(&mut out, &t.prompts);
     }
 
     let routes = shown_outgoing(fsm, state);
@@ -267,7 +268,32 @@ pub fn trail_to_prompts(
             .iter()
             .filter_map(|e| projector.entry_message(e)),
     );
+    // The conversation ends with another answer of a model (the state before this one
+    // was an `llm` state too): say what is asked now, so that the last message is a
+    // request to this state and not an answer a model would only continue.
+    let asks_a_model = fsm.state(state).is_some_and(|s| &*s.action == LLM_ACTION);
+    if asks_a_model && messages.last().is_some_and(|m| m.role == Role::Assistant) {
+        if let Some(output) = projector.output_schema(state).map(str::to_owned) {
+            messages.push(Message::user(task_message(fsm, state, input, &output)));
+        }
+    }
     messages
+}
+
+/// The request that ends a conversation whose last message is a model's answer: the
+/// state's and its input transition's prompts, then what the answer must be.
+fn task_message(fsm: &Fsm, state: &str, input: Option<&Transition>, output_schema: &str) -> String {
+    let mut out = String::new();
+    if let Some(s) = fsm.state(state) {
+        push_prompts(&mut out, &s.prompts);
+    }
+    if let Some(t) = input {
+        push_prompts(&mut out, &t.prompts);
+    }
+    paragraph(&mut out);
+    out.push_str("OUTPUT-SCHEMA: ");
+    out.push_str(output_schema);
+    out
 }
 
 /// Renders entries, remembering the schemas it has rendered.
@@ -465,6 +491,14 @@ fn transition_schema<'t>(t: &'t Transition, opts: &PromptOptions) -> Cow<'t, Val
             Cow::Owned(effective_schema(&t.from, &t.to, Some(schema)))
         }
         TransitionSchema::Any => Cow::Owned(effective_schema(&t.from, &t.to, None)),
+    }
+}
+
+/// Appends each non-blank prompt as a paragraph.
+fn push_prompts(out: &mut String, prompts: &[String]) {
+    for prompt in prompts.iter().map(|p| p.trim()).filter(|p| !p.is_empty()) {
+        paragraph(out);
+        out.push_str(prompt);
     }
 }
 

@@ -264,8 +264,9 @@ pub(crate) fn transition_id(from: &str, to: &str) -> Value {
 }
 
 /// The effective schema of a transition: the author's schema with `id == [from, to]`
-/// required. An object schema gets `id` merged into its `properties` (readable for
-/// models); anything else is wrapped in `allOf`. Refers to shared schemas by `$ref`.
+/// required. An object schema gets `id` merged into its `properties`, last (readable for
+/// models, and the order a constrained answer is written in); anything else is wrapped
+/// in `allOf`. Refers to shared schemas by `$ref`.
 pub fn effective_schema(from: &str, to: &str, schema: Option<&Value>) -> Value {
     let id_schema = json!({ "const": transition_id(from, to) });
     match schema {
@@ -277,8 +278,10 @@ pub fn effective_schema(from: &str, to: &str, schema: Option<&Value>) -> Value {
         Some(Value::Object(map)) if is_plain_object_schema(map) => {
             let mut out = Map::with_capacity(map.len() + 2);
             out.insert("type".into(), json!("object"));
+            // `id` last: a model writes the content first and commits to a route after
+            // it, with what it wrote before it (a small model that names the route first
+            // picks it before it has read the facts that decide it).
             let mut properties = Map::new();
-            properties.insert("id".into(), id_schema);
             if let Some(Value::Object(existing)) = map.get("properties") {
                 for (k, v) in existing {
                     if k != "id" {
@@ -286,10 +289,14 @@ pub fn effective_schema(from: &str, to: &str, schema: Option<&Value>) -> Value {
                     }
                 }
             }
-            let mut required = vec![json!("id")];
-            if let Some(Value::Array(existing)) = map.get("required") {
-                required.extend(existing.iter().filter(|v| *v != "id").cloned());
-            }
+            properties.insert("id".into(), id_schema);
+            let mut required: Vec<Value> = match map.get("required") {
+                Some(Value::Array(existing)) => {
+                    existing.iter().filter(|v| *v != "id").cloned().collect()
+                }
+                _ => Vec::new(),
+            };
+            required.push(json!("id"));
             for (k, v) in map {
                 match k.as_str() {
                     "properties" | "required" | "type" => {}
@@ -304,9 +311,9 @@ pub fn effective_schema(from: &str, to: &str, schema: Option<&Value>) -> Value {
         }
         Some(other) => json!({
             "type": "object",
+            "allOf": [other],
             "properties": { "id": id_schema },
             "required": ["id"],
-            "allOf": [other],
         }),
     }
 }
@@ -456,7 +463,14 @@ mod tests {
             json!({"type": "object", "required": ["x"], "properties": {"x": {"type": "integer"}}});
         let e = effective_schema("a", "b", Some(&s));
         assert_eq!(e["properties"]["id"], json!({"const": ["a", "b"]}));
-        assert_eq!(e["required"], json!(["id", "x"]));
+        assert_eq!(e["required"], json!(["x", "id"]));
+        let order: Vec<&str> = e["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(order, ["x", "id"], "the route comes after the content");
         let c = CompiledSchema::compile(e).unwrap();
         assert!(c.is_valid(&json!({"id": ["a", "b"], "x": 1})));
         assert!(!c.is_valid(&json!({"id": ["a", "c"], "x": 1})));

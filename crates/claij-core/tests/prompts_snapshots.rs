@@ -103,7 +103,11 @@ fn chairman_after_a_review_round() {
     let fsm = code_review();
     let trail = trail(&fsm);
     let messages = trail_to_prompts(&fsm, &trail, "chairman", &PromptOptions::default());
-    assert_eq!(messages.len(), 5);
+    assert_eq!(
+        messages.len(),
+        6,
+        "the last: what the chairman is asked now"
+    );
     insta::assert_snapshot!(render(&messages));
 }
 
@@ -112,6 +116,10 @@ fn reviewer_asked_for_comments() {
     let fsm = code_review();
     let trail = trail(&fsm);
     let messages = trail_to_prompts(&fsm, &trail[..2], "reviewer", &PromptOptions::default());
-    assert_eq!(messages.len(), 3);
+    assert_eq!(
+        messages.len(),
+        4,
+        "the last: what the reviewer is asked now"
+    );
     insta::assert_snapshot!(render(&messages));
 }

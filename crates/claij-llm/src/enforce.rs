@@ -94,7 +94,32 @@ fn enforceable(schema: &Value, defs: &Map<String, Value>) -> Value {
             _ => None,
         })
         .unwrap_or_else(|| defs.clone());
-    inline_refs(&ready, &opened, 0)
+    decision_last(inline_refs(&ready, &opened, 0))
+}
+
+/// `schema` written so that an answer to it names its route last: an `allOf` (the form
+/// an effective schema takes around a shared schema) merged into one object schema where
+/// that keeps its meaning ([`crate::lower::merge::flatten`]), then `id` moved to the end
+/// of `properties` and `required`. Constrained decoders and structured-output modes write
+/// properties in schema order; a model that writes the content first chooses the route
+/// with that content before it, not before it has read the facts that decide it.
+fn decision_last(schema: Value) -> Value {
+    let Value::Object(map) = schema else {
+        return schema;
+    };
+    let mut map = crate::lower::merge::flatten(&map).unwrap_or(map);
+    if let Some(Value::Object(properties)) = map.get_mut("properties")
+        && let Some(id) = properties.shift_remove("id")
+    {
+        properties.insert("id".into(), id);
+    }
+    if let Some(Value::Array(required)) = map.get_mut("required")
+        && let Some(at) = required.iter().position(|r| r == "id")
+    {
+        let id = required.remove(at);
+        required.push(id);
+    }
+    Value::Object(map)
 }
 
 /// Builds the enforcement for `mode` over `routes`, inlining the shared `defs`.
@@ -247,6 +272,42 @@ mod tests {
                     "id": {"const": id}, "x": {"$ref": "#/$defs/n"}}}),
             })
             .collect()
+    }
+
+    fn keys(schema: &Value, key: &str) -> Vec<String> {
+        match &schema[key] {
+            Value::Object(m) => m.keys().cloned().collect(),
+            Value::Array(a) => a
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_route_is_written_last_around_a_shared_schema_too() {
+        let defs: Map<String, Value> = serde_json::from_value(json!({"facts": {
+            "type": "object", "required": ["a", "b"],
+            "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}}}))
+        .unwrap();
+        let id = json!(["s", "t"]);
+        let plain = build(Mode::Grammar, &routes(&[(&id, "t")]), &defs);
+        assert_eq!(keys(&plain.schema, "properties"), ["x", "id"]);
+        assert_eq!(keys(&plain.schema, "required"), ["x", "id"]);
+        // The effective schema around a `$ref` is an `allOf`: merged, then `id` last.
+        let shared =
+            claij_core::schema::effective_schema("s", "t", Some(&json!({"$ref": "#/$defs/facts"})));
+        let route = Route {
+            id: &id,
+            to: "t",
+            description: None,
+            schema: shared,
+        };
+        let e = build(Mode::Grammar, &[route], &defs);
+        assert!(e.schema.get("allOf").is_none(), "{}", e.schema);
+        assert_eq!(keys(&e.schema, "properties"), ["a", "b", "id"]);
+        assert_eq!(keys(&e.schema, "required"), ["a", "b", "id"]);
     }
 
     #[test]

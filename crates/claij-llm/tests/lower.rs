@@ -185,8 +185,8 @@ fn triage_lowers_exactly_to_one_object_per_transition_with_the_id_as_a_const() {
     let routes = routes(&fsm, "extract").unwrap();
     let wrapped = enforce::build(Mode::JsonSchema, &routes, &fsm.schemas);
     assert!(
-        contains_key(&wrapped.schema, "allOf"),
-        "the shared schema is composed with `allOf` before lowering"
+        !contains_key(&wrapped.schema, "allOf"),
+        "enforce merges the shared schema's `allOf`, so that `id` can come last"
     );
     let l = lower(&wrapped.schema, Target::JsonObject);
     assert!(l.exact(), "{:?}", l.notes);
@@ -197,7 +197,7 @@ fn triage_lowers_exactly_to_one_object_per_transition_with_the_id_as_a_const() {
     );
     assert_eq!(
         event["required"],
-        json!(["id", "customer", "product", "problem", "urgency"])
+        json!(["customer", "product", "problem", "urgency", "id"])
     );
     assert_eq!(event["additionalProperties"], false);
 
@@ -260,7 +260,7 @@ fn each_provider_s_request_carries_its_lowered_schema() {
     assert_eq!(event["additionalProperties"], false);
     assert_eq!(
         event["required"],
-        json!(["id", "customer", "product", "problem", "urgency"])
+        json!(["customer", "product", "problem", "urgency", "id"])
     );
 
     // llama.cpp's json_object: merged, no allOf, lengths kept.
@@ -290,7 +290,9 @@ fn each_provider_s_request_carries_its_lowered_schema() {
 
     // Anthropic tools: merged input schemas without `id`.
     let tools = enforce::build(Mode::Tools, &routes, &fsm.schemas);
-    assert!(contains_key(&tools.tools[0].parameters, "allOf"));
+    // enforce merges the effective schema's `allOf` already (to put `id` last).
+    assert!(!contains_key(&tools.tools[0].parameters, "allOf"));
+    assert!(tools.tools[0].parameters["properties"]["urgency"].is_object());
     let b = provider(ProviderKind::Anthropic, JsonFlavour::None)
         .build_call(&request(tools))
         .body;
@@ -322,7 +324,7 @@ fn openai_strict_mode_sends_optionals_nullable_and_its_nulls_are_taken_out_of_th
         event["properties"]["note"]["type"],
         json!(["string", "null"])
     );
-    assert_eq!(event["required"], json!(["id", "answer", "note"]));
+    assert_eq!(event["required"], json!(["answer", "note", "id"]));
     let answer = |text: &str| ModelResponse {
         text: text.into(),
         tool_call: None,

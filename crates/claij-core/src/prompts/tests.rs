@@ -388,15 +388,19 @@ fn system_message_ends_with_the_states_output_schema() {
 }
 
 #[test]
-fn system_message_carries_prompts_in_order_then_defs_then_rules() {
+fn system_message_carries_shared_parts_then_the_state_s_prompts_then_rules() {
     let fsm = fsm();
     let input = fsm.transition("tool", "asker");
     let s = system_message(&fsm, "asker", input, &PromptOptions::default());
     let at = |needle: &str| s.find(needle).unwrap_or_else(|| panic!("{needle} in {s}"));
-    assert!(at("FSM-PROMPT") < at("STATE-PROMPT"));
+    assert!(at("FSM-PROMPT") < at("$defs: "));
+    assert!(at("$defs: ") < at("STATE-PROMPT"));
     assert!(at("STATE-PROMPT") < at("BACK-PROMPT"));
-    assert!(at("BACK-PROMPT") < at("$defs: "));
-    assert!(at("$defs: ") < at("must be one of"));
+    assert!(at("BACK-PROMPT") < at("must be one of"));
+    // Every state's system message starts with the same shared part.
+    let other = system_message(&fsm, "tool", None, &PromptOptions::default());
+    let shared = &s[..at("STATE-PROMPT")];
+    assert!(other.starts_with(shared), "{other}");
     assert!(!s.contains("ENTRY-PROMPT") && !s.contains("TOOL-PROMPT"));
 }
 
@@ -478,7 +482,7 @@ fn dynamic_schemas_are_resolved_or_named() {
     let resolved = trail_to_prompts(&fsm, &trail, "a", &opts);
     assert!(
             resolved[1].content.contains(
-                r#"{"type":"object","properties":{"id":{"const":["a","m"]},"tool":{"enum":["hostname"]}},"required":["id","tool"]}"#
+                r#"{"type":"object","properties":{"tool":{"enum":["hostname"]},"id":{"const":["a","m"]}},"required":["tool","id"]}"#
             ),
             "{}",
             resolved[1].content
