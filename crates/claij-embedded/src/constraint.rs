@@ -147,11 +147,13 @@ pub(crate) fn quiet_factory(env: &TokEnv) -> Result<ParserFactory, String> {
 }
 
 /// The matchers a model compiled, by schema digest.
+#[cfg_attr(not(feature = "llama-cpp"), allow(dead_code))]
 pub(crate) struct MatcherCache {
     factory: ParserFactory,
     compiled: HashMap<String, Matcher>,
 }
 
+#[cfg_attr(not(feature = "llama-cpp"), allow(dead_code))]
 impl MatcherCache {
     pub(crate) fn new(env: TokEnv) -> Result<Self, String> {
         Ok(Self {

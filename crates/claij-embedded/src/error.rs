@@ -13,30 +13,23 @@ pub enum LoadError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// The file is not a GGUF file candle can read, or its weights do not fit a llama model.
+    /// llama.cpp cannot load the file: not a GGUF file, or an architecture or
+    /// quantization it does not run.
     #[error("cannot load model file {path}: {reason}")]
     Model {
         /// The model file.
         path: PathBuf,
-        /// What candle said.
+        /// What llama.cpp said.
         reason: String,
     },
-    /// A metadata key the tokenizer or template needs is missing.
-    #[error("the model file has no `{0}` metadata")]
-    MissingMetadata(&'static str),
-    /// A metadata key has an unexpected type or content.
-    #[error("the model file's `{key}` metadata is malformed: {reason}")]
-    BadMetadata {
-        /// The key.
-        key: &'static str,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// The tokenizer is not a byte-level BPE (`gpt2`) one.
+    /// This build has no engine to run models with.
     #[error(
-        "the model's tokenizer is `{0}`; only byte-level BPE (`gpt2`) tokenizers are supported"
+        "cannot load model file {path}: this claij was built without the embedded engine (cargo feature `llama-cpp`, on by default); build it with the feature to run local models"
     )]
-    UnsupportedTokenizer(String),
+    NoEngine {
+        /// The model file.
+        path: PathBuf,
+    },
     /// The chat template does not compile.
     #[error("the model's chat template does not compile: {0}")]
     Template(String),

@@ -1,12 +1,12 @@
-//! The llama.cpp engine (feature `llama-cpp`): any GGUF llama.cpp runs (qwen2, llama,
-//! …) at llama.cpp's speed, with the same chat template rendering, llguidance constraint
-//! and seeded token choice as the candle engine.
+//! The engine (feature `llama-cpp`, on by default): any GGUF llama.cpp runs (qwen2,
+//! llama, …) through the llama-cpp-2 crate, with the GGUF's chat template rendered by
+//! minijinja, an optional llguidance constraint and a seeded token choice.
 //!
-//! The constraint is applied here, not by llama-cpp-2's `llguidance` sampler: the
-//! mask is computed per step by the same [`MatcherCache`] the candle engine uses, over a
-//! toktrie built from llama.cpp's own token bytes, and the allowed logits go to
-//! [`choose`], so a seed means the same thing in both engines and a refused token is an
-//! error, never silently skipped.
+//! The constraint is applied here, not by llama-cpp-2's `llguidance` sampler: the mask
+//! is computed per step by a matcher from the model's cache of compiled constraints, over
+//! a toktrie built from llama.cpp's own token bytes, and the allowed logits go to
+//! [`choose`](crate::token_choice::choose), so a seed means the same thing whatever
+//! llama.cpp's samplers do, and a refused token is an error, never silently skipped.
 //!
 //! The key/value cache of the last generation is kept: a new prompt that starts with
 //! the same tokens (the system message, an earlier trail) only computes the tokens after
@@ -30,7 +30,7 @@ use toktrie::{ApproximateTokEnv, TokEnv, TokRxInfo, TokTrie};
 use crate::chat::{CHATML, ChatTemplate};
 use crate::constraint::{Constraint, MatcherCache};
 use crate::error::{GenerateError, LoadError};
-use crate::model::{GenerateOptions, Generation, emit_complete_chars};
+use crate::generation::{GenerateOptions, Generation, emit_complete_chars};
 use crate::token_choice::{Rng, next_token};
 
 /// The context a model is given: prompt and completion together fit in this many tokens.
@@ -97,12 +97,13 @@ impl std::fmt::Debug for LlamaCppModel {
     }
 }
 
-/// The threads llama.cpp computes with: every core the process may use.
-fn threads() -> i32 {
-    std::thread::available_parallelism()
-        .map(|n| i32::try_from(n.get()).unwrap_or(1))
-        .unwrap_or(1)
+/// The threads llama.cpp computes with by default: every core the process may use.
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
+
+/// The four bytes every GGUF file starts with.
+const GGUF_MAGIC: &[u8; 4] = b"GGUF";
 
 /// The toktrie vocabulary of `model` from llama.cpp's own token bytes (control tokens
 /// carry toktrie's special marker), and each token's text bytes and the stop tokens.
@@ -142,17 +143,32 @@ fn vocabulary(model: &LlamaModel) -> (TokEnv, Vec<Vec<u8>>, Vec<u32>) {
 
 impl LlamaCppModel {
     /// Loads a GGUF file with llama.cpp: weights, vocabulary and chat template (ChatML
-    /// when the file has none).
+    /// when the file has none). It computes with every core the process may use.
     pub fn load(path: &Path) -> Result<Self, LoadError> {
+        Self::load_with_threads(path, default_threads())
+    }
+
+    /// Loads a GGUF file as [`LlamaCppModel::load`] does, computing with `threads`
+    /// threads (at least one).
+    pub fn load_with_threads(path: &Path, threads: usize) -> Result<Self, LoadError> {
         let started = Instant::now();
         let model_err = |reason: String| LoadError::Model {
             path: path.to_path_buf(),
             reason,
         };
-        std::fs::metadata(path).map_err(|source| LoadError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let mut magic = [0u8; 4];
+        std::fs::File::open(path)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+            .map_err(|source| LoadError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        if &magic != GGUF_MAGIC {
+            return Err(model_err(format!(
+                "not a GGUF file (it starts with {magic:02x?}, not `GGUF`)"
+            )));
+        }
+        let threads = i32::try_from(threads.max(1)).unwrap_or(i32::MAX);
         let backend = backend().map_err(&model_err)?;
         let model = LlamaModel::load_from_file(backend, path, &LlamaModelParams::default())
             .map_err(|e| model_err(e.to_string()))?;
@@ -176,8 +192,8 @@ impl LlamaCppModel {
         let params = LlamaContextParams::default()
             .with_n_ctx(NonZeroU32::new(CONTEXT_TOKENS))
             .with_n_batch(BATCH_TOKENS as u32)
-            .with_n_threads(threads())
-            .with_n_threads_batch(threads());
+            .with_n_threads(threads)
+            .with_n_threads_batch(threads);
         let loaded = Loaded::try_new(model, |model| {
             model
                 .new_context(backend, params)
@@ -238,9 +254,12 @@ impl LlamaCppModel {
         });
     }
 
-    /// Generates the assistant's answer to `messages`, as
-    /// [`EmbeddedModel::generate`](crate::EmbeddedModel::generate) does; the prompt's
-    /// tokens in common with the previous generation's are not computed again.
+    /// Generates the assistant's answer to `messages`. With a `constraint`, only tokens
+    /// that keep the output a valid prefix of the schema's language are allowed, and
+    /// generation ends when the JSON is complete (it is an error,
+    /// [`GenerateError::Truncated`], when `max_tokens` runs out first). Text is passed to
+    /// `on_token` as it is produced (whole UTF-8 characters only). The prompt's tokens in
+    /// common with the previous generation's are not computed again.
     pub fn generate(
         &mut self,
         messages: &[Message],

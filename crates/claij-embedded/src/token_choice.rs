@@ -37,12 +37,13 @@ fn best_first(a: &(u32, f32), b: &(u32, f32)) -> std::cmp::Ordering {
 /// The next token of a generation: the `logits` of the first `n` tokens, narrowed to those
 /// the constraint's `matcher` allows (all of them without one), then [`choose`]n.
 /// `candidates` is scratch space kept between steps.
+#[cfg_attr(not(feature = "llama-cpp"), allow(dead_code))]
 pub(crate) fn next_token(
     matcher: Option<&mut llguidance::Matcher>,
     logits: &[f32],
     n: usize,
     candidates: &mut Vec<(u32, f32)>,
-    options: &crate::model::GenerateOptions,
+    options: &crate::generation::GenerateOptions,
     rng: &mut Rng,
 ) -> Result<u32, crate::error::GenerateError> {
     use crate::error::GenerateError;

@@ -200,7 +200,6 @@ fn fake_model(wheels: &[PathBuf], size: u64, hash: &str) -> &'static KnownModel 
         file: "fake.gguf",
         size,
         sha256: leak(hash.to_owned()),
-        requantized: None,
     }))
 }
 
@@ -284,10 +283,51 @@ fn qwen_coder_0_5b_is_fetched_into_the_cache_and_is_a_qwen2_gguf() {
     let model = known("qwen2.5-coder-0.5b").unwrap();
     let path = fetch_model(&claij_embedded::cache_root(), model, &mut |_| {}).unwrap();
     assert_eq!(std::fs::metadata(&path).unwrap().len(), model.size);
-    let mut file = std::fs::File::open(&path).unwrap();
-    let content = candle_core::quantized::gguf_file::Content::read(&mut file).unwrap();
-    let arch = content.metadata["general.architecture"]
-        .to_string()
+    assert_eq!(
+        first_metadata(&path),
+        ("general.architecture".into(), model.architecture.to_owned())
+    );
+}
+
+/// The default, SmolLM2-135M-Instruct (fetched by `scripts/setup/model`): the wheel's
+/// Q4_1 GGUF is the file that is loaded, as it is (no converted copy beside it).
+#[test]
+fn smollm2_is_ready_as_the_wheels_own_q4_1_file() {
+    let model = known(claij_embedded::DEFAULT_MODEL).unwrap();
+    let cache = claij_embedded::cache_root();
+    let path = fetch_model(&cache, model, &mut |_| {}).unwrap();
+    assert_eq!(path, cache.join("models/SmolLM2-135M-Instruct.Q4_1.gguf"));
+    assert_eq!(claij_embedded::model_path(&cache), path);
+    assert_eq!(claij_embedded::fetched(&cache, model), Some(path.clone()));
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 98_362_432);
+    assert_eq!(
+        first_metadata(&path),
+        ("general.architecture".into(), "llama".into())
+    );
+}
+
+/// The first metadata key of a GGUF (v2 or v3) file and its value, which must be a string
+/// (llama.cpp's converters write `general.architecture` first). Read here byte by byte,
+/// not by the code under test.
+fn first_metadata(path: &Path) -> (String, String) {
+    use std::io::Read;
+    let mut header = vec![0u8; 4096];
+    std::fs::File::open(path)
+        .unwrap()
+        .read_exact(&mut header)
         .unwrap();
-    assert_eq!(arch, model.architecture);
+    assert_eq!(&header[..4], b"GGUF");
+    let version = u32::from_le_bytes(header[4..8].try_into().unwrap());
+    assert!(version == 2 || version == 3, "GGUF version {version}");
+    let u64_at = |at: usize| u64::from_le_bytes(header[at..at + 8].try_into().unwrap()) as usize;
+    let string_at = |at: usize| {
+        let len = u64_at(at);
+        let text = String::from_utf8(header[at + 8..at + 8 + len].to_vec()).unwrap();
+        (text, at + 8 + len)
+    };
+    // Magic, version, tensor count, metadata count; then key, value type, value.
+    let (key, at) = string_at(24);
+    let value_type = u32::from_le_bytes(header[at..at + 4].try_into().unwrap());
+    assert_eq!(value_type, 8, "{key} is not a string");
+    (key, string_at(at + 4).0)
 }

@@ -29,9 +29,10 @@ pub fn mcp_server_bin(name: &str) -> String {
     path.display().to_string()
 }
 
-/// The embedded model's file as claij runs it (`scripts/setup/model`).
+/// The embedded model's file as claij runs it (`scripts/setup/model`): SmolLM2's Q4_1
+/// GGUF, as its wheel holds it.
 pub fn embedded_model() -> PathBuf {
-    let model = dir().join("models/SmolLM2-135M-Instruct.Q8_0.gguf");
+    let model = dir().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
     assert!(
         model.exists(),
         "{} is missing: run scripts/setup/model",

@@ -101,7 +101,7 @@ fn the_triage_example_runs_on_the_embedded_model() {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/claij")))
         .unwrap();
-    let model = cache.join("models/SmolLM2-135M-Instruct.Q8_0.gguf");
+    let model = cache.join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
     assert!(
         model.exists(),
         "{} is missing: run scripts/setup/model",
@@ -171,8 +171,18 @@ fn model_list_shows_the_catalog_with_engines_and_what_is_fetched() {
     let home = tempfile::tempdir().unwrap();
     let cache = home.path().join("cache");
     std::fs::create_dir_all(cache.join("models")).unwrap();
-    // A fetched-looking default (requantized: its presence is what counts).
-    std::fs::write(cache.join("models/SmolLM2-135M-Instruct.Q8_0.gguf"), b"x").unwrap();
+    // A fetched-looking default: its pinned size is what counts (the hash is checked by a
+    // fetch). A sparse file, so nothing is written.
+    std::fs::File::create(cache.join("models/SmolLM2-135M-Instruct.Q4_1.gguf"))
+        .unwrap()
+        .set_len(98_362_432)
+        .unwrap();
+    // The Qwen 0.5B's file with the wrong size does not look fetched.
+    std::fs::write(
+        cache.join("models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
+        b"x",
+    )
+    .unwrap();
     let dir = cache.to_str().unwrap();
     let out = claij(home.path(), &["model", "list", "--cache-dir", dir]);
     let stdout = text(&out.stdout);
@@ -186,19 +196,23 @@ fn model_list_shows_the_catalog_with_engines_and_what_is_fetched() {
     };
     let smol = line("smollm2-135m");
     assert!(
-        smol.contains("(default)") && smol.contains("candle"),
+        smol.contains("(default)") && smol.contains("llama.cpp") && smol.contains("Q4_1 "),
         "{smol}"
     );
-    assert!(smol.contains("SmolLM2-135M-Instruct.Q8_0.gguf"), "{smol}");
+    assert!(smol.contains("SmolLM2-135M-Instruct.Q4_1.gguf"), "{smol}");
     let qwen = line("qwen2.5-coder-0.5b");
     assert!(
         qwen.contains("qwen2") && qwen.contains("Q4_K_M") && qwen.contains("491 MB"),
         "{qwen}"
     );
-    assert!(
-        qwen.contains("needs the llama.cpp engine") && qwen.trim_end().ends_with("no"),
+    // The engine, and whether this build has it.
+    assert!(qwen.contains("llama.cpp"), "{qwen}");
+    assert_eq!(
+        qwen.contains("(not built in)"),
+        !cfg!(feature = "llama-cpp"),
         "{qwen}"
     );
+    assert!(qwen.trim_end().ends_with("no"), "{qwen}");
     assert!(line("qwen2.5-coder-1.5b").contains("1.5B"), "{stdout}");
 
     let out = claij(
@@ -216,7 +230,8 @@ fn model_list_shows_the_catalog_with_engines_and_what_is_fetched() {
     assert_eq!(q["fetched"], false);
     assert_eq!(q["size"], 1_117_320_768u64);
     assert_eq!(q["engine"], "llama.cpp");
-    assert_eq!(q["engine_available"], false);
+    assert_eq!(q["engine_available"], cfg!(feature = "llama-cpp"));
+    assert_eq!(by("qwen2.5-coder-0.5b")["fetched"], false);
     assert_eq!(q["wheels"].as_array().unwrap().len(), 22);
     assert!(q["path"].as_str().unwrap().starts_with(dir), "{q}");
 }

