@@ -26,8 +26,20 @@ set `config.model` in the state, pass `claij run --model NAME`, set $CLAIJ_MODEL
 ~/.config/claij/claij.toml). A model is a [models] entry of claij.toml or PROVIDER/MODEL-ID, \
 e.g. `openai/gpt-4o-mini` with OPENAI_API_KEY set; see README.md, \"Models\"";
 
-/// The embedded model's id (`embedded/smollm2-135m`).
-pub const EMBEDDED_MODEL_ID: &str = "smollm2-135m";
+/// The id the embedded model at `path` goes by (`embedded/ID`): its catalog name when it
+/// is a file `claij model fetch` makes (`qwen2.5-coder-1.5b`, the default), else the
+/// file's name without `.gguf`.
+pub fn embedded_model_id(path: &std::path::Path) -> String {
+    let file = path
+        .file_name()
+        .and_then(|f| f.to_str())
+        .unwrap_or_default();
+    claij_embedded::CATALOG
+        .iter()
+        .find(|m| m.file == file)
+        .map(|m| m.name.to_owned())
+        .unwrap_or_else(|| file.strip_suffix(".gguf").unwrap_or(file).to_owned())
+}
 
 /// A model ready to be called.
 #[derive(Clone)]
@@ -197,6 +209,7 @@ impl LlmLayer {
     /// default's name when the embedded model became the default.
     pub fn default_to_embedded(&mut self, path: std::path::PathBuf) -> Option<String> {
         use crate::providers::embedded::EmbeddedProvider;
+        let model_id = embedded_model_id(&path);
         let provider: Arc<dyn Provider> = Arc::new(EmbeddedProvider::new(path));
         self.providers
             .entry(EMBEDDED_PROVIDER.to_owned())
@@ -204,10 +217,10 @@ impl LlmLayer {
         if self.default.is_some() {
             return None;
         }
-        let name = format!("{EMBEDDED_PROVIDER}/{EMBEDDED_MODEL_ID}");
+        let name = format!("{EMBEDDED_PROVIDER}/{model_id}");
         self.default = Some(ResolvedModel {
             name: name.clone(),
-            model_id: EMBEDDED_MODEL_ID.to_owned(),
+            model_id,
             provider,
             price: Some(Price::default()),
             enforce: None,

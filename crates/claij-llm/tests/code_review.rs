@@ -135,33 +135,43 @@ async fn the_code_review_example_replays_what_its_recording_holds() {
 
 /// The same example from `tests/llm/code-review.embedded.exchanges.json`, recorded with
 /// `claij run examples/code-review.yaml --record …` on the embedded model (SmolLM2 in
-/// process, `grammar` enforcement: the default when nothing is configured). Constrained
-/// decoding makes the first answer valid, so the review completes with no failure. The
-/// model file is not needed: replay answers every request.
+/// process by llama.cpp, greedy, `grammar` enforcement: the default when nothing is
+/// configured but the model file). Constrained decoding makes every answer valid, so no
+/// attempt fails on its shape; SmolLM2 is too small to end the review, so the panel goes
+/// round by round until the conversation no longer fits the model's context, and the
+/// chairman's `on_failure` ends the run. The model file is not needed: replay answers
+/// every request.
 #[tokio::test]
-async fn the_code_review_example_completes_from_its_embedded_model_recording() {
+async fn the_code_review_example_replays_its_embedded_model_recording() {
     let mut layer = LlmLayer::default();
-    let named = layer.default_to_embedded(dir().join("no-model-file-is-read-on-replay.gguf"));
+    // The file is never read on replay; its name names the model.
+    let named = layer.default_to_embedded(dir().join("SmolLM2-135M-Instruct.Q4_1.gguf"));
     assert_eq!(named.as_deref(), Some("embedded/smollm2-135m"));
     let out = replay_code_review(layer, "code-review.embedded.exchanges.json").await;
     assert_eq!(out.status, RunStatus::Completed, "{:#?}", out.trail);
-    assert_eq!(out.state, "end", "{:#?}", out.trail);
     assert!(
-        out.trail.iter().all(|e| e.failure.is_none()),
-        "{:#?}",
+        out.trail.iter().all(|e| e
+            .failure
+            .as_ref()
+            .is_none_or(|f| !matches!(f.kind, FailureKind::Parse | FailureKind::Validation))),
+        "no answer failed on its shape: {:#?}",
         out.trail
     );
     let model_entries: Vec<_> = out.trail.iter().filter(|e| e.model.is_some()).collect();
-    assert!(!model_entries.is_empty());
-    for e in model_entries {
+    assert!(model_entries.len() > 2, "{:#?}", out.trail);
+    for e in &model_entries {
         assert_eq!(e.model.as_deref(), Some("embedded/smollm2-135m"));
-        let usage = e.usage.as_ref().unwrap();
-        assert!(
-            usage.input_tokens > 0 && usage.output_tokens > 0,
-            "{usage:?}"
-        );
+        if let Some(usage) = e.usage.as_ref() {
+            assert!(usage.input_tokens > 0, "{usage:?}");
+        }
     }
+    // Both panel members answered, round after round.
+    let from = |s: &str| model_entries.iter().filter(|e| &*e.from == s).count();
+    assert!(
+        from("chairman") >= 2 && from("reviewer") >= 2,
+        "{:#?}",
+        out.trail
+    );
     let last = out.result.unwrap();
-    assert_eq!(last["id"], serde_json::json!(["chairman", "end"]));
-    assert!(last["verdict"].is_string(), "{last}");
+    assert_eq!(last["id"][0], "chairman", "{last}");
 }

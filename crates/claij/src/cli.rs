@@ -223,7 +223,7 @@ pub(crate) enum ModelCommand {
     /// already assembled are checked and reused, so an interrupted fetch resumes. A
     /// progress bar is shown on a terminal, plain lines otherwise.
     #[command(after_help = "Examples:
-  claij model fetch                       # the default model (smollm2-135m)
+  claij model fetch                       # the default model (qwen2.5-coder-1.5b)
   claij model fetch qwen2.5-coder-0.5b
   claij model list")]
     Fetch {

