@@ -259,7 +259,7 @@ fn triage_eval_runs_on_the_embedded_model() {
 /// llama-cpp-python, prompt mode) answered prose (each answer a `parse` failure; the
 /// chairman has three attempts, then its `on_failure` route): invalid output — or, if the
 /// recording holds fewer than three answers, the replay's miss, a provider error. The
-/// embedded model's recording completes the review. What is expected is read from the
+/// embedded model's recording never ends the review (see below). What is expected is read from the
 /// recordings; the figures are checked against the store.
 #[test]
 fn code_review_eval_replays_the_recorded_providers() {
@@ -326,7 +326,7 @@ fn code_review_eval_replays_the_recorded_providers() {
     for a in answers {
         let text = a["response"]["text"].as_str().unwrap_or_default();
         assert!(
-            !text.contains('{'),
+            serde_json::from_str::<Value>(text.trim()).is_err(),
             "the recording changed: a JSON answer: {text}"
         );
     }
@@ -346,9 +346,13 @@ fn code_review_eval_replays_the_recorded_providers() {
     assert_eq!(smol["failure"], failure, "{smol}");
     assert!(smol["detail"].as_str().unwrap().contains(says), "{smol}");
     assert_eq!(smol["state"], "failed");
+    // SmolLM2, greedy, never ends the review: the panel goes round by round until the
+    // conversation outgrows the model's context, and the chairman's `on_failure` ends the
+    // run (crates/claij-llm/tests/code_review.rs).
     let embedded = result("embedded/smollm2-135m");
-    assert_eq!(embedded["passed"], true, "{embedded}");
-    assert_eq!(embedded["state"], "end");
+    assert_eq!(embedded["passed"], false, "{embedded}");
+    assert_eq!(embedded["state"], "failed", "{embedded}");
+    let embedded_failure = embedded["failure"].as_str().unwrap().to_owned();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let store = open_store(&db).await;
@@ -370,12 +374,16 @@ fn code_review_eval_replays_the_recorded_providers() {
     assert_eq!(s["mean_attempts"], 3.0);
     // The matrix, in every format.
     assert!(
-        stdout.contains(&format!("subtraction bug  ✗ {failure}  ✓")),
+        stdout.contains(&format!(
+            "subtraction bug  ✗ {failure}  ✗ {embedded_failure}"
+        )),
         "{stdout}"
     );
     let md = std::fs::read_to_string(&md).unwrap();
     assert!(
-        md.contains(&format!("| subtraction bug | ✗ {failure} | ✓ |")),
+        md.contains(&format!(
+            "| subtraction bug | ✗ {failure} | ✗ {embedded_failure} |"
+        )),
         "{md}"
     );
     let page = std::fs::read_to_string(&html).unwrap();
