@@ -97,9 +97,21 @@ impl std::fmt::Debug for LlamaCppModel {
     }
 }
 
-/// The threads llama.cpp computes with by default: every core the process may use.
+/// The environment variable that sets the threads llama.cpp computes with.
+pub const THREADS_ENV: &str = "CLAIJ_THREADS";
+
+/// The threads llama.cpp computes with by default: `$CLAIJ_THREADS` when it is a positive
+/// number, else every core the process may use. llama.cpp's threads spin while they wait
+/// for each other, so on a machine whose cores are busy with other work one thread is
+/// many times faster than two (the test suite runs the models with one).
 fn default_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    std::env::var(THREADS_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        })
 }
 
 /// The four bytes every GGUF file starts with.

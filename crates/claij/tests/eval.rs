@@ -213,7 +213,10 @@ fn triage_eval_runs_on_the_embedded_model() {
     // Offline: no model file, the recording answers; the same results.
     let replay_db = dir.path().join("replay.db");
     let replay_report = dir.path().join("replay.json");
-    let mut command = claij(dir.path(), &dir.path().join("no-such-model.gguf"));
+    let mut command = claij(
+        dir.path(),
+        &dir.path().join("SmolLM2-135M-Instruct.Q4_1.gguf"),
+    );
     command
         .args([
             "eval",
@@ -280,7 +283,10 @@ fn code_review_eval_replays_the_recorded_providers() {
         ),
     )
     .unwrap();
-    let mut command = claij(dir.path(), &dir.path().join("no-such-model.gguf"));
+    let mut command = claij(
+        dir.path(),
+        &dir.path().join("SmolLM2-135M-Instruct.Q4_1.gguf"),
+    );
     command
         .args([
             "eval",
@@ -442,7 +448,10 @@ fn an_unreachable_provider_is_reported_as_such() {
         .to_owned();
     std::fs::write(&cases, line).unwrap();
     let report = dir.path().join("report.json");
-    let mut command = claij(dir.path(), &dir.path().join("no-such-model.gguf"));
+    let mut command = claij(
+        dir.path(),
+        &dir.path().join("SmolLM2-135M-Instruct.Q4_1.gguf"),
+    );
     command
         .args([
             "eval",
@@ -489,7 +498,10 @@ fn a_bad_cases_file_names_the_line_and_the_field() {
         "{\"name\": \"ok\", \"input\": {\"text\": \"hi\"}, \"expect\": {\"state\": \"done\"}}\n{\"name\": \"bad\", \"input\": {\"text\": \"hi\"}, \"expect\": {\"values\": [{\"path\": \"$.id[0]\", \"one_of\": \"billing\"}]}}\n",
     )
     .unwrap();
-    let mut command = claij(dir.path(), &dir.path().join("no-such-model.gguf"));
+    let mut command = claij(
+        dir.path(),
+        &dir.path().join("SmolLM2-135M-Instruct.Q4_1.gguf"),
+    );
     command
         .args([
             "eval",
@@ -534,7 +546,10 @@ fn the_html_report_opens_in_headless_chromium() {
     )
     .unwrap();
     let html = dir.path().join("report.html");
-    let mut command = claij(dir.path(), &dir.path().join("no-such-model.gguf"));
+    let mut command = claij(
+        dir.path(),
+        &dir.path().join("SmolLM2-135M-Instruct.Q4_1.gguf"),
+    );
     command
         .args([
             "eval",

@@ -299,9 +299,9 @@ pub fn find(name: &str) -> Option<&'static KnownModel> {
     CATALOG.iter().find(|m| m.name == name)
 }
 
-/// The default model.
+/// The default model ([`DEFAULT_MODEL`]).
 pub fn default_model() -> &'static KnownModel {
-    &CATALOG[0]
+    find(DEFAULT_MODEL).unwrap_or(&CATALOG[0])
 }
 
 /// The known models' names, comma-separated (for error messages).
