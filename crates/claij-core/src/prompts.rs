@@ -272,10 +272,11 @@ pub fn trail_to_prompts(
     // was an `llm` state too): say what is asked now, so that the last message is a
     // request to this state and not an answer a model would only continue.
     let asks_a_model = fsm.state(state).is_some_and(|s| &*s.action == LLM_ACTION);
-    if asks_a_model && messages.last().is_some_and(|m| m.role == Role::Assistant) {
-        if let Some(output) = projector.output_schema(state).map(str::to_owned) {
-            messages.push(Message::user(task_message(fsm, state, input, &output)));
-        }
+    if asks_a_model
+        && messages.last().is_some_and(|m| m.role == Role::Assistant)
+        && let Some(output) = projector.output_schema(state).map(str::to_owned)
+    {
+        messages.push(Message::user(task_message(fsm, state, input, &output)));
     }
     messages
 }
