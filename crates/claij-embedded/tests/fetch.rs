@@ -289,15 +289,19 @@ fn qwen_coder_0_5b_is_fetched_into_the_cache_and_is_a_qwen2_gguf() {
     );
 }
 
-/// The default, SmolLM2-135M-Instruct (fetched by `scripts/setup/model`): the wheel's
-/// Q4_1 GGUF is the file that is loaded, as it is (no converted copy beside it).
+/// SmolLM2-135M-Instruct, the tests' fast model (fetched by `scripts/setup/model`): the
+/// wheel's Q4_1 GGUF is the file that is loaded, as it is (no converted copy beside it).
+/// The default model's file is the 1.5B Qwen's.
 #[test]
 fn smollm2_is_ready_as_the_wheels_own_q4_1_file() {
-    let model = known(claij_embedded::DEFAULT_MODEL).unwrap();
+    let model = known("smollm2-135m").unwrap();
     let cache = claij_embedded::cache_root();
     let path = fetch_model(&cache, model, &mut |_| {}).unwrap();
     assert_eq!(path, cache.join("models/SmolLM2-135M-Instruct.Q4_1.gguf"));
-    assert_eq!(claij_embedded::model_path(&cache), path);
+    assert_eq!(
+        claij_embedded::model_path(&cache),
+        cache.join("models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
+    );
     assert_eq!(claij_embedded::fetched(&cache, model), Some(path.clone()));
     assert_eq!(std::fs::metadata(&path).unwrap().len(), 98_362_432);
     assert_eq!(

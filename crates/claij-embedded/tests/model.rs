@@ -250,7 +250,7 @@ fn qwen_answers_triage_extract_valid_under_the_constraint() {
 }
 
 #[test]
-fn same_seed_same_text_warm_or_cold_and_other_seeds_differ() {
+fn same_seed_same_text_and_other_seeds_differ() {
     let mut model = load(&smollm2());
     let messages = [
         Message::system("You are a helpful assistant."),
@@ -270,12 +270,17 @@ fn same_seed_same_text_warm_or_cold_and_other_seeds_differ() {
         assert_eq!(streamed, g.text, "streamed text differs from the result");
         g
     };
+    // Same seed, same cache state, same text. (A cold prompt and a warm one, whose prefix
+    // is kept, are computed in batches of other sizes; their logits may differ in the last
+    // bits, enough to change a token sampled at 0.9, so each is compared with its like.)
+    model.clear_cache();
     let a = run(&mut model, 7);
     let b = run(&mut model, 7);
     model.clear_cache();
     let c = run(&mut model, 7);
-    assert_eq!(a.text, b.text);
-    assert_eq!(a.text, c.text);
+    let d = run(&mut model, 7);
+    assert_eq!(a.text, c.text, "cold");
+    assert_eq!(b.text, d.text, "warm");
     assert!(a.completion_tokens > 0 && !a.text.trim().is_empty());
     let others: Vec<String> = (8..12).map(|s| run(&mut model, s).text).collect();
     assert!(others.iter().any(|t| *t != a.text), "{a:?} {others:?}");
