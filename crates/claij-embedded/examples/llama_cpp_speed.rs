@@ -10,8 +10,9 @@
 //! ```
 //!
 //! `--threads` defaults to every core the process may use. `--json` prints one JSON object
-//! a line per file, with the rendered prompt and the greedy text, so that another engine
-//! can be given the same tokens (`bench/embedded-vs-llama-cpp-python` does).
+//! a line per file (the medians, each run's figures, the rendered prompt and the greedy
+//! text, so that another engine can be given the same tokens:
+//! `bench/embedded-vs-llama-cpp-python` does).
 //! llama.cpp itself is always built optimised.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
@@ -122,6 +123,14 @@ fn main() {
             first.get_or_insert(g);
         }
         let first = first.expect("at least one run");
+        let runs: Vec<_> = prefill
+            .iter()
+            .zip(&prefill_secs)
+            .zip(&decode)
+            .map(|((p, s), d)| {
+                json!({"prefill_tokens_per_s": p, "prefill_s": s, "decode_tokens_per_s": d})
+            })
+            .collect();
         let w = model.generate(&warm, &greedy, None, &mut |_| {}).unwrap();
         let name = file.file_name().unwrap_or_default().to_string_lossy();
         let (prefill, prefill_secs, decode) =
@@ -142,6 +151,7 @@ fn main() {
                     "warm_prefilled_tokens": w.prefilled_tokens,
                     "warm_prompt_tokens": w.prompt_tokens,
                     "warm_prompt_s": w.prompt_duration.as_secs_f64(),
+                    "runs": runs,
                     "prompt": prompt,
                     "text": first.text,
                 })
