@@ -53,7 +53,7 @@ pub use graph::{to_dot, to_mermaid};
 pub use known_actions::{BuiltinNames, ConfigIssue, KnownActions};
 pub use load::{load_file, load_str, load_value};
 pub use metaschema::META_SCHEMA;
-pub use prompts::{Message, PromptOptions, Role, system_message, trail_to_prompts};
+pub use prompts::{Message, PromptOptions, Role, system_message, task_message, trail_to_prompts};
 pub use schema::{CompiledSchema, DynamicSchemas, SchemaError, ValidationIssue};
 pub use store::{RunStatus, RunStore, StoreError};
 pub use trail::{Failure, FailureKind, TrailEntry, Usage};

@@ -5,28 +5,32 @@
 //!
 //! The conversation is:
 //!
-//! 1. one **system** message ([`system_message`]): the FSM's prompts, the FSM's shared
-//!    `schemas` once as a `$defs` object, the state's prompts, the prompts of the
-//!    transition that led into the state, and the routing rules (which `id` values the
-//!    answer may carry, and the `OUTPUT-SCHEMA` it must satisfy);
+//! 1. one **system** message ([`system_message`]), the same for every state of the FSM:
+//!    the FSM's prompts, the FSM's shared `schemas` once as a `$defs` object, and how the
+//!    other messages are laid out;
 //! 2. one message per trail entry, in trail order ([`trail_to_prompts`]):
 //!    - a transition whose `[from, to]` is marked `omit` is skipped;
 //!    - a transition produced by an `llm` state is an **assistant** message: the event as
-//!      compact JSON;
+//!      compact JSON, preceded by the request it answered (the state's [`task_message`]
+//!      as it was then) when it is the first attempt of that visit of the state;
 //!    - any other transition (the input from `start`, a tool's or a person's answer) is a
-//!      **user** message with `INPUT-SCHEMA:` (the transition's effective schema),
-//!      `DOCUMENT:` (the event) and `OUTPUT-SCHEMA:` (what an answer from the target state
-//!      must satisfy; left out when the target is terminal);
+//!      **user** message with `INPUT-SCHEMA:` (the transition's effective schema) and
+//!      `DOCUMENT:` (the event);
 //!    - a failure is a **user** message with `FAILURE:`, its `ERRORS:`, the
 //!      `REJECTED-OUTPUT:` (when there was one) and the `OUTPUT-SCHEMA:` an answer from the
 //!      failed state must satisfy, ending with a request to answer again. Failures are
-//!      never skipped.
+//!      never skipped; a model's failed first attempt is preceded by its request too.
+//! 3. for an `llm` state, one more **user** message, the request ([`task_message`]): the
+//!    state's prompts, its input transition's prompts, the `id` values the answer may
+//!    carry, each with its transition's description, and the `OUTPUT-SCHEMA` it must
+//!    satisfy. Left out when the last entry is this state's failure, which asks again.
 //!
-//! 3. when the last of those is a model's answer (the state before this one was an `llm`
-//!    state too), one more **user** message: the state's prompts, its input transition's
-//!    prompts and the `OUTPUT-SCHEMA`. A conversation that ends with an answer asks for
-//!    nothing; a small model then repeats or continues that answer instead of doing this
-//!    state's job (measured: routing after extraction at chance, docs/EMBEDDED-MODEL.md).
+//! What a state is asked comes last, next to the answer it asks for: small models answer
+//! the question at the end of a conversation (measured: routing after extraction at
+//! chance while the state's prompts were in the system message, docs/EMBEDDED-MODEL.md).
+//! And since the system message and every earlier message are rendered alike at every
+//! step, each step's conversation extends the previous one's, so an engine that keeps
+//! a prompt's prefix computed computes only what is new.
 //!
 //! Schemas are written as compact JSON and refer to the shared schemas by
 //! `{"$ref": "#/$defs/NAME"}`, so those are sent once however long the run gets.
@@ -145,36 +149,16 @@ impl fmt::Debug for PromptOptions<'_> {
     }
 }
 
-/// The system message for a model answering in `state`, entered through `input` (the
-/// transition that led into `state`, if known).
+/// The system message: the FSM's prompts, the shared `schemas` once as a `$defs` object
+/// (when there are any), and how the other messages are laid out.
 ///
-/// In this order: the FSM's prompts, the shared `schemas` once as a `$defs` object (when
-/// there are any), the state's prompts, `input`'s prompts, how the other messages are
-/// laid out, and the routing rules: the `id` values an answer may carry, each with its
-/// transition's description, and the `OUTPUT-SCHEMA` the answer must satisfy. The schema
-/// is here as well as in the trail's user messages because the trail does not always
-/// end with one aimed at `state` (another model's request, in a panel of `llm` states, is
-/// an assistant message).
-pub fn system_message(
-    fsm: &Fsm,
-    state: &str,
-    input: Option<&Transition>,
-    opts: &PromptOptions,
-) -> String {
-    let output = render_output_schema(fsm, state, opts);
-    write_system_message(fsm, state, input, output.as_deref())
-}
-
-/// [`system_message`] with the state's output schema already rendered.
-fn write_system_message(
-    fsm: &Fsm,
-    state: &str,
-    input: Option<&Transition>,
-    output_schema: Option<&str>,
-) -> String {
+/// It is the same for every state of the FSM, and every earlier message of a run is
+/// rendered the same way at every step, so each step's conversation begins with the
+/// previous one's: an engine that keeps a prompt's prefix computed (llama.cpp, a
+/// provider's prompt cache) computes only what is new. What a state is asked comes last,
+/// in its [`task_message`].
+pub fn system_message(fsm: &Fsm) -> String {
     let mut out = String::new();
-    // What every state of the FSM shares comes first, so that the prompts of its states
-    // begin alike (an engine that keeps a prompt's prefix computed reuses it).
     push_prompts(&mut out, &fsm.prompts);
     if !fsm.schemas.is_empty() {
         paragraph(&mut out);
@@ -184,13 +168,45 @@ fn write_system_message(
         );
         push_json(&mut out, &fsm.schemas);
     }
+    paragraph(&mut out);
+    out.push_str(
+        "User messages show a DOCUMENT and the INPUT-SCHEMA it satisfies, a FAILURE saying \
+         why an answer was rejected, or a request: what to do, the `id` values the answer \
+         may carry and the OUTPUT-SCHEMA it must satisfy.\n\
+         Answer each request with exactly one JSON object and nothing else (no prose, no \
+         code fences).",
+    );
+    out
+}
+
+/// The request to a model answering in `state`, entered through `input` (the transition
+/// that led into `state`, if known): the state's prompts, `input`'s prompts, then the
+/// `id` values the answer may carry, each with its transition's description, and the
+/// `OUTPUT-SCHEMA` the answer must satisfy.
+pub fn task_message(
+    fsm: &Fsm,
+    state: &str,
+    input: Option<&Transition>,
+    opts: &PromptOptions,
+) -> String {
+    let output = render_output_schema(fsm, state, opts);
+    write_task_message(fsm, state, input, output.as_deref())
+}
+
+/// [`task_message`] with the state's output schema already rendered.
+fn write_task_message(
+    fsm: &Fsm,
+    state: &str,
+    input: Option<&Transition>,
+    output_schema: Option<&str>,
+) -> String {
+    let mut out = String::new();
     if let Some(s) = fsm.state(state) {
         push_prompts(&mut out, &s.prompts);
     }
     if let Some(t) = input {
         push_prompts(&mut out, &t.prompts);
     }
-
     let routes = shown_outgoing(fsm, state);
     paragraph(&mut out);
     let Some(output_schema) = output_schema.filter(|_| !routes.is_empty()) else {
@@ -201,11 +217,8 @@ fn write_system_message(
         return out;
     };
     out.push_str(
-        "Each user message shows a DOCUMENT, the INPUT-SCHEMA it satisfies and the \
-         OUTPUT-SCHEMA an answer to it must satisfy, or a FAILURE saying why an answer was \
-         rejected.\n\
-         Answer with exactly one JSON object and nothing else (no prose, no code fences). \
-         Its `id` picks the transition and must be one of:",
+        "Answer with exactly one JSON object. Its `id` picks what happens next and must be \
+         one of:",
     );
     for t in &routes {
         out.push_str("\n- ");
@@ -221,80 +234,77 @@ fn write_system_message(
         }
     }
     out.push_str(if routes.len() > 1 {
-        "\nYour answer must satisfy the option of this OUTPUT-SCHEMA whose `id` it carries:"
+        "\nIt must satisfy the option of this OUTPUT-SCHEMA whose `id` it carries:"
     } else {
-        "\nYour answer must satisfy this OUTPUT-SCHEMA:"
+        "\nIt must satisfy this OUTPUT-SCHEMA:"
     });
     out.push_str("\nOUTPUT-SCHEMA: ");
     out.push_str(output_schema);
     out
 }
 
-/// The messages for a model answering in `state`: the [`system_message`] (entered
+/// The messages for a model answering in `state`: the [`system_message`], one message
+/// per trail entry as the module documentation describes (each answer of a model
+/// preceded by the request it answered), and the [`task_message`] of `state` (entered
 /// through the last transition of `trail`, when that transition leads into `state`),
-/// then one message per trail entry as the module documentation describes.
+/// unless the last entry is this state's failure, which asks again itself.
 ///
-/// Cheap: entries are read in place, never cloned; each transition's and each state's
-/// schema is rendered once per call however often it recurs.
+/// Cheap: entries are read in place, never cloned; each state's schema is rendered once
+/// per call however often it recurs.
 pub fn trail_to_prompts(
     fsm: &Fsm,
     trail: &[TrailEntry],
     state: &str,
     opts: &PromptOptions,
 ) -> Vec<Message> {
-    let input = trail
-        .iter()
-        .rev()
-        .find_map(|e| e.to.as_deref().map(|to| (&*e.from, to)))
-        .filter(|&(_, to)| to == state)
-        .and_then(|(from, to)| fsm.transition(from, to));
     let mut projector = Projector {
         fsm,
         opts,
         input_schemas: HashMap::new(),
         output_schemas: HashMap::new(),
     };
-    let mut messages = Vec::with_capacity(trail.len() + 1);
-    let system = write_system_message(fsm, state, input, projector.output_schema(state));
-    messages.push(Message::system(system));
+    let mut messages = Vec::with_capacity(2 * trail.len() + 2);
+    messages.push(Message::system(system_message(fsm)));
     // A chain: the entries before this FSM's first one are earlier runs' conversation.
     let earlier = trail
         .iter()
         .position(|e| e.fsm == fsm.id)
         .unwrap_or_default();
     messages.extend(trail[..earlier].iter().filter_map(foreign_message));
-    messages.extend(
-        trail[earlier..]
-            .iter()
-            .filter_map(|e| projector.entry_message(e)),
-    );
-    // The conversation ends with another answer of a model (the state before this one
-    // was an `llm` state too): say what is asked now, so that the last message is a
-    // request to this state and not an answer a model would only continue.
-    let asks_a_model = fsm.state(state).is_some_and(|s| &*s.action == LLM_ACTION);
-    if asks_a_model
-        && messages.last().is_some_and(|m| m.role == Role::Assistant)
-        && let Some(output) = projector.output_schema(state).map(str::to_owned)
-    {
-        messages.push(Message::user(task_message(fsm, state, input, &output)));
+    let mut previous: Option<&TrailEntry> = None;
+    for entry in &trail[earlier..] {
+        if let Some(message) = projector.entry_message(entry) {
+            // A model's first answer (or failed attempt) in a visit of its state: the
+            // request it answered comes first. Later attempts answer their failure.
+            let new_visit = previous.is_none_or(|p| p.failure.is_none() || p.from != entry.from);
+            if new_visit && is_llm(fsm, &entry.from) {
+                let input = previous.and_then(|p| entered_through(fsm, p, &entry.from));
+                messages.push(Message::user(projector.task(&entry.from, input)));
+            }
+            messages.push(message);
+        }
+        previous = Some(entry);
+    }
+    let retrying = previous.is_some_and(|p| p.failure.is_some() && &*p.from == state);
+    if is_llm(fsm, state) && !retrying {
+        let input = previous.and_then(|p| entered_through(fsm, p, state));
+        messages.push(Message::user(projector.task(state, input)));
     }
     messages
 }
 
-/// The request that ends a conversation whose last message is a model's answer: the
-/// state's and its input transition's prompts, then what the answer must be.
-fn task_message(fsm: &Fsm, state: &str, input: Option<&Transition>, output_schema: &str) -> String {
-    let mut out = String::new();
-    if let Some(s) = fsm.state(state) {
-        push_prompts(&mut out, &s.prompts);
-    }
-    if let Some(t) = input {
-        push_prompts(&mut out, &t.prompts);
-    }
-    paragraph(&mut out);
-    out.push_str("OUTPUT-SCHEMA: ");
-    out.push_str(output_schema);
-    out
+/// Whether `state` is answered by a model.
+fn is_llm(fsm: &Fsm, state: &str) -> bool {
+    fsm.state(state).is_some_and(|s| &*s.action == LLM_ACTION)
+}
+
+/// The transition `entry` took, when it led into `state`.
+fn entered_through<'f>(fsm: &'f Fsm, entry: &TrailEntry, state: &str) -> Option<&'f Transition> {
+    entry
+        .to
+        .as_deref()
+        .filter(|to| *to == state)
+        .and_then(|to| fsm.transition(&entry.from, to))
 }
 
 /// Renders entries, remembering the schemas it has rendered.
@@ -344,10 +354,6 @@ impl Projector<'_, '_> {
         };
         if let Some(text) = composed {
             out.push_str(text.trim_end());
-            if let Some(schema) = self.output_schema(to) {
-                out.push_str("\nOUTPUT-SCHEMA: ");
-                out.push_str(schema);
-            }
             return Some(Message::user(out));
         }
         if let (Some(i), Some(t)) = (idx, transition) {
@@ -362,10 +368,6 @@ impl Projector<'_, '_> {
         }
         out.push_str("DOCUMENT: ");
         push_json(&mut out, &entry.event);
-        if let Some(schema) = self.output_schema(to) {
-            out.push_str("\nOUTPUT-SCHEMA: ");
-            out.push_str(schema);
-        }
         Some(Message::user(out))
     }
 
@@ -408,6 +410,12 @@ impl Projector<'_, '_> {
             out.push_str("\nAnswer again with exactly one JSON object.");
         }
         Message::user(out)
+    }
+
+    /// The [`task_message`] of `state`, entered through `input`.
+    fn task(&mut self, state: &str, input: Option<&Transition>) -> String {
+        let fsm = self.fsm;
+        write_task_message(fsm, state, input, self.output_schema(state))
     }
 
     /// The rendered schema an answer from `state` must satisfy: its one shown outgoing

@@ -92,7 +92,13 @@ fn summary_view() -> Value {
 fn sub_fsm_result_with_trail_omitted() {
     let fsm = fsm();
     let messages = trail_to_prompts(&fsm, &delegated(None), "chair", &PromptOptions::default());
-    assert_eq!(messages[3].role, Role::User);
+    // Input, the chair's request, its answer, the sub-FSM's result, the request now.
+    assert_eq!(messages[4].role, Role::User);
+    assert!(
+        messages[4].content.contains("42"),
+        "{}",
+        messages[4].content
+    );
     insta::assert_snapshot!(render(&messages));
 }
 
@@ -194,7 +200,13 @@ fn a_chain_shows_the_earlier_conversation_first() {
     let roles: Vec<Role> = messages.iter().map(|m| m.role).collect();
     assert_eq!(
         roles,
-        [Role::System, Role::User, Role::Assistant, Role::User]
+        [
+            Role::System,
+            Role::User,
+            Role::Assistant,
+            Role::User,
+            Role::User
+        ]
     );
     insta::assert_snapshot!(render(&messages));
 }

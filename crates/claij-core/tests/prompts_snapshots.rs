@@ -105,8 +105,9 @@ fn chairman_after_a_review_round() {
     let messages = trail_to_prompts(&fsm, &trail, "chairman", &PromptOptions::default());
     assert_eq!(
         messages.len(),
-        6,
-        "the last: what the chairman is asked now"
+        8,
+        "system, input, then each answer after its request (the reviewer's after its \
+         failure too), and last what the chairman is asked now"
     );
     insta::assert_snapshot!(render(&messages));
 }
@@ -118,8 +119,9 @@ fn reviewer_asked_for_comments() {
     let messages = trail_to_prompts(&fsm, &trail[..2], "reviewer", &PromptOptions::default());
     assert_eq!(
         messages.len(),
-        4,
-        "the last: what the reviewer is asked now"
+        5,
+        "system, input, the chairman's request and answer, and last what the reviewer is \
+         asked now"
     );
     insta::assert_snapshot!(render(&messages));
 }

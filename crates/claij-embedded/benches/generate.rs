@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use claij_core::prompts::{Message, PromptOptions, system_message};
+use claij_core::prompts::{Message, PromptOptions, system_message, task_message};
 use claij_core::schema::compilable_effective;
 use claij_core::{BuiltinNames, load_file};
 use claij_embedded::{Constraint, GenerateOptions, LocalModel, cache_root, model_path};
@@ -53,14 +53,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/triage.yaml");
     let fsm = load_file(std::path::Path::new(root), &BuiltinNames).map_err(|e| format!("{e:?}"))?;
-    let system = system_message(
+    let task = task_message(
         &fsm,
         "extract",
         fsm.transition("start", "extract"),
         &PromptOptions::default(),
     );
     let event = json!({"id": ["start", "extract"], "text": "Hi, this is Maria Lopez. Since this morning the PhotoSync app crashes every time I open an album, and I have a client presentation at 3pm today. Please help!"});
-    let messages = [Message::system(system), Message::user(event.to_string())];
+    let messages = [
+        Message::system(system_message(&fsm)),
+        Message::user(event.to_string()),
+        Message::user(task),
+    ];
     let schema = compilable_effective(&fsm.output_schema("extract"), fsm.defs());
     let compile_started = Instant::now();
     let constraint = Constraint::from_schema(&schema)?;

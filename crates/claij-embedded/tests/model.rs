@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use claij_core::prompts::{Message, PromptOptions, system_message};
+use claij_core::prompts::{Message, PromptOptions, system_message, task_message};
 use claij_core::schema::compilable_effective;
 use claij_core::{BuiltinNames, CompiledSchema, load_file};
 use claij_embedded::{
@@ -82,8 +82,12 @@ fn answer(
     checked: &mut Vec<Checked>,
 ) -> Value {
     let input_t = fsm.transition(input.0, input.1);
-    let system = system_message(fsm, state, input_t, &PromptOptions::default());
-    let messages = [Message::system(system), Message::user(event.to_string())];
+    let task = task_message(fsm, state, input_t, &PromptOptions::default());
+    let messages = [
+        Message::system(system_message(fsm)),
+        Message::user(event.to_string()),
+        Message::user(task),
+    ];
     let schema = compilable_effective(&fsm.output_schema(state), fsm.defs());
     assert!(
         unsupported_features(&schema).is_empty(),

@@ -339,7 +339,7 @@ impl LlmLayer {
     }
 
     /// Calls `model`: from the tape when replaying, else through the provider with
-    /// transient failures retried (and recorded when recording).
+    /// transient failures retried (and its answer or failure recorded when recording).
     pub async fn call(
         &self,
         model: &ResolvedModel,
@@ -349,7 +349,7 @@ impl LlmLayer {
         if let Some(tape) = &self.tape
             && let Some(answer) = tape.answer(request, state)
         {
-            return answer.map_err(ProviderError::NotRecorded);
+            return answer;
         }
         let on_retry = |n: u32, e: &ProviderError, delay: Duration| {
             tracing::warn!(
@@ -361,16 +361,16 @@ impl LlmLayer {
             );
         };
         let policy = self.retry_override.unwrap_or(model.retry);
-        let response =
-            complete_with_retries(model.provider.as_ref(), request, policy, &on_retry).await?;
+        let outcome =
+            complete_with_retries(model.provider.as_ref(), request, policy, &on_retry).await;
         if let Some(tape) = &self.tape {
-            tape.store(request, state, &response)
+            tape.store(request, state, &outcome)
                 .map_err(|e| ProviderError::Permanent {
                     provider: model.provider.name().to_owned(),
                     message: e.to_string(),
                 })?;
         }
-        Ok(response)
+        outcome
     }
 }
 

@@ -136,19 +136,21 @@ async fn the_code_review_example_replays_what_its_recording_holds() {
 /// The same example from `tests/llm/code-review.embedded.exchanges.json`, recorded with
 /// `claij run examples/code-review.yaml --record …` on the embedded model (SmolLM2 in
 /// process by llama.cpp, greedy, `grammar` enforcement: the default when nothing is
-/// configured but the model file). Constrained decoding makes every answer valid, so no
-/// attempt fails on its shape; SmolLM2 is too small to end the review, so the panel goes
-/// round by round until the conversation no longer fits the model's context, and the
-/// chairman's `on_failure` ends the run. The model file is not needed: replay answers
-/// every request.
+/// configured but the model file, `CLAIJ_EMBEDDED_MODEL`). Constrained decoding makes
+/// every answer valid, so no attempt fails on its shape; SmolLM2 is too small to end the
+/// review, so the panel goes round by round until the conversation no longer fits the
+/// model's context: the embedded provider refuses that request, the tape holds the
+/// refusal, and the run fails where it did when recorded (the reviewer has no
+/// `on_failure`). The model file is not needed: replay answers every request.
 #[tokio::test]
 async fn the_code_review_example_replays_its_embedded_model_recording() {
+    let tape = read_tape("code-review.embedded.exchanges.json");
     let mut layer = LlmLayer::default();
     // The file is never read on replay; its name names the model.
     let named = layer.default_to_embedded(dir().join("SmolLM2-135M-Instruct.Q4_1.gguf"));
     assert_eq!(named.as_deref(), Some("embedded/smollm2-135m"));
     let out = replay_code_review(layer, "code-review.embedded.exchanges.json").await;
-    assert_eq!(out.status, RunStatus::Completed, "{:#?}", out.trail);
+    assert_eq!(out.status, RunStatus::Failed, "{:#?}", out.trail);
     assert!(
         out.trail.iter().all(|e| e
             .failure
@@ -157,21 +159,46 @@ async fn the_code_review_example_replays_its_embedded_model_recording() {
         "no answer failed on its shape: {:#?}",
         out.trail
     );
-    let model_entries: Vec<_> = out.trail.iter().filter(|e| e.model.is_some()).collect();
-    assert!(model_entries.len() > 2, "{:#?}", out.trail);
-    for e in &model_entries {
+    let answered: Vec<_> = out
+        .trail
+        .iter()
+        .filter(|e| e.model.is_some() && e.failure.is_none())
+        .collect();
+    for e in &answered {
         assert_eq!(e.model.as_deref(), Some("embedded/smollm2-135m"));
-        if let Some(usage) = e.usage.as_ref() {
-            assert!(usage.input_tokens > 0, "{usage:?}");
-        }
+        let usage = e.usage.as_ref().unwrap();
+        assert!(usage.input_tokens > 0, "{usage:?}");
     }
+    // Every recorded answer was used, in order, then the recorded refusal ended the run.
+    let exchanges = tape["exchanges"].as_array().unwrap();
+    let (last, answers) = exchanges.split_last().unwrap();
+    assert_eq!(answered.len(), answers.len(), "{:#?}", out.trail);
+    for (e, x) in answered.iter().zip(answers) {
+        assert_eq!(x["state"], *e.from);
+        let text = x["response"]["text"].as_str().unwrap();
+        let recorded: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(
+            recorded, e.event,
+            "the event is the answer as the model wrote it"
+        );
+    }
+    let refusal = last["error"]["message"].as_str().unwrap();
+    assert!(refusal.contains("exceeds the context"), "{refusal}");
+    assert_eq!(out.state, last["state"].as_str().unwrap());
+    let failure = out.trail.last().and_then(|e| e.failure.as_ref()).unwrap();
+    assert_eq!(failure.kind, FailureKind::Action);
+    assert!(failure.message.contains(refusal), "{}", failure.message);
     // Both panel members answered, round after round.
-    let from = |s: &str| model_entries.iter().filter(|e| &*e.from == s).count();
+    let from = |s: &str| answered.iter().filter(|e| &*e.from == s).count();
     assert!(
         from("chairman") >= 2 && from("reviewer") >= 2,
         "{:#?}",
         out.trail
     );
-    let last = out.result.unwrap();
-    assert_eq!(last["id"][0], "chairman", "{last}");
+}
+
+/// A tape in `tests/llm`, as JSON.
+fn read_tape(name: &str) -> Value {
+    let text = std::fs::read_to_string(dir().join(name)).unwrap();
+    serde_json::from_str(&text).unwrap()
 }

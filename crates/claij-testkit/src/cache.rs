@@ -29,10 +29,21 @@ pub fn mcp_server_bin(name: &str) -> String {
     path.display().to_string()
 }
 
-/// The embedded model's file as claij runs it (`scripts/setup/model`): SmolLM2's Q4_1
-/// GGUF, as its wheel holds it.
+/// The smallest embedded model's file as claij runs it (`scripts/setup/model`): SmolLM2's
+/// Q4_1 GGUF, as its wheel holds it. For tests where the answer does not matter.
 pub fn embedded_model() -> PathBuf {
-    let model = dir().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    model_file("SmolLM2-135M-Instruct.Q4_1.gguf")
+}
+
+/// The default embedded model's file (`scripts/setup/model`): Qwen2.5-Coder-1.5B. For
+/// tests where the answer matters.
+pub fn default_model() -> PathBuf {
+    model_file("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
+}
+
+/// A fetched model file in the cache.
+fn model_file(name: &str) -> PathBuf {
+    let model = dir().join("models").join(name);
     assert!(
         model.exists(),
         "{} is missing: run scripts/setup/model",

@@ -127,7 +127,7 @@ pub(crate) enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Manage the embedded local model (SmolLM2-135M-Instruct, no key, no network).
+    /// Manage the embedded local models (Qwen2.5-Coder-1.5B by default; no key, no network).
     #[command(after_help = "Example:\n  claij model fetch")]
     Model {
         /// What to do.
@@ -513,6 +513,10 @@ pub(crate) struct PromptArgs {
     /// A run's trail (JSON lines): print the prompt tokens of each model step of it.
     #[arg(long, value_name = "FILE")]
     pub trail: Option<PathBuf>,
+    /// With --trail: print the exact messages of this model step (numbered as the table
+    /// numbers them) instead of the table.
+    #[arg(long, value_name = "N", requires = "trail")]
+    pub step: Option<usize>,
     /// Inline the shared schemas into every transition instead of sending them once in
     /// the system message (to measure what sharing saves).
     #[arg(long)]

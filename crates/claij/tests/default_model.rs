@@ -1,7 +1,7 @@
 //! The default embedded model gets the answers right where they matter: the README demo's
-//! triage (an app that crashes goes to the technical team), and the labelled set's
-//! routing and extraction categories (examples/evals/labelled/) at 90 % or better,
-//! through `claij eval --fail-under 0.9`. The real default model runs, as a user's first
+//! triage (an app that crashes goes to the technical team), and three categories of the
+//! labelled set (examples/evals/labelled/: routing, extraction, classification) at 90 % or
+//! better, through `claij eval`. The real default model runs, as a user's first
 //! `claij run` does: fetched by scripts/setup/model into the cache, found by the binary
 //! with nothing configured.
 
@@ -75,11 +75,17 @@ fn the_demo_triage_sends_an_app_crash_to_the_technical_team() {
     );
 }
 
-/// A sample of one category of the labelled set through `claij eval`, held to 90 %: every
-/// `step`-th case (the files group their cases by answer, so the sample keeps the
-/// balance), written to a cases file of its own. The whole set's figures, on every
-/// embedded model, are in docs/EMBEDDED-MODEL.md (`bench/labelled-set` measures them).
-fn sample_passes(fsm: &str, cases: &str, step: usize) {
+/// What one category's sample gave: cases passed, cases run.
+struct Tally {
+    passed: u64,
+    runs: u64,
+}
+
+/// A sample of one category of the labelled set through `claij eval`: every `step`-th
+/// case (the files group their cases by answer, so a sample keeps the balance; 1: all),
+/// written to a cases file of its own. Returns what passed, read from the eval's JSON
+/// report, after checking that every case of the sample ran.
+fn sample(fsm: &str, cases: &str, step: usize) -> Tally {
     let home = tempfile::tempdir().unwrap();
     let all = std::fs::read_to_string(repo().join(cases)).unwrap();
     let sample: Vec<&str> = all
@@ -95,6 +101,7 @@ fn sample_passes(fsm: &str, cases: &str, step: usize) {
     let sample_file = home.path().join("sample.jsonl");
     std::fs::write(&sample_file, sample.join("\n")).unwrap();
     let store = format!("sqlite:{}", home.path().join("eval.db").display());
+    let report = home.path().join("report.json");
     let out = claij(
         home.path(),
         &[
@@ -104,37 +111,61 @@ fn sample_passes(fsm: &str, cases: &str, step: usize) {
             sample_file.to_str().unwrap(),
             "--store",
             &store,
-            "--fail-under",
-            "0.9",
+            "--json",
+            report.to_str().unwrap(),
         ],
     );
     let stdout = text(&out.stdout);
+    // Print the table: what a failing run of this test shows.
+    println!("{stdout}");
     assert_eq!(
         out.status.code(),
         Some(0),
-        "under 90 %:\n{stdout}\n{}",
+        "{fsm}:\n{stdout}\n{}",
         text(&out.stderr)
     );
-    assert!(
-        stdout.contains(&format!("{} case(s)", sample.len())),
+    let report: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let model = &report["models"][0];
+    let tally = Tally {
+        passed: model["passed"].as_u64().unwrap(),
+        runs: model["runs"].as_u64().unwrap(),
+    };
+    assert_eq!(
+        tally.runs,
+        sample.len() as u64,
         "every case of the sample ran: {stdout}"
     );
+    tally
 }
 
+/// Three whole categories of the labelled set — routing customer messages to a team,
+/// extracting a person's facts and routing on their age, the sentiment of a review: 46
+/// cases — held together to 90 %, the bar the default model is chosen by. The other two
+/// categories (a tool loop over files, a multi-step workflow) are slower and left to
+/// `bench/labelled-set`, which measures the whole set (docs/EMBEDDED-MODEL.md).
 #[test]
-fn the_default_model_routes_customer_messages() {
-    sample_passes(
-        "examples/triage.yaml",
-        "examples/evals/labelled/routing.jsonl",
-        3,
-    );
-}
-
-#[test]
-fn the_default_model_extracts_and_routes_on_a_value() {
-    sample_passes(
-        "examples/person.yaml",
-        "examples/evals/labelled/extraction.jsonl",
-        2,
+fn the_default_model_gets_nine_in_ten_of_the_labelled_set_right() {
+    let tallies = [
+        sample(
+            "examples/triage.yaml",
+            "examples/evals/labelled/routing.jsonl",
+            1,
+        ),
+        sample(
+            "examples/person.yaml",
+            "examples/evals/labelled/extraction.jsonl",
+            1,
+        ),
+        sample(
+            "examples/sentiment.yaml",
+            "examples/evals/labelled/classification.jsonl",
+            1,
+        ),
+    ];
+    let passed: u64 = tallies.iter().map(|t| t.passed).sum();
+    let runs: u64 = tallies.iter().map(|t| t.runs).sum();
+    assert!(
+        passed * 10 >= runs * 9,
+        "{passed}/{runs} right, under 90 % (the tables above)"
     );
 }

@@ -353,11 +353,22 @@ fn code_review_eval_replays_the_recorded_providers() {
     assert!(smol["detail"].as_str().unwrap().contains(says), "{smol}");
     assert_eq!(smol["state"], "failed");
     // SmolLM2, greedy, never ends the review: the panel goes round by round until the
-    // conversation outgrows the model's context, and the chairman's `on_failure` ends the
-    // run (crates/claij-llm/tests/code_review.rs).
+    // conversation outgrows the model's context; the embedded provider refuses that
+    // request (the tape holds the refusal) and the run fails in the reviewer, which has no
+    // `on_failure` (crates/claij-llm/tests/code_review.rs). A refused call is the
+    // provider's failure, not a wrong answer.
     let embedded = result("embedded/smollm2-135m");
     assert_eq!(embedded["passed"], false, "{embedded}");
-    assert_eq!(embedded["state"], "failed", "{embedded}");
+    assert_eq!(embedded["status"], "failed", "{embedded}");
+    assert_eq!(embedded["state"], "reviewer", "{embedded}");
+    assert_eq!(embedded["failure"], "provider-error", "{embedded}");
+    assert!(
+        embedded["detail"]
+            .as_str()
+            .unwrap()
+            .contains("exceeds the context"),
+        "{embedded}"
+    );
     let embedded_failure = embedded["failure"].as_str().unwrap().to_owned();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {

@@ -110,26 +110,23 @@ fn a_run_uses_a_hat_through_the_cli() {
 }
 
 /// The binary, runs in memory, with no model configuration from the machine (HOME and
-/// XDG_CONFIG_HOME at `home`), so `llm` states use the embedded model.
-fn on_the_embedded_model(home: &Path) -> Command {
+/// XDG_CONFIG_HOME at `home`), so `llm` states use the embedded model, the file `model`.
+fn on_the_embedded_model(home: &Path, model: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_claij"));
     command
         .stdin(Stdio::null())
         .env("CLAIJ_STORE", "memory")
         .env("HOME", home)
         .env("XDG_CONFIG_HOME", home)
-        .env(
-            "CLAIJ_EMBEDDED_MODEL",
-            claij_testkit::cache::embedded_model(),
-        )
+        .env("CLAIJ_EMBEDDED_MODEL", model)
         .env_remove("CLAIJ_CONFIG")
         .env_remove("CLAIJ_MODEL")
         .env_remove("OPENAI_API_KEY");
     command
 }
 
-/// A model-driven run with an MCP tool: examples/file-question.yaml on the real embedded
-/// model (no key, no network) and the real filesystem server. The model writes the
+/// A model-driven run with an MCP tool: examples/file-question.yaml on the real default
+/// embedded model (no key, no network; the answer matters) and the real filesystem server. The model writes the
 /// `tools/call` (which tool, which file), the server reads the file, and the model's
 /// answer carries what the file says: a fact that is in no prompt, only in the tool's
 /// result.
@@ -157,7 +154,7 @@ fn a_model_reads_a_file_through_the_filesystem_server_and_answers_from_it() {
     let trail = dir.path().join("trail.jsonl");
     let input = json!({"file": "notes.txt", "question": "Which room is the launch review in?"});
     let home = tempfile::tempdir().unwrap();
-    let out = on_the_embedded_model(home.path())
+    let out = on_the_embedded_model(home.path(), &claij_testkit::cache::default_model())
         .args(["run", "--trail"])
         .arg(&trail)
         .arg(&file)
@@ -243,7 +240,7 @@ fn a_servers_sampling_request_is_answered_by_the_runs_model() {
     let file = dir.path().join("sampler.json");
     std::fs::write(&file, doc.to_string()).unwrap();
     let home = tempfile::tempdir().unwrap();
-    let out = on_the_embedded_model(home.path())
+    let out = on_the_embedded_model(home.path(), &claij_testkit::cache::embedded_model())
         .arg("run")
         .arg(&file)
         .output()

@@ -166,6 +166,74 @@ fn prompt_prints_the_messages_and_their_token_counts() {
     assert_ne!(total(&inlined), shared);
 }
 
+/// `--trail` tables a recorded run's model steps; `--step N` prints one step's messages,
+/// which end with what that step asked.
+#[test]
+fn prompt_shows_one_step_of_a_recorded_run() {
+    let home = tempfile::tempdir().unwrap();
+    let trail = home.path().join("run.jsonl");
+    let trail_arg = trail.to_str().unwrap();
+    let out = claij(
+        home.path(),
+        &[
+            "run",
+            "examples/code-review.yaml",
+            "--store",
+            "memory",
+            "--config",
+            "tests/llm/claij.toml",
+            "--replay",
+            "tests/llm/code-review.exchanges.json",
+            "--input",
+            "@tests/llm/code-review.input.json",
+            "--trail",
+            trail_arg,
+        ],
+    );
+    assert!(trail.exists(), "{}", text(&out.stderr));
+    let table = claij(
+        home.path(),
+        &["prompt", "examples/code-review.yaml", "--trail", trail_arg],
+    );
+    let table = text(&table.stdout);
+    let steps = table
+        .lines()
+        .filter(|l| l.trim_start().starts_with(char::is_numeric))
+        .count();
+    assert!(steps >= 2, "{table}");
+    let step = |n: usize| {
+        claij(
+            home.path(),
+            &[
+                "prompt",
+                "examples/code-review.yaml",
+                "--trail",
+                trail_arg,
+                "--step",
+                &n.to_string(),
+            ],
+        )
+    };
+    let first = step(1);
+    let first_text = text(&first.stdout);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    assert!(first_text.starts_with("── system ("), "{first_text}");
+    let last_message = first_text.rsplit("── ").next().unwrap();
+    assert!(
+        last_message.starts_with("user") && last_message.contains("You chair the review"),
+        "the first step ends with the chairman's request: {first_text}"
+    );
+    // The second step holds the first's failure; a step past the last is refused.
+    assert!(text(&step(2).stdout).contains("FAILURE ("));
+    let past = step(steps + 1);
+    assert_ne!(past.status.code(), Some(0));
+    assert!(
+        text(&past.stderr).contains(&format!("has {steps} model step(s)")),
+        "{}",
+        text(&past.stderr)
+    );
+}
+
 #[test]
 fn model_list_shows_the_catalog_with_engines_and_what_is_fetched() {
     let home = tempfile::tempdir().unwrap();

@@ -109,54 +109,61 @@ fn roles(messages: &[Message]) -> Vec<Role> {
     messages.iter().map(|m| m.role).collect()
 }
 
+/// The effective schema of the transition `from` → `to`, as compact JSON.
+fn effective(fsm: &Fsm, from: &str, to: &str) -> String {
+    fsm.transition(from, to)
+        .unwrap()
+        .effective
+        .as_ref()
+        .unwrap()
+        .to_string()
+}
+
 #[test]
-fn roles_follow_the_producing_state() {
+fn roles_follow_the_producing_state_and_each_answer_follows_its_request() {
     let fsm = fsm();
     let trail = [
         hop(0, "start", "asker", json!({"n": 1})),
         hop(1, "asker", "tool", json!({"arg": "a"})),
         hop(2, "tool", "asker", json!({"thing": {"n": 2}})),
     ];
-    let m = trail_to_prompts(&fsm, &trail, "asker", &PromptOptions::default());
+    let opts = PromptOptions::default();
+    let m = trail_to_prompts(&fsm, &trail, "asker", &opts);
     assert_eq!(
         roles(&m),
-        [Role::System, Role::User, Role::Assistant, Role::User]
+        [
+            Role::System,
+            Role::User,
+            Role::User,
+            Role::Assistant,
+            Role::User,
+            Role::User
+        ]
     );
-    // The assistant's message is the event itself, as compact JSON.
-    assert_eq!(m[2].content, r#"{"id":["asker","tool"],"arg":"a"}"#);
-    // User messages carry the three labelled parts.
-    assert!(
-        m[1].content.starts_with("INPUT-SCHEMA: {"),
-        "{}",
-        m[1].content
+    // The assistant's message is the event itself, as compact JSON, after the request it
+    // answered: the state's task as entered from `start`.
+    assert_eq!(m[3].content, r#"{"id":["asker","tool"],"arg":"a"}"#);
+    assert_eq!(
+        m[2].content,
+        task_message(&fsm, "asker", fsm.transition("start", "asker"), &opts)
     );
-    assert!(
-        m[1].content
-            .contains("\nDOCUMENT: {\"id\":[\"start\",\"asker\"],\"n\":1}")
+    // The conversation ends with the request to the state now, entered from the tool.
+    assert_eq!(
+        m[5].content,
+        task_message(&fsm, "asker", fsm.transition("tool", "asker"), &opts)
     );
-    assert!(m[3].content.contains("\nOUTPUT-SCHEMA: {\"oneOf\":["));
+    assert!(m[5].content.contains("BACK-PROMPT") && !m[5].content.contains("ENTRY-PROMPT"));
 }
 
 #[test]
-fn user_messages_show_input_document_and_output_schemas() {
+fn user_messages_show_the_input_schema_and_the_document() {
     let fsm = fsm();
     let trail = [hop(0, "start", "asker", json!({"n": 1}))];
     let m = trail_to_prompts(&fsm, &trail, "asker", &PromptOptions::default());
-    let input = fsm.transition("start", "asker").unwrap();
     let expected = format!(
-        "INPUT-SCHEMA: {}\nDOCUMENT: {}\nOUTPUT-SCHEMA: {{\"oneOf\":[{},{}]}}",
-        input.effective.as_ref().unwrap(),
+        "INPUT-SCHEMA: {}\nDOCUMENT: {}",
+        effective(&fsm, "start", "asker"),
         trail[0].event,
-        fsm.transition("asker", "tool")
-            .unwrap()
-            .effective
-            .as_ref()
-            .unwrap(),
-        fsm.transition("asker", "done")
-            .unwrap()
-            .effective
-            .as_ref()
-            .unwrap(),
     );
     assert_eq!(m[1].content, expected);
     // The input schema refers to the shared schema rather than carrying it.
@@ -165,7 +172,110 @@ fn user_messages_show_input_document_and_output_schemas() {
 }
 
 #[test]
-fn output_schema_is_left_out_for_terminal_targets() {
+fn the_request_gives_prompts_then_routes_then_the_output_schema() {
+    let fsm = fsm();
+    let opts = PromptOptions::default();
+    let t = task_message(&fsm, "asker", fsm.transition("tool", "asker"), &opts);
+    let at = |needle: &str| t.find(needle).unwrap_or_else(|| panic!("{needle} in {t}"));
+    assert!(at("STATE-PROMPT") < at("BACK-PROMPT"));
+    assert!(at("BACK-PROMPT") < at("must be one of"));
+    let expected = format!(
+        "\nIt must satisfy the option of this OUTPUT-SCHEMA whose `id` it carries:\n\
+             OUTPUT-SCHEMA: {{\"oneOf\":[{},{}]}}",
+        effective(&fsm, "asker", "tool"),
+        effective(&fsm, "asker", "done"),
+    );
+    assert!(t.ends_with(&expected), "{t}");
+    assert!(!t.contains("FSM-PROMPT") && !t.contains("ENTRY-PROMPT") && !t.contains("TOOL-PROMPT"));
+    // One way out: its schema alone.
+    let one = task_message(&fsm, "tool", None, &opts);
+    let expected = format!(
+        "\nIt must satisfy this OUTPUT-SCHEMA:\nOUTPUT-SCHEMA: {}",
+        effective(&fsm, "tool", "asker"),
+    );
+    assert!(one.ends_with(&expected), "{one}");
+    // No way out: nothing to answer.
+    assert!(
+        task_message(&fsm, "done", None, &opts)
+            .ends_with("No transition leaves `done`: no answer is expected.")
+    );
+}
+
+#[test]
+fn routing_rules_list_exactly_the_shown_outgoing_ids() {
+    let fsm = fsm();
+    let s = task_message(&fsm, "asker", None, &PromptOptions::default());
+    let rules: Vec<&str> = s.lines().filter(|l| l.starts_with("- ")).collect();
+    // [asker, hidden] and [asker, gave-up] are omitted: never shown.
+    assert_eq!(
+        rules,
+        [
+            r#"- ["asker","tool"]: Run the tool."#,
+            r#"- ["asker","done"]: Finished."#
+        ]
+    );
+    assert!(s.contains("Its `id` picks what happens next and must be one of:"));
+    assert!(!s.contains("hidden") && !s.contains("gave-up"), "{s}");
+    // A state whose every way out is omitted still gets its routes.
+    let h = task_message(&fsm, "hidden", None, &PromptOptions::default());
+    let rules: Vec<&str> = h.lines().filter(|l| l.starts_with("- ")).collect();
+    assert_eq!(rules, [r#"- ["hidden","asker"]"#]);
+}
+
+#[test]
+fn the_system_message_is_the_fsm_s_and_the_same_for_every_state() {
+    let fsm = fsm();
+    let s = system_message(&fsm);
+    let at = |needle: &str| s.find(needle).unwrap_or_else(|| panic!("{needle} in {s}"));
+    assert!(at("FSM-PROMPT") < at("$defs: "));
+    assert!(at("$defs: ") < at("User messages show a DOCUMENT"));
+    for state_specific in [
+        "STATE-PROMPT",
+        "ENTRY-PROMPT",
+        "BACK-PROMPT",
+        "OUTPUT-SCHEMA: {",
+    ] {
+        assert!(!s.contains(state_specific), "{state_specific} in {s}");
+    }
+    let trail = [hop(0, "start", "asker", json!({"n": 1}))];
+    let opts = PromptOptions::default();
+    assert_eq!(trail_to_prompts(&fsm, &trail, "asker", &opts)[0].content, s);
+    assert_eq!(trail_to_prompts(&fsm, &trail, "tool", &opts)[0].content, s);
+}
+
+#[test]
+fn each_step_s_conversation_extends_the_previous_one() {
+    // What lets an engine that keeps a prompt's prefix computed compute only what is new.
+    let fsm = fsm();
+    let opts = PromptOptions::default();
+    let trail = [
+        hop(0, "start", "asker", json!({"n": 1})),
+        hop(1, "asker", "tool", json!({"arg": "a"})),
+        hop(2, "tool", "asker", json!({"thing": {"n": 2}})),
+        failed(
+            3,
+            "asker",
+            json!({"id": ["asker", "tool"], "arg": 5}),
+            FailureKind::Validation,
+        ),
+        hop(4, "asker", "done", json!({"answer": "x"})),
+    ];
+    // The model's steps: asked after entry 0, after entry 2 and after the failure.
+    let first = trail_to_prompts(&fsm, &trail[..1], "asker", &opts);
+    let second = trail_to_prompts(&fsm, &trail[..3], "asker", &opts);
+    let third = trail_to_prompts(&fsm, &trail[..4], "asker", &opts);
+    let after = trail_to_prompts(&fsm, &trail, "done", &opts);
+    for (earlier, later) in [(&first, &second), (&second, &third), (&third, &after)] {
+        assert!(later.len() > earlier.len());
+        assert_eq!(&later[..earlier.len()], &earlier[..]);
+    }
+    // What the model answered comes right after the request.
+    assert_eq!(second[first.len()].role, Role::Assistant);
+    assert_eq!(after[third.len()].role, Role::Assistant);
+}
+
+#[test]
+fn a_state_without_a_model_gets_no_request() {
     let fsm = fsm();
     let trail = [
         hop(0, "start", "asker", json!({"n": 1})),
@@ -173,7 +283,7 @@ fn output_schema_is_left_out_for_terminal_targets() {
         hop(2, "tool", "asker", json!({"thing": {"n": 2}})),
         hop(3, "asker", "done", json!({"answer": "x"})),
     ];
-    // A non-llm producer going to a terminal state: no OUTPUT-SCHEMA part.
+    // A non-llm producer going to a terminal state: just the document.
     let fsm2 = crate::load_str(
         "u.yaml",
         "id: u\nstates: [{id: a, action: command}, {id: z, action: end}]\n\
@@ -187,18 +297,13 @@ fn output_schema_is_left_out_for_terminal_targets() {
         "z",
         &PromptOptions::default(),
     );
-    assert_eq!(m2.len(), 2);
+    assert_eq!(roles(&m2), [Role::System, Role::User]);
     assert!(
         !m2[1].content.contains("OUTPUT-SCHEMA"),
         "{}",
         m2[1].content
     );
-    assert!(
-        m2[0]
-            .content
-            .ends_with("No transition leaves `z`: no answer is expected.")
-    );
-    // The llm's final answer is an assistant message as usual.
+    // The llm's final answer is an assistant message as usual, and ends the conversation.
     let m = trail_to_prompts(&fsm, &trail, "done", &PromptOptions::default());
     assert_eq!(m.last().unwrap().role, Role::Assistant);
 }
@@ -224,14 +329,22 @@ fn omitted_transitions_are_skipped_but_failures_never() {
         hop(4, "asker", "tool", json!({"arg": "a"})),
     ];
     let m = trail_to_prompts(&fsm, &trail, "tool", &PromptOptions::default());
+    // The omitted answer is not shown, nor the request it answered; the failure is.
     assert_eq!(
         roles(&m),
-        [Role::System, Role::User, Role::User, Role::Assistant]
+        [
+            Role::System,
+            Role::User,
+            Role::User,
+            Role::User,
+            Role::Assistant
+        ]
     );
     assert!(
         m[2].content
             .starts_with("FAILURE (unknown-transition, attempt 2)")
     );
+    assert!(m[3].content.contains("STATE-PROMPT"));
     assert!(m.iter().all(|m| !m.content.contains("secret")));
 }
 
@@ -249,24 +362,18 @@ fn failures_show_errors_rejected_output_and_expected_schema() {
         failed(2, "asker", Value::Null, FailureKind::Parse),
     ];
     let m = trail_to_prompts(&fsm, &trail, "asker", &PromptOptions::default());
+    // Input, the request, the two failures; the last failure asks again itself.
     assert_eq!(
         roles(&m),
-        [Role::System, Role::User, Role::User, Role::User]
+        [Role::System, Role::User, Role::User, Role::User, Role::User]
     );
+    assert!(m[2].content.contains("STATE-PROMPT"));
     let expected_schema = format!(
         "{{\"oneOf\":[{},{}]}}",
-        fsm.transition("asker", "tool")
-            .unwrap()
-            .effective
-            .as_ref()
-            .unwrap(),
-        fsm.transition("asker", "done")
-            .unwrap()
-            .effective
-            .as_ref()
-            .unwrap(),
+        effective(&fsm, "asker", "tool"),
+        effective(&fsm, "asker", "done"),
     );
-    let f = &m[2].content;
+    let f = &m[3].content;
     assert_eq!(
         *f,
         format!(
@@ -280,9 +387,9 @@ fn failures_show_errors_rejected_output_and_expected_schema() {
         )
     );
     // No output, no REJECTED-OUTPUT line.
-    assert!(m[3].content.starts_with("FAILURE (parse, attempt 2)"));
-    assert!(!m[3].content.contains("REJECTED-OUTPUT"));
-    assert!(m[3].content.ends_with("satisfies OUTPUT-SCHEMA."));
+    assert!(m[4].content.starts_with("FAILURE (parse, attempt 2)"));
+    assert!(!m[4].content.contains("REJECTED-OUTPUT"));
+    assert!(m[4].content.ends_with("satisfies OUTPUT-SCHEMA."));
 }
 
 #[test]
@@ -310,7 +417,7 @@ fn shared_schemas_appear_exactly_once() {
         serde_json::to_string(&fsm.schemas).unwrap()
     )));
     // Schemas refer to them by $ref.
-    assert!(m[3].content.contains(r##""$ref":"#/$defs/thing""##));
+    assert!(m[4].content.contains(r##""$ref":"#/$defs/thing""##));
 }
 
 #[test]
@@ -322,105 +429,34 @@ fn no_defs_section_without_shared_schemas() {
         &BuiltinNames,
     )
     .unwrap();
-    let s = system_message(&fsm, "a", None, &PromptOptions::default());
+    let s = system_message(&fsm);
     assert!(!s.contains("$defs"), "{s}");
-    assert!(s.starts_with("Each user message shows"), "{s}");
-}
-
-#[test]
-fn routing_rules_list_exactly_the_shown_outgoing_ids() {
-    let fsm = fsm();
-    let s = system_message(&fsm, "asker", None, &PromptOptions::default());
-    let rules: Vec<&str> = s.lines().filter(|l| l.starts_with("- ")).collect();
-    // [asker, hidden] and [asker, gave-up] are omitted: never shown.
-    assert_eq!(
-        rules,
-        [
-            r#"- ["asker","tool"]: Run the tool."#,
-            r#"- ["asker","done"]: Finished."#
-        ]
-    );
-    assert!(s.contains("Its `id` picks the transition and must be one of:"));
-    assert!(!s.contains("hidden") && !s.contains("gave-up"), "{s}");
-    // A state whose every way out is omitted still gets its routes.
-    let h = system_message(&fsm, "hidden", None, &PromptOptions::default());
-    let rules: Vec<&str> = h.lines().filter(|l| l.starts_with("- ")).collect();
-    assert_eq!(rules, [r#"- ["hidden","asker"]"#]);
-}
-
-#[test]
-fn system_message_ends_with_the_states_output_schema() {
-    let fsm = fsm();
-    let s = system_message(&fsm, "asker", None, &PromptOptions::default());
-    let expected = format!(
-        "\nYour answer must satisfy the option of this OUTPUT-SCHEMA whose `id` it carries:\n\
-             OUTPUT-SCHEMA: {{\"oneOf\":[{},{}]}}",
-        fsm.transition("asker", "tool")
-            .unwrap()
-            .effective
-            .as_ref()
-            .unwrap(),
-        fsm.transition("asker", "done")
-            .unwrap()
-            .effective
-            .as_ref()
-            .unwrap(),
-    );
-    assert!(s.ends_with(&expected), "{s}");
-    let t = system_message(&fsm, "tool", None, &PromptOptions::default());
-    let expected = format!(
-        "\nYour answer must satisfy this OUTPUT-SCHEMA:\nOUTPUT-SCHEMA: {}",
-        fsm.transition("tool", "asker")
-            .unwrap()
-            .effective
-            .as_ref()
-            .unwrap(),
-    );
-    assert!(t.ends_with(&expected), "{t}");
-    // trail_to_prompts renders the same system message.
-    let trail = [hop(0, "start", "asker", json!({"n": 1}))];
-    let m = trail_to_prompts(&fsm, &trail, "asker", &PromptOptions::default());
-    let input = fsm.transition("start", "asker");
-    assert_eq!(
-        m[0].content,
-        system_message(&fsm, "asker", input, &PromptOptions::default())
-    );
-}
-
-#[test]
-fn system_message_carries_shared_parts_then_the_state_s_prompts_then_rules() {
-    let fsm = fsm();
-    let input = fsm.transition("tool", "asker");
-    let s = system_message(&fsm, "asker", input, &PromptOptions::default());
-    let at = |needle: &str| s.find(needle).unwrap_or_else(|| panic!("{needle} in {s}"));
-    assert!(at("FSM-PROMPT") < at("$defs: "));
-    assert!(at("$defs: ") < at("STATE-PROMPT"));
-    assert!(at("STATE-PROMPT") < at("BACK-PROMPT"));
-    assert!(at("BACK-PROMPT") < at("must be one of"));
-    // Every state's system message starts with the same shared part.
-    let other = system_message(&fsm, "tool", None, &PromptOptions::default());
-    let shared = &s[..at("STATE-PROMPT")];
-    assert!(other.starts_with(shared), "{other}");
-    assert!(!s.contains("ENTRY-PROMPT") && !s.contains("TOOL-PROMPT"));
+    assert!(s.starts_with("User messages show"), "{s}");
 }
 
 #[test]
 fn the_input_transition_is_the_last_one_into_the_state() {
     let fsm = fsm();
+    let opts = PromptOptions::default();
     let trail = [
         hop(0, "start", "asker", json!({"n": 1})),
         hop(1, "asker", "tool", json!({"arg": "a"})),
-        failed(2, "tool", json!({}), FailureKind::Action),
+        hop(2, "tool", "asker", json!({"thing": {"n": 2}})),
     ];
-    let m = trail_to_prompts(&fsm, &trail, "tool", &PromptOptions::default());
-    assert!(m[0].content.contains("TOOL-PROMPT"));
-    assert!(!m[0].content.contains("ENTRY-PROMPT"));
+    let m = trail_to_prompts(&fsm, &trail[..1], "asker", &opts);
+    let last = &m.last().unwrap().content;
+    assert!(last.contains("ENTRY-PROMPT") && !last.contains("BACK-PROMPT"));
+    let m = trail_to_prompts(&fsm, &trail, "asker", &opts);
+    let last = &m.last().unwrap().content;
+    assert!(last.contains("BACK-PROMPT") && !last.contains("ENTRY-PROMPT"));
     // Asked for another state than the last transition leads to: no input prompts.
-    let m = trail_to_prompts(&fsm, &trail[..2], "asker", &PromptOptions::default());
-    assert!(!m[0].content.contains("TOOL-PROMPT") && !m[0].content.contains("ENTRY-PROMPT"));
-    // Empty trail: just the system message.
-    let m = trail_to_prompts(&fsm, &[], "asker", &PromptOptions::default());
-    assert_eq!(m.len(), 1);
+    let m = trail_to_prompts(&fsm, &trail[..2], "asker", &opts);
+    let last = &m.last().unwrap().content;
+    assert!(last.contains("STATE-PROMPT"));
+    assert!(!last.contains("TOOL-PROMPT") && !last.contains("ENTRY-PROMPT"));
+    // Empty trail: the system message and the request.
+    let m = trail_to_prompts(&fsm, &[], "asker", &opts);
+    assert_eq!(roles(&m), [Role::System, Role::User]);
 }
 
 struct Known;
@@ -469,11 +505,11 @@ fn dynamic_schemas_are_resolved_or_named() {
     let trail = [step(0, "start", "a", json!({"id": ["start", "a"]}))];
     let plain = trail_to_prompts(&fsm, &trail, "a", &PromptOptions::default());
     assert!(
-        plain[1].content.contains(
+        plain[2].content.contains(
             r#"{"x-dynamic-schema":"mcp:request","properties":{"id":{"const":["a","m"]}}}"#
         ),
         "{}",
-        plain[1].content
+        plain[2].content
     );
     let provider = Provider;
     let opts = PromptOptions {
@@ -481,13 +517,13 @@ fn dynamic_schemas_are_resolved_or_named() {
     };
     let resolved = trail_to_prompts(&fsm, &trail, "a", &opts);
     assert!(
-            resolved[1].content.contains(
+            resolved[2].content.contains(
                 r#"{"type":"object","properties":{"tool":{"enum":["hostname"]},"id":{"const":["a","m"]}},"required":["tool","id"]}"#
             ),
             "{}",
-            resolved[1].content
+            resolved[2].content
         );
-    assert!(!resolved[1].content.contains("x-dynamic-schema"));
+    assert!(!resolved[2].content.contains("x-dynamic-schema"));
 }
 
 #[test]

@@ -41,7 +41,9 @@ pub(super) fn prompt(engine: &Engine, args: &PromptArgs) -> anyhow::Result<u8> {
                 })
             })
             .collect::<anyhow::Result<_>>()?;
-        out!("step  seq  state                 messages  prompt tokens")?;
+        if args.step.is_none() {
+            out!("step  seq  state                 messages  prompt tokens")?;
+        }
         let mut sum = 0;
         let mut step = 0;
         for (i, entry) in trail.iter().enumerate() {
@@ -55,6 +57,13 @@ pub(super) fn prompt(engine: &Engine, args: &PromptArgs) -> anyhow::Result<u8> {
             }
             step += 1;
             let messages = trail_to_prompts(&fsm, &trail[..i], &entry.from, &opts);
+            if args.step == Some(step) {
+                print_messages(&messages)?;
+                return Ok(EXIT_OK);
+            }
+            if args.step.is_some() {
+                continue;
+            }
             let tokens = total(&count_tokens(&messages).unwrap_or_default());
             sum += tokens;
             out!(
@@ -63,6 +72,9 @@ pub(super) fn prompt(engine: &Engine, args: &PromptArgs) -> anyhow::Result<u8> {
                 entry.from,
                 messages.len()
             )?;
+        }
+        if let Some(n) = args.step {
+            bail!("the trail has {step} model step(s), not a step {n}");
         }
         out!("total prompt tokens over {step} model step(s): {sum}")?;
         return Ok(EXIT_OK);
@@ -77,7 +89,13 @@ pub(super) fn prompt(engine: &Engine, args: &PromptArgs) -> anyhow::Result<u8> {
         bail!("no state `{state}` in {}", args.file.display());
     }
     let messages = trail_to_prompts(&fsm, std::slice::from_ref(&entry), &state, &opts);
-    let counts = count_tokens(&messages).unwrap_or_default();
+    print_messages(&messages)?;
+    Ok(EXIT_OK)
+}
+
+/// Prints each message with its role and token count, then the total.
+fn print_messages(messages: &[claij_core::prompts::Message]) -> anyhow::Result<()> {
+    let counts = count_tokens(messages).unwrap_or_default();
     for (m, n) in messages.iter().zip(&counts) {
         out!("── {} ({n} tokens) ──\n{}\n", m.role, m.content)?;
     }
@@ -86,7 +104,7 @@ pub(super) fn prompt(engine: &Engine, args: &PromptArgs) -> anyhow::Result<u8> {
         total(&counts),
         messages.len()
     )?;
-    Ok(EXIT_OK)
+    Ok(())
 }
 
 /// A trail entry for the input taking its entry transition (picked by its `id`, or the
