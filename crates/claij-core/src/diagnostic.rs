@@ -107,6 +107,9 @@ pub enum Problem {
     /// A route (`on_failure`, or one an action declares in its `config`) with no
     /// matching transition, or a terminal state with outgoing transitions.
     BadRoute,
+    /// A state's example answer that names no transition leaving the state, or does not
+    /// satisfy the schema of the one it names.
+    BadExample,
 }
 
 /// One located problem.

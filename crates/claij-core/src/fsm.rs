@@ -78,6 +78,9 @@ pub struct State {
     pub description: Option<String>,
     /// Prompts loaded when an `llm` state is entered.
     pub prompts: Vec<String>,
+    /// Example answers, shown to a model in the state's request (each checked on load
+    /// against the schema of the transition it names).
+    pub examples: Vec<Example>,
     /// The action's configuration with the engine's own keys removed.
     pub config: Value,
     /// The engine's own keys from `config`.
@@ -93,6 +96,17 @@ impl State {
     pub fn is_terminal(&self) -> bool {
         &*self.action == END_ACTION
     }
+}
+
+/// An example answer of a state: what the state's output looks like for an input.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Example {
+    /// The document answered (optional: an example may show the answer alone).
+    #[serde(default)]
+    pub input: Option<Value>,
+    /// The answer, with the `id` of the transition it takes.
+    pub output: Value,
 }
 
 /// The engine's keys of a state's `config`.

@@ -180,9 +180,10 @@ pub fn system_message(fsm: &Fsm) -> String {
 }
 
 /// The request to a model answering in `state`, entered through `input` (the transition
-/// that led into `state`, if known): the state's prompts, `input`'s prompts, then the
-/// `id` values the answer may carry, each with its transition's description, and the
-/// `OUTPUT-SCHEMA` the answer must satisfy.
+/// that led into `state`, if known): the state's prompts, `input`'s prompts, the state's
+/// example answers (each after the document it answers, its `id` last as an answer
+/// writes it), then the `id` values the answer may carry, each with its transition's
+/// description, and the `OUTPUT-SCHEMA` the answer must satisfy.
 pub fn task_message(
     fsm: &Fsm,
     state: &str,
@@ -206,6 +207,9 @@ fn write_task_message(
     }
     if let Some(t) = input {
         push_prompts(&mut out, &t.prompts);
+    }
+    if let Some(s) = fsm.state(state) {
+        push_examples(&mut out, &s.examples);
     }
     let routes = shown_outgoing(fsm, state);
     paragraph(&mut out);
@@ -500,6 +504,31 @@ fn transition_schema<'t>(t: &'t Transition, opts: &PromptOptions) -> Cow<'t, Val
             Cow::Owned(effective_schema(&t.from, &t.to, Some(schema)))
         }
         TransitionSchema::Any => Cow::Owned(effective_schema(&t.from, &t.to, None)),
+    }
+}
+
+/// Appends the example answers as a paragraph: `EXAMPLE:` lines, each with the document
+/// answered (when given) and the answer, its `id` moved last.
+fn push_examples(out: &mut String, examples: &[crate::fsm::Example]) {
+    if examples.is_empty() {
+        return;
+    }
+    paragraph(out);
+    out.push_str("Examples of good answers:");
+    for example in examples {
+        out.push_str("\n- ");
+        if let Some(input) = &example.input {
+            out.push_str("DOCUMENT: ");
+            push_json(out, input);
+            out.push_str(" ANSWER: ");
+        }
+        let mut answer = example.output.clone();
+        if let Value::Object(map) = &mut answer
+            && let Some(id) = map.shift_remove("id")
+        {
+            map.insert("id".into(), id);
+        }
+        push_json(out, &answer);
     }
 }
 

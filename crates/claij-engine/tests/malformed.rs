@@ -256,6 +256,7 @@ fn the_corpus_covers_every_kind_of_problem() {
         Problem::UnknownAction,
         Problem::BadConfig,
         Problem::BadRoute,
+        Problem::BadExample,
     ];
     let uncovered: Vec<String> = kinds
         .iter()

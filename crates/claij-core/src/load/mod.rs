@@ -21,8 +21,8 @@ mod structure;
 
 use schemas::SharedSchemas;
 use structure::{
-    build_states, build_transitions, check_graph, check_reachability, check_routes, clamp_u32,
-    duration_at,
+    build_states, build_transitions, check_examples, check_graph, check_reachability, check_routes,
+    clamp_u32, duration_at,
 };
 
 /// Reads and loads the document at `path`.
@@ -131,6 +131,8 @@ struct RawState {
     #[serde(default)]
     prompts: Prompts,
     #[serde(default)]
+    examples: Vec<crate::fsm::Example>,
+    #[serde(default)]
     config: Map<String, Value>,
 }
 
@@ -204,6 +206,7 @@ fn build(
     build_transitions(&mut fsm, raw.xitions, xitions_key, &shared, actions, found);
     check_graph(&fsm, xitions_key, found);
     check_routes(&fsm, actions, found);
+    check_examples(&fsm, found);
     check_reachability(&fsm, found);
     fsm
 }

@@ -136,6 +136,7 @@ pub(super) fn build_states(
                 Prompts::One(p) => vec![p.clone()],
                 Prompts::Many(ps) => ps.clone(),
             },
+            examples: s.examples.clone(),
             config,
             settings,
             outgoing: Vec::new(),
@@ -374,4 +375,58 @@ fn reach<'a>(
         }
     }
     seen
+}
+
+/// Each state's example answers: an object whose `id` names a transition leaving the
+/// state, satisfying that transition's schema (dynamic schemas, resolved only at run
+/// time, are not checked here).
+pub(super) fn check_examples(fsm: &Fsm, found: &mut Collector) {
+    for (i, state) in fsm.states.iter().enumerate() {
+        for (j, example) in state.examples.iter().enumerate() {
+            let at = JsonPath::root()
+                .join("states")
+                .join(i)
+                .join("examples")
+                .join(j)
+                .join("output");
+            let id = example.output.get("id");
+            let transition = state
+                .outgoing
+                .iter()
+                .map(|&t| &fsm.transitions[t])
+                .find(|t| Some(&t.id_value) == id);
+            let Some(transition) = transition else {
+                let ids: Vec<String> = state
+                    .outgoing
+                    .iter()
+                    .map(|&t| fsm.transitions[t].id_value.to_string())
+                    .collect();
+                found.push(
+                    Problem::BadExample,
+                    at.join("id"),
+                    format!(
+                        "an example answer of `{}` must carry the `id` of a transition leaving it ({}), not {}",
+                        state.id,
+                        if ids.is_empty() { "there is none".to_owned() } else { ids.join(", ") },
+                        id.map_or_else(|| "none".to_owned(), Value::to_string)
+                    ),
+                );
+                continue;
+            };
+            if let Some(compiled) = &transition.compiled
+                && let Err(issues) = compiled.check(&example.output)
+            {
+                for issue in issues {
+                    found.push(
+                        Problem::BadExample,
+                        at.join_pointer(&issue.instance_path),
+                        format!(
+                            "the example answer does not satisfy the schema of {}: {}",
+                            transition.id_value, issue.message
+                        ),
+                    );
+                }
+            }
+        }
+    }
 }

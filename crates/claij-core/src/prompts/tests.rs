@@ -459,6 +459,43 @@ fn the_input_transition_is_the_last_one_into_the_state() {
     assert_eq!(roles(&m), [Role::System, Role::User]);
 }
 
+#[test]
+fn the_request_shows_the_state_s_example_answers_with_their_id_last() {
+    let routed = crate::load_str(
+        "x.yaml",
+        r#"
+id: x
+states:
+  - id: route
+    action: llm
+    prompts: ["Choose the team."]
+    examples:
+      - input: {problem: "charged twice"}
+        output: {id: [route, billing], reason: "a payment"}
+      - output: {reason: "a crash", id: [route, tech]}
+  - {id: billing, action: end}
+  - {id: tech, action: end}
+xitions:
+  - id: [start, route]
+  - id: [route, billing]
+    schema: {type: object, required: [reason], properties: {reason: {type: string}}}
+  - id: [route, tech]
+    schema: {type: object, required: [reason], properties: {reason: {type: string}}}
+"#,
+        &BuiltinNames,
+    )
+    .unwrap();
+    let t = task_message(&routed, "route", None, &PromptOptions::default());
+    let expected = "Choose the team.\n\n\
+        Examples of good answers:\n\
+        - DOCUMENT: {\"problem\":\"charged twice\"} ANSWER: {\"reason\":\"a payment\",\"id\":[\"route\",\"billing\"]}\n\
+        - {\"reason\":\"a crash\",\"id\":[\"route\",\"tech\"]}\n\n\
+        Answer with exactly one JSON object.";
+    assert!(t.starts_with(expected), "{t}");
+    // A state without examples says nothing about them.
+    assert!(!task_message(&fsm(), "asker", None, &PromptOptions::default()).contains("Examples"));
+}
+
 struct Known;
 
 impl KnownActions for Known {
