@@ -96,8 +96,9 @@ pub struct LlmLayer {
     default: Option<ResolvedModel>,
     tape: Option<Tape>,
     retry_override: Option<RetryPolicy>,
-    /// The embedded models of `[models]` entries with a `path`, by entry name (one
-    /// provider per file, so each file is loaded once).
+    /// The embedded models of `[models]` entries with a `path`, by entry name, and the
+    /// fetched catalog models other than the default, as `embedded/NAME` (one provider per
+    /// file, each loaded on first use, once).
     embedded_files: BTreeMap<String, Arc<dyn Provider>>,
 }
 
@@ -205,14 +206,30 @@ impl LlmLayer {
 
     /// Makes the embedded local model (the GGUF file at `path`, loaded on first use) the
     /// model used when nothing names one, unless the configuration or `$CLAIJ_MODEL`
-    /// chose a default. Its models are also reachable as `embedded/NAME`. Returns the
+    /// chose a default. It is also reachable as `embedded/NAME`, and so is every other
+    /// catalog model fetched into the cache (`claij model fetch NAME`). Returns the
     /// default's name when the embedded model became the default.
     pub fn default_to_embedded(&mut self, path: std::path::PathBuf) -> Option<String> {
         use crate::providers::embedded::EmbeddedProvider;
         let model_id = embedded_model_id(&path);
+        let cache = claij_embedded::cache_root();
+        for known in claij_embedded::CATALOG
+            .iter()
+            .filter(|m| m.name != model_id)
+        {
+            if let Some(file) = claij_embedded::fetch::fetched(&cache, known) {
+                let provider: Arc<dyn Provider> = Arc::new(EmbeddedProvider::new(file));
+                self.embedded_files
+                    .entry(format!("{EMBEDDED_PROVIDER}/{}", known.name))
+                    .or_insert(provider);
+            }
+        }
         let provider: Arc<dyn Provider> = Arc::new(EmbeddedProvider::new(path));
         self.providers
             .entry(EMBEDDED_PROVIDER.to_owned())
+            .or_insert_with(|| Arc::clone(&provider));
+        self.embedded_files
+            .entry(format!("{EMBEDDED_PROVIDER}/{model_id}"))
             .or_insert_with(|| Arc::clone(&provider));
         if self.default.is_some() {
             return None;
@@ -311,8 +328,30 @@ impl LlmLayer {
                 "model `{name}` has a `path`, which only a model whose provider is `{EMBEDDED_PROVIDER}` takes (its provider is `{provider_name}`)"
             ));
         }
-        let provider = match self.embedded_files.get(name).filter(|_| entry.is_some()) {
+        let provider = match self.embedded_files.get(name) {
             Some(p) => Some(Arc::clone(p)),
+            // `embedded/NAME` that is neither the default nor a fetched catalog model:
+            // the embedded provider would answer with another model than the one named.
+            None if entry.is_none() && provider_name == EMBEDDED_PROVIDER => {
+                let fetched: Vec<&String> = self
+                    .embedded_files
+                    .keys()
+                    .filter(|k| k.starts_with("embedded/"))
+                    .collect();
+                return Err(format!(
+                    "model `{name}`: no such embedded model in the cache (the default is {}; fetched: {}); `claij model fetch NAME` fetches one of {}, and a `[models]` entry with a `path` runs any GGUF",
+                    self.default
+                        .as_ref()
+                        .filter(|d| d.provider.name() == EMBEDDED_PROVIDER)
+                        .map_or("not embedded", |d| d.name.as_str()),
+                    list(fetched.into_iter()),
+                    claij_embedded::CATALOG
+                        .iter()
+                        .map(|m| m.name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
             None => self.providers.get(provider_name).cloned(),
         };
         let provider = provider.ok_or_else(|| {
@@ -323,7 +362,11 @@ impl LlmLayer {
         })?;
         let price = entry
             .and_then(|m| m.price)
-            .or_else(|| self.config.prices.get(name).copied());
+            .or_else(|| self.config.prices.get(name).copied())
+            // A catalog model run in process costs nothing.
+            .or_else(|| {
+                (entry.is_none() && provider_name == EMBEDDED_PROVIDER).then(Price::default)
+            });
         Ok(ResolvedModel {
             name: name.to_owned(),
             model_id,

@@ -234,6 +234,67 @@ fn prompt_shows_one_step_of_a_recorded_run() {
     );
 }
 
+/// `--model embedded/NAME` runs that catalog model (fetched by scripts/setup/model), not
+/// the default under another name: two models with different tokenizers count the same
+/// prompt differently. A name that is not in the cache is refused, naming what is.
+#[test]
+fn each_fetched_model_runs_on_the_embedded_model_by_name() {
+    let home = tempfile::tempdir().unwrap();
+    let input_tokens = |model: &str| -> (Option<i32>, u64, String) {
+        let trail = home
+            .path()
+            .join(format!("{}.jsonl", model.replace('/', "-")));
+        // No configuration from the machine, but the models the setup scripts fetched.
+        let out = Command::new(env!("CARGO_BIN_EXE_claij"))
+            .current_dir(repo())
+            .stdin(Stdio::null())
+            .env("HOME", home.path())
+            .env("XDG_CONFIG_HOME", home.path())
+            .env("CLAIJ_CACHE_DIR", claij_testkit::cache::dir())
+            .env_remove("CLAIJ_CONFIG")
+            .env_remove("CLAIJ_MODEL")
+            .env_remove("CLAIJ_EMBEDDED_MODEL")
+            .args([
+                "run",
+                "examples/sentiment.yaml",
+                "--store",
+                "memory",
+                "--model",
+                model,
+            ])
+            .args(["--input", r#"{"text": "I love it"}"#, "--trail"])
+            .arg(&trail)
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        let step = std::fs::read_to_string(&trail)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|e| e["model"].is_string());
+        let tokens = step
+            .as_ref()
+            .and_then(|e| e["usage"]["input_tokens"].as_u64())
+            .unwrap_or_default();
+        if let Some(step) = &step {
+            assert_eq!(step["model"], model, "{step}");
+        }
+        (out.status.code(), tokens, stderr)
+    };
+    let (code, smol, stderr) = input_tokens("embedded/smollm2-135m");
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, qwen, stderr) = input_tokens("embedded/qwen2.5-coder-0.5b");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(smol > 0 && qwen > 0);
+    assert_ne!(smol, qwen, "the same model answered both");
+    let (code, _, stderr) = input_tokens("embedded/no-such-model");
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("no such embedded model") && stderr.contains("embedded/smollm2-135m"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn model_list_shows_the_catalog_with_engines_and_what_is_fetched() {
     let home = tempfile::tempdir().unwrap();
