@@ -48,9 +48,7 @@ async fn replay_code_review(mut layer: LlmLayer, exchanges: &str) -> RunOutcome 
 /// The exchanges of a recording in `tests/llm`: (state, answer text, input tokens,
 /// output tokens), in recorded order.
 fn recorded(exchanges: &str) -> Vec<(String, String, u64, u64)> {
-    let file: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir().join(exchanges)).unwrap()).unwrap();
-    file["exchanges"]
+    read_tape(exchanges)["exchanges"]
         .as_array()
         .unwrap()
         .iter()

@@ -39,22 +39,22 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// `claij run` of the code-review example from its recorded exchanges (tests/llm).
+const REPLAY_CODE_REVIEW: [&str; 8] = [
+    "run",
+    "examples/code-review.yaml",
+    "--config",
+    "tests/llm/claij.toml",
+    "--replay",
+    "tests/llm/code-review.exchanges.json",
+    "--input",
+    "@tests/llm/code-review.input.json",
+];
+
 #[test]
 fn the_code_review_example_replays_and_prints_usage_totals() {
     let home = tempfile::tempdir().unwrap();
-    let out = claij(
-        home.path(),
-        &[
-            "run",
-            "examples/code-review.yaml",
-            "--config",
-            "tests/llm/claij.toml",
-            "--replay",
-            "tests/llm/code-review.exchanges.json",
-            "--input",
-            "@tests/llm/code-review.input.json",
-        ],
-    );
+    let out = claij(home.path(), &REPLAY_CODE_REVIEW);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -176,19 +176,10 @@ fn prompt_shows_one_step_of_a_recorded_run() {
     let out = claij(
         home.path(),
         &[
-            "run",
-            "examples/code-review.yaml",
-            "--store",
-            "memory",
-            "--config",
-            "tests/llm/claij.toml",
-            "--replay",
-            "tests/llm/code-review.exchanges.json",
-            "--input",
-            "@tests/llm/code-review.input.json",
-            "--trail",
-            trail_arg,
-        ],
+            &REPLAY_CODE_REVIEW[..],
+            &["--store", "memory", "--trail", trail_arg],
+        ]
+        .concat(),
     );
     assert!(trail.exists(), "{}", text(&out.stderr));
     let table = claij(

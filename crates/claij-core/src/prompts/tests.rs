@@ -105,6 +105,15 @@ fn failed(seq: u64, from: &str, event: Value, kind: FailureKind) -> TrailEntry {
     }
 }
 
+/// The input, the model asking the tool, the tool answering: a round through `tool`.
+fn round_trip() -> [TrailEntry; 3] {
+    [
+        hop(0, "start", "asker", json!({"n": 1})),
+        hop(1, "asker", "tool", json!({"arg": "a"})),
+        hop(2, "tool", "asker", json!({"thing": {"n": 2}})),
+    ]
+}
+
 fn roles(messages: &[Message]) -> Vec<Role> {
     messages.iter().map(|m| m.role).collect()
 }
@@ -122,11 +131,7 @@ fn effective(fsm: &Fsm, from: &str, to: &str) -> String {
 #[test]
 fn roles_follow_the_producing_state_and_each_answer_follows_its_request() {
     let fsm = fsm();
-    let trail = [
-        hop(0, "start", "asker", json!({"n": 1})),
-        hop(1, "asker", "tool", json!({"arg": "a"})),
-        hop(2, "tool", "asker", json!({"thing": {"n": 2}})),
-    ];
+    let trail = round_trip();
     let opts = PromptOptions::default();
     let m = trail_to_prompts(&fsm, &trail, "asker", &opts);
     assert_eq!(
@@ -249,17 +254,18 @@ fn each_step_s_conversation_extends_the_previous_one() {
     let fsm = fsm();
     let opts = PromptOptions::default();
     let trail = [
-        hop(0, "start", "asker", json!({"n": 1})),
-        hop(1, "asker", "tool", json!({"arg": "a"})),
-        hop(2, "tool", "asker", json!({"thing": {"n": 2}})),
-        failed(
-            3,
-            "asker",
-            json!({"id": ["asker", "tool"], "arg": 5}),
-            FailureKind::Validation,
-        ),
-        hop(4, "asker", "done", json!({"answer": "x"})),
-    ];
+        round_trip().to_vec(),
+        vec![
+            failed(
+                3,
+                "asker",
+                json!({"id": ["asker", "tool"], "arg": 5}),
+                FailureKind::Validation,
+            ),
+            hop(4, "asker", "done", json!({"answer": "x"})),
+        ],
+    ]
+    .concat();
     // The model's steps: asked after entry 0, after entry 2 and after the failure.
     let first = trail_to_prompts(&fsm, &trail[..1], "asker", &opts);
     let second = trail_to_prompts(&fsm, &trail[..3], "asker", &opts);
@@ -278,11 +284,10 @@ fn each_step_s_conversation_extends_the_previous_one() {
 fn a_state_without_a_model_gets_no_request() {
     let fsm = fsm();
     let trail = [
-        hop(0, "start", "asker", json!({"n": 1})),
-        hop(1, "asker", "tool", json!({"arg": "a"})),
-        hop(2, "tool", "asker", json!({"thing": {"n": 2}})),
-        hop(3, "asker", "done", json!({"answer": "x"})),
-    ];
+        round_trip().to_vec(),
+        vec![hop(3, "asker", "done", json!({"answer": "x"}))],
+    ]
+    .concat();
     // A non-llm producer going to a terminal state: just the document.
     let fsm2 = crate::load_str(
         "u.yaml",
@@ -396,16 +401,15 @@ fn failures_show_errors_rejected_output_and_expected_schema() {
 fn shared_schemas_appear_exactly_once() {
     let fsm = fsm();
     let trail = [
-        hop(0, "start", "asker", json!({"n": 1})),
-        hop(1, "asker", "tool", json!({"arg": "a"})),
-        hop(2, "tool", "asker", json!({"thing": {"n": 2}})),
-        failed(
+        round_trip().to_vec(),
+        vec![failed(
             3,
             "asker",
             json!({"id": ["asker", "tool"]}),
             FailureKind::Validation,
-        ),
-    ];
+        )],
+    ]
+    .concat();
     let m = trail_to_prompts(&fsm, &trail, "asker", &PromptOptions::default());
     let count: usize = m
         .iter()
@@ -438,11 +442,7 @@ fn no_defs_section_without_shared_schemas() {
 fn the_input_transition_is_the_last_one_into_the_state() {
     let fsm = fsm();
     let opts = PromptOptions::default();
-    let trail = [
-        hop(0, "start", "asker", json!({"n": 1})),
-        hop(1, "asker", "tool", json!({"arg": "a"})),
-        hop(2, "tool", "asker", json!({"thing": {"n": 2}})),
-    ];
+    let trail = round_trip();
     let m = trail_to_prompts(&fsm, &trail[..1], "asker", &opts);
     let last = &m.last().unwrap().content;
     assert!(last.contains("ENTRY-PROMPT") && !last.contains("BACK-PROMPT"));

@@ -41,42 +41,47 @@ pub(super) fn prompt(engine: &Engine, args: &PromptArgs) -> anyhow::Result<u8> {
                 })
             })
             .collect::<anyhow::Result<_>>()?;
-        if args.step.is_none() {
-            out!("step  seq  state                 messages  prompt tokens")?;
+        // Model steps: entries of `llm` states, except the engine's own `on_failure` route.
+        let steps: Vec<usize> = trail
+            .iter()
+            .enumerate()
+            .filter(|(_, entry)| {
+                fsm.state(&entry.from).is_some_and(|s| {
+                    &*s.action == "llm"
+                        && !(entry.to.is_some() && entry.to == s.settings.on_failure)
+                })
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let prompt_of = |i: usize| trail_to_prompts(&fsm, &trail[..i], &trail[i].from, &opts);
+        if let Some(n) = args.step {
+            let Some(&i) = n.checked_sub(1).and_then(|k| steps.get(k)) else {
+                bail!(
+                    "the trail has {} model step(s), not a step {n}",
+                    steps.len()
+                );
+            };
+            print_messages(&prompt_of(i))?;
+            return Ok(EXIT_OK);
         }
+        out!("step  seq  state                 messages  prompt tokens")?;
         let mut sum = 0;
-        let mut step = 0;
-        for (i, entry) in trail.iter().enumerate() {
-            // Model steps: entries of `llm` states, except the engine's own `on_failure`
-            // route.
-            let is_model_step = fsm.state(&entry.from).is_some_and(|s| {
-                &*s.action == "llm" && !(entry.to.is_some() && entry.to == s.settings.on_failure)
-            });
-            if !is_model_step {
-                continue;
-            }
-            step += 1;
-            let messages = trail_to_prompts(&fsm, &trail[..i], &entry.from, &opts);
-            if args.step == Some(step) {
-                print_messages(&messages)?;
-                return Ok(EXIT_OK);
-            }
-            if args.step.is_some() {
-                continue;
-            }
+        for (step, &i) in steps.iter().enumerate() {
+            let messages = prompt_of(i);
             let tokens = total(&count_tokens(&messages).unwrap_or_default());
             sum += tokens;
             out!(
-                "{step:>4}  {:>3}  {:<20}  {:>8}  {tokens:>13}",
-                entry.seq,
-                entry.from,
+                "{:>4}  {:>3}  {:<20}  {:>8}  {tokens:>13}",
+                step + 1,
+                trail[i].seq,
+                trail[i].from,
                 messages.len()
             )?;
         }
-        if let Some(n) = args.step {
-            bail!("the trail has {step} model step(s), not a step {n}");
-        }
-        out!("total prompt tokens over {step} model step(s): {sum}")?;
+        out!(
+            "total prompt tokens over {} model step(s): {sum}",
+            steps.len()
+        )?;
         return Ok(EXIT_OK);
     }
     let event = input::json_argument("input", &args.input)?;
