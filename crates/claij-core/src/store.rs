@@ -220,8 +220,35 @@ pub struct RunFilter {
     pub fsm_id: Option<String>,
     /// Only runs last updated before this time.
     pub updated_before: Option<SystemTime>,
+    /// Only runs created at or after this time.
+    pub created_since: Option<SystemTime>,
+    /// Only runs created before this time.
+    pub created_before: Option<SystemTime>,
+    /// Only runs listed after this one (newest first: created earlier, or at the same
+    /// time with a smaller id): the cursor of a paged listing.
+    pub after: Option<RunCursor>,
     /// At most this many (newest first); all when `None`.
     pub limit: Option<u64>,
+}
+
+/// A place in the listing of runs (newest first: by creation time, then id): the last
+/// run of a page, from which the next page continues.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunCursor {
+    /// The run's creation time.
+    pub created_at: SystemTime,
+    /// The run's id.
+    pub id: String,
+}
+
+impl RunCursor {
+    /// The cursor just past `record`.
+    pub fn after(record: &RunRecord) -> Self {
+        RunCursor {
+            created_at: record.created_at,
+            id: record.id.clone(),
+        }
+    }
 }
 
 /// How much durability a commit buys.

@@ -43,6 +43,8 @@ pub mod actions;
 mod drive;
 pub mod durable;
 pub mod observer;
+pub mod privilege;
+pub mod recover;
 pub mod registry;
 pub mod run;
 pub mod tree;
@@ -53,6 +55,8 @@ pub use action::{
 };
 pub use durable::{is_dead_local_owner, process_owner};
 pub use observer::Observer;
+pub use privilege::{Privilege, PrivilegedUse, privileged_uses};
+pub use recover::{continues_without_input, runs_to_continue};
 pub use registry::ActionRegistry;
 pub use run::{
     Engine, InputError, RunError, RunOptions, RunOutcome, RunStatus, interrupt, new_run_id,

@@ -1,4 +1,5 @@
-//! Observers: told of each trail entry as it is appended (progress now, streaming later).
+//! Observers: told of a run's start, each attempt, each trail entry as it is appended, and
+//! its end (progress bars, live event streams).
 
 use claij_core::{State, TrailEntry};
 
@@ -7,6 +8,11 @@ use crate::run::RunStatus;
 /// Receives a run's events as they happen. Every method has a no-op default. Observers
 /// are called on the run's task: keep them quick.
 pub trait Observer: Send + Sync {
+    /// The run is under way in this process: started (with a store, once it is created
+    /// there), or claimed from its store to continue. Before this, a start or resume can
+    /// still be refused with nothing changed; after it, the run has its own life.
+    fn run_started(&self, _run_id: &str) {}
+
     /// An attempt of `state` is starting.
     fn attempt_started(&self, _run_id: &str, _state: &State, _attempt: u32) {}
 

@@ -263,8 +263,8 @@ pub(crate) async fn call(
                     let filter = RunFilter {
                         statuses: Vec::new(),
                         fsm_id: Some(fsm.id.to_string()),
-                        updated_before: None,
                         limit: Some(20),
+                        ..RunFilter::default()
                     };
                     match runtime.store.runs(&filter).await {
                         Ok(runs) => ToolOutput::json(json!({

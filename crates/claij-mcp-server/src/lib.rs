@@ -26,5 +26,5 @@ pub use bot_folder::{Bot, BotErrors, BotProblem, load_bot};
 pub use bot_tools::BotHost;
 pub use fsm_tools::Runtime;
 pub use handler::{DuplicateTool, McpServer};
-pub use serve::{HTTP_PATH, ServeError, serve_http, serve_stdio};
+pub use serve::{HTTP_PATH, ServeError, http_router, serve_http, serve_stdio};
 pub use tool::ToolSpec;

@@ -64,6 +64,24 @@ pub async fn serve_http(
     let bound = listener
         .local_addr()
         .map_err(|source| ServeError::Bind { addr, source })?;
+    let router = http_router(server, bound, allowed_hosts, shutdown.clone());
+    on_bound(bound);
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move { shutdown.cancelled_owned().await })
+        .await
+        .map_err(|e| ServeError::Stopped(e.to_string()))
+}
+
+/// The MCP endpoint as an axum router (at [`HTTP_PATH`]), for a server that serves it
+/// beside other routes (`claij serve`). `bound` is the address listened on; requests are
+/// accepted when their `Host` is a loopback name, that address, or one of
+/// `allowed_hosts`. Sessions end when `shutdown` is cancelled.
+pub fn http_router(
+    server: McpServer,
+    bound: SocketAddr,
+    allowed_hosts: &[String],
+    shutdown: CancellationToken,
+) -> axum::Router {
     let mut config = StreamableHttpServerConfig::default();
     config.cancellation_token = shutdown.child_token();
     // Loopback names are allowed by default; a server bound elsewhere also answers to
@@ -78,10 +96,5 @@ pub async fn serve_http(
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let router = axum::Router::new().nest_service(HTTP_PATH, service);
-    on_bound(bound);
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move { shutdown.cancelled_owned().await })
-        .await
-        .map_err(|e| ServeError::Stopped(e.to_string()))
+    axum::Router::new().nest_service(HTTP_PATH, service)
 }

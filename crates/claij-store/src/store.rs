@@ -77,6 +77,24 @@ fn filter_sql(filter: &RunFilter, statuses: &[RunStatus]) -> (String, Vec<Param>
         }
         sql.push_str(&format!(" AND updated_at < ${}", params.len()));
     }
+    let micros = |t: SystemTime| rows::micros(t).unwrap_or(i64::MIN);
+    if let Some(since) = filter.created_since {
+        params.push(Param::Int(micros(since)));
+        sql.push_str(&format!(" AND created_at >= ${}", params.len()));
+    }
+    if let Some(before) = filter.created_before {
+        params.push(Param::Int(micros(before)));
+        sql.push_str(&format!(" AND created_at < ${}", params.len()));
+    }
+    if let Some(cursor) = &filter.after {
+        params.push(Param::Int(micros(cursor.created_at)));
+        let at = params.len();
+        params.push(Param::Text(cursor.id.clone()));
+        sql.push_str(&format!(
+            " AND (created_at < ${at} OR (created_at = ${at} AND id < ${}))",
+            params.len()
+        ));
+    }
     sql.push_str(" ORDER BY created_at DESC, id DESC");
     if let Some(limit) = filter.limit {
         params.push(Param::Int(i64::try_from(limit).unwrap_or(i64::MAX)));

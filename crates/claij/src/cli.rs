@@ -134,6 +134,21 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: ModelCommand,
     },
+    /// Serve workflows over HTTP: an API to register FSMs, start runs, follow them (live,
+    /// as server-sent events), answer the ones waiting for a person and stop them; the
+    /// MCP endpoint at /mcp on the same port; the OpenAPI description at /openapi.json.
+    ///
+    /// Runs go on in this process and are checkpointed in the store: at start the server
+    /// continues the runs whose process died, so a restart loses nothing. Listens on
+    /// 127.0.0.1:8080 by default; any other address needs an API token (--token-file or
+    /// CLAIJ_API_TOKEN), which every route but /health then requires. Documents named here
+    /// are trusted; documents registered over HTTP may not start programs or read files
+    /// unless --allow-program / --allow-file name them. See docs/SERVER.md.
+    #[command(after_help = "Examples:
+  claij serve examples/                                  # every FSM in the folder
+  claij serve examples/human-approval.yaml --bind 127.0.0.1:0
+  CLAIJ_API_TOKEN=$(openssl rand -hex 32) claij serve examples/ --bind 0.0.0.0:8080")]
+    Serve(ServeArgs),
     /// MCP: serve workflows and bots as MCP tools, and talk to MCP servers.
     Mcp {
         /// What to do.
@@ -176,6 +191,51 @@ pub(crate) enum McpCommand {
         #[arg(last = true, required_unless_present = "url", value_name = "CMD ARGS")]
         command: Vec<String>,
     },
+}
+
+/// The options of `claij serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// FSM documents, or folders of them (`*.yaml`, `*.yml`, `*.json`), to serve: trusted.
+    pub files: Vec<PathBuf>,
+    /// Where to listen (port 0 picks a free one; the address is printed on stderr).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub bind: std::net::SocketAddr,
+    /// A file holding the API token (at least 32 characters; e.g. `openssl rand -hex 32`).
+    #[arg(long, value_name = "FILE", conflicts_with = "token_env")]
+    pub token_file: Option<PathBuf>,
+    /// The API token itself (prefer --token-file: a variable is seen by child processes).
+    #[arg(
+        long = "token-from-env",
+        env = "CLAIJ_API_TOKEN",
+        hide_env_values = true,
+        hide = true
+    )]
+    pub token_env: Option<String>,
+    /// A program that documents registered over HTTP may start (as a `command` state or a
+    /// stdio MCP server); repeatable.
+    #[arg(long = "allow-program", value_name = "PROGRAM")]
+    pub allow_programs: Vec<String>,
+    /// A child FSM file that documents registered over HTTP may name; repeatable.
+    #[arg(long = "allow-file", value_name = "FILE")]
+    pub allow_files: Vec<String>,
+    /// The largest request body accepted, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    pub body_limit: usize,
+    /// Also accept MCP requests for this host name (repeatable; `name` or `name:port`).
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub allow_hosts: Vec<String>,
+    /// The model `llm` states use when neither they nor the run name one (a configured
+    /// name; default: the configuration's default, else the embedded model).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// The model configuration (default: $CLAIJ_CONFIG, ./claij.toml,
+    /// ~/.config/claij/claij.toml).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Where runs are kept.
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 /// The options of `claij mcp serve`.

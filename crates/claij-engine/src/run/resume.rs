@@ -307,6 +307,9 @@ impl Engine {
             &options,
         );
         run.committed = run.trail.len();
+        for o in &run.observers {
+            o.run_started(&run.run_id);
+        }
         Ok(run)
     }
 }

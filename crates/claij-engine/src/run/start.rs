@@ -84,6 +84,9 @@ impl Engine {
             durable.store.create_run(&record, &run.trail).await?;
             run.committed = run.trail.len();
         }
+        for o in &run.observers {
+            o.run_started(&run.run_id);
+        }
         Ok((run, entry))
     }
 

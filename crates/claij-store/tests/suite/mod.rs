@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use claij_core::store::{
-    Checkpoint, ClaimFrom, Definition, Durability, Heartbeat, Lease, RunFilter, RunRecord,
-    RunStatus, RunStore, StoreError, Wait, content_hash,
+    Checkpoint, ClaimFrom, Definition, Durability, Heartbeat, Lease, RunCursor, RunFilter,
+    RunRecord, RunStatus, RunStore, StoreError, Wait, content_hash,
 };
 use claij_core::trail::{Failure, FailureKind, TrailEntry, Usage};
 use serde_json::{Value, json};
@@ -748,8 +748,44 @@ pub(crate) async fn listing_filters_and_orders_newest_first(h: Harness) {
         fsm_id: Some("alpha".into()),
         updated_before: Some(at(T0 + 10)),
         limit: Some(1),
+        ..Default::default()
     };
     assert_eq!(ids(list(all_of_it).await), ["r3"]);
+    // Created r1 at T0+1 … r4 at T0+4.
+    let window = RunFilter {
+        created_since: Some(at(T0 + 2)),
+        created_before: Some(at(T0 + 4)),
+        ..Default::default()
+    };
+    assert_eq!(ids(list(window).await), ["r3", "r2"]);
+    // Pages of two, each continuing after the last run of the one before.
+    let first = list(RunFilter {
+        limit: Some(2),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(ids(first.clone()), ["r4", "r3"]);
+    let second = list(RunFilter {
+        limit: Some(2),
+        after: first.last().map(RunCursor::after),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(ids(second.clone()), ["r2", "r1"]);
+    let past_the_end = RunFilter {
+        after: second.last().map(RunCursor::after),
+        ..Default::default()
+    };
+    assert_eq!(list(past_the_end).await, vec![]);
+    // Same creation time: the id breaks the tie, so no run is skipped or repeated.
+    let mut twin = record("r0", &a, RunStatus::Completed, None, T0 + 4);
+    twin.parent = None;
+    store.create_run(&twin, &[]).await.expect("create");
+    let after_r4 = RunFilter {
+        after: Some(RunCursor::after(&made[3])),
+        ..Default::default()
+    };
+    assert_eq!(ids(list(after_r4).await), ["r0", "r3", "r2", "r1"]);
     let none = RunFilter {
         fsm_id: Some("gamma".into()),
         ..Default::default()

@@ -12,7 +12,7 @@ use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
 
 /// Logs (errors of tools, the transport's own messages) go to stderr: stdout is the
 /// protocol over stdio.
-fn init_logging() {
+pub(super) fn init_logging() {
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_max_level(tracing::Level::WARN)
@@ -118,7 +118,7 @@ pub(super) async fn serve(args: McpServeArgs) -> u8 {
 }
 
 /// Ctrl-C or SIGTERM stop the HTTP server gracefully.
-fn stop_on_signals(shutdown: CancellationToken) {
+pub(super) fn stop_on_signals(shutdown: CancellationToken) {
     tokio::spawn(async move {
         let term = async {
             match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {

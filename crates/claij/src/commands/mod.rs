@@ -10,6 +10,7 @@ mod model;
 mod prompt;
 mod run;
 mod runs;
+mod serve;
 mod validate;
 
 use std::path::Path;
@@ -48,6 +49,7 @@ pub(crate) async fn dispatch(cli: Cli) -> u8 {
             Ok(store) => defs::defs(store.as_ref(), command).await,
             Err(e) => return usage(e),
         },
+        Command::Serve(args) => Ok(serve::serve(args).await),
         Command::Mcp { command } => Ok(mcp::mcp(command).await),
         Command::Model { command } => model::model(command),
     };

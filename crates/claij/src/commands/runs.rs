@@ -25,8 +25,8 @@ pub(super) async fn runs(store: Arc<dyn RunStore>, command: RunsCommand) -> Resu
             let filter = RunFilter {
                 statuses,
                 fsm_id: fsm,
-                updated_before: None,
                 limit: Some(limit),
+                ..RunFilter::default()
             };
             list(store.as_ref(), &filter, json).await
         }
@@ -64,7 +64,7 @@ pub(super) async fn runs(store: Arc<dyn RunStore>, command: RunsCommand) -> Resu
                 statuses,
                 fsm_id: None,
                 updated_before: Some(SystemTime::now() - older_than),
-                limit: None,
+                ..RunFilter::default()
             };
             let pruned = store.prune(&filter).await?;
             out!("pruned {pruned} run(s)")?;
@@ -409,42 +409,8 @@ fn refuse_resume(record: &RunRecord, has_input: bool) -> Option<Refusal> {
     }
 }
 
-/// Whether a run can continue without input now: its process died or its lease expired,
-/// or it is suspended and its wait expired, or it waits for child runs.
-fn continues_without_input(r: &RunRecord, now: SystemTime) -> bool {
-    match r.status {
-        RunStatus::Running => r
-            .lease
-            .as_ref()
-            .is_none_or(|l| l.until <= now || is_dead_local_owner(&l.owner)),
-        // A run waiting for its children tries again: a crash may have come between a
-        // child's end and its parent's wake-up.
-        RunStatus::Suspended => r
-            .wait
-            .as_ref()
-            .is_some_and(|w| w.expires_at.is_some_and(|at| at <= now) || !w.children.is_empty()),
-        _ => false,
-    }
-}
-
 async fn resume_all(store: Arc<dyn RunStore>, quiet: bool) -> Result<u8> {
-    let filter = RunFilter {
-        statuses: vec![RunStatus::Running, RunStatus::Suspended],
-        ..RunFilter::default()
-    };
-    let now = SystemTime::now();
-    let candidates: Vec<RunRecord> = store
-        .runs(&filter)
-        .await?
-        .into_iter()
-        .filter(|r| continues_without_input(r, now))
-        .collect();
-    // A child whose parent is resumed too is continued by its parent.
-    let ids: std::collections::HashSet<String> = candidates.iter().map(|r| r.id.clone()).collect();
-    let candidates: Vec<RunRecord> = candidates
-        .into_iter()
-        .filter(|r| r.parent.as_ref().is_none_or(|p| !ids.contains(p)))
-        .collect();
+    let candidates = claij_engine::runs_to_continue(store.as_ref()).await?;
     if candidates.is_empty() {
         note!("claij: nothing to resume in {}", store.describe());
         return Ok(EXIT_OK);

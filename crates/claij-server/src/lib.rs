@@ -1,0 +1,149 @@
+//! claij workflows as a service (`claij serve`): an HTTP API to register FSMs, start runs,
+//! follow them (their trails, live as server-sent events), answer the ones that wait and
+//! stop them; the MCP endpoint of `claij-mcp-server` on the same port, at `/mcp`; an
+//! OpenAPI 3.1 description at `/openapi.json`. See docs/SERVER.md.
+//!
+//! The server is a layer like the others: the binary assembles the engines and opens
+//! the store, and hands them over ([`Engines`], `Arc<dyn RunStore>`); runs go on in this
+//! process, checkpointed in the store, so a restart continues them ([`Server::recover`]).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use claij_core::Fsm;
+use claij_core::store::RunStore;
+use claij_mcp_server::McpServer;
+use tokio_util::sync::CancellationToken;
+
+mod auth;
+mod body;
+mod config;
+mod live;
+mod openapi;
+mod problem;
+mod routes;
+mod runner;
+mod state;
+mod views;
+
+pub use config::{
+    Allowances, ApiToken, ConfigError, DEFAULT_BODY_LIMIT, MIN_TOKEN_LEN, ServerConfig,
+};
+pub use openapi::openapi_json;
+pub use problem::{PROBLEM_JSON, PlacedError, Problem};
+pub use state::Engines;
+
+/// The server could not serve.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The settings are refused.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The server stopped with an error.
+    #[error("the server stopped: {0}")]
+    Stopped(String),
+    /// The store could not be read at start.
+    #[error("the store could not be read: {0}")]
+    Store(#[from] claij_core::StoreError),
+}
+
+/// A server, ready to listen.
+pub struct Server {
+    state: state::AppState,
+    mcp: Option<McpServer>,
+}
+
+impl Server {
+    /// A server running the FSMs `trusted` (named by the operator; they may use every
+    /// action) and those the store holds, with `engines` and `store`.
+    pub fn new(
+        config: ServerConfig,
+        engines: Arc<dyn Engines>,
+        store: Arc<dyn RunStore>,
+        trusted: Vec<Arc<Fsm>>,
+    ) -> Result<Self, ConfigError> {
+        config.check()?;
+        let state = state::AppState {
+            engines,
+            store,
+            definitions: Default::default(),
+            live: live::Live::default(),
+            config: Arc::new(config),
+            shutdown: CancellationToken::new(),
+        };
+        for fsm in trusted {
+            state.serve(fsm, true);
+        }
+        Ok(Server { state, mcp: None })
+    }
+
+    /// Serves `mcp` (the FSMs as MCP tools) at `/mcp` too, behind the same token.
+    pub fn with_mcp(mut self, mcp: McpServer) -> Self {
+        self.mcp = Some(mcp);
+        self
+    }
+
+    /// Continues the runs the store holds that can go on without input: those whose
+    /// process died (a server killed mid-run), suspended ones whose wait expired, and those
+    /// waiting for their children. Each goes on in the background; returns how many.
+    pub async fn recover(&self) -> Result<usize, ServeError> {
+        self.state.load_stored().await?;
+        let runs = claij_engine::runs_to_continue(self.state.store.as_ref()).await?;
+        let mut continued = 0;
+        for record in runs {
+            match routes::runs::resume_with(&self.state, &record, None, "$").await {
+                Ok(_) => continued += 1,
+                Err(p) => tracing::warn!("run {} could not continue: {}", record.id, p.detail),
+            }
+        }
+        Ok(continued)
+    }
+
+    /// Listens until `shutdown` is cancelled; `on_bound` is told the address bound (port
+    /// 0 picks a free one).
+    pub async fn serve(
+        self,
+        shutdown: CancellationToken,
+        on_bound: impl FnOnce(SocketAddr),
+    ) -> Result<(), ServeError> {
+        let addr = self.state.config.bind;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServeError::Bind { addr, source })?;
+        let bound = listener
+            .local_addr()
+            .map_err(|source| ServeError::Bind { addr, source })?;
+        let mut router = routes::router(self.state.clone());
+        if let Some(mcp) = self.mcp {
+            let mcp = claij_mcp_server::http_router(
+                mcp,
+                bound,
+                &self.state.config.allowed_hosts,
+                shutdown.clone(),
+            )
+            .route_layer(axum::middleware::from_fn_with_state(
+                self.state.clone(),
+                auth::require_token,
+            ));
+            router = router.merge(mcp);
+        }
+        on_bound(bound);
+        let state = self.state.clone();
+        let stop = shutdown.clone();
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                stop.cancelled().await;
+                state.shutdown.cancel();
+            })
+            .await
+            .map_err(|e| ServeError::Stopped(e.to_string()))
+    }
+}

@@ -1,0 +1,395 @@
+//! `/runs`: start, list, show, trail, resume, interrupt.
+
+use std::time::SystemTime;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use claij_core::RunStatus;
+use claij_core::store::{RunCursor, RunFilter, RunRecord};
+use claij_engine::RunOptions;
+use serde_json::Value;
+
+use crate::body::JsonBody;
+use crate::problem::{PlacedError, Problem};
+use crate::runner::{Launched, Work, launch, wait_duration, wait_for};
+use crate::state::AppState;
+use crate::views::{
+    Accepted, ListParams, ResumeRun, RunPage, RunSummary, RunView, StartRun, TrailPage,
+    TrailParams, WaitParam,
+};
+
+/// Starts a run.
+#[utoipa::path(
+    post, path = "/runs", tag = "runs",
+    params(WaitParam),
+    request_body = StartRun,
+    responses(
+        (status = 201, description = "The run ended or suspended within `wait`", body = RunView),
+        (status = 202, description = "The run goes on", body = Accepted),
+        (status = 404, description = "No such FSM", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The input (or model, deadline) was refused; nothing changed", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn start(
+    State(state): State<AppState>,
+    Query(wait): Query<WaitParam>,
+    JsonBody(body): JsonBody<StartRun>,
+) -> Result<Response, Problem> {
+    let served = state.find(&body.fsm, body.version).ok_or_else(|| {
+        Problem::not_found(match body.version {
+            Some(v) => format!("no FSM `{}` version {v} is served", body.fsm),
+            None => format!("no FSM `{}` is served", body.fsm),
+        })
+        .with_errors(vec![PlacedError::at("$.fsm", "no such FSM")])
+    })?;
+    let engine = state.engines.engine(body.model.as_deref()).map_err(|e| {
+        Problem::refused("unknown-model", "Unknown model", e.clone())
+            .with_errors(vec![PlacedError::at("$.model", e)])
+    })?;
+    let deadline = body
+        .deadline
+        .as_deref()
+        .map(humantime::parse_duration)
+        .transpose()
+        .map_err(|e| {
+            Problem::refused(
+                "bad-deadline",
+                "Bad deadline",
+                format!("the deadline is not a duration like `30s` or `2h`: {e}"),
+            )
+            .with_errors(vec![PlacedError::at("$.deadline", e.to_string())])
+        })?;
+    let context = body.context.unwrap_or(Value::Null);
+    if !(context.is_null() || context.is_object()) {
+        return Err(Problem::refused(
+            "bad-context",
+            "Bad context",
+            "the context must be a JSON object",
+        )
+        .with_errors(vec![PlacedError::at("$.context", "not an object")]));
+    }
+    let options = RunOptions {
+        context,
+        deadline,
+        ..RunOptions::default()
+    };
+    let launched = launch(
+        &state,
+        engine,
+        served.fsm,
+        Work::Start { input: body.input },
+        options,
+        "$.input",
+    )
+    .await?;
+    answer(
+        &state,
+        launched,
+        wait_duration(wait.wait),
+        StatusCode::CREATED,
+    )
+    .await
+}
+
+/// After a start or resume: the run as it stands if it ended or suspended within `wait`,
+/// else 202 with where to follow it.
+async fn answer(
+    state: &AppState,
+    mut launched: Launched,
+    wait: std::time::Duration,
+    done: StatusCode,
+) -> Result<Response, Problem> {
+    let finished = wait_for(&mut launched, wait).await;
+    let url = format!("/runs/{}", launched.run_id);
+    if finished {
+        let view = run_view(state, &launched.run_id).await?;
+        return Ok((done, [(header::LOCATION, url)], Json(view)).into_response());
+    }
+    let record = state
+        .store
+        .run(&launched.run_id)
+        .await
+        .map_err(|e| Problem::from_store(&e))?;
+    let accepted = Accepted {
+        id: launched.run_id.clone(),
+        status: record.status.as_str().to_owned(),
+        events_url: format!("{url}/events"),
+        url: url.clone(),
+    };
+    Ok((
+        StatusCode::ACCEPTED,
+        [(header::LOCATION, url)],
+        Json(accepted),
+    )
+        .into_response())
+}
+
+/// The run `id` as the API shows it.
+pub(crate) async fn run_view(state: &AppState, id: &str) -> Result<RunView, Problem> {
+    let record = find_run(state, id).await?;
+    let trail = state
+        .store
+        .trail(id, 0)
+        .await
+        .map_err(|e| Problem::from_store(&e))?;
+    let fsm = state
+        .find(&record.fsm_id, Some(record.version))
+        .filter(|s| s.fsm.hash == record.hash)
+        .map(|s| s.fsm);
+    let fsm = match fsm {
+        Some(f) => Some(f),
+        None => match state.default_engine() {
+            Ok(engine) => engine.stored_fsm(state.store.as_ref(), &record).await.ok(),
+            Err(_) => None,
+        },
+    };
+    Ok(RunView::new(&record, &trail, fsm.as_deref()))
+}
+
+async fn find_run(state: &AppState, id: &str) -> Result<RunRecord, Problem> {
+    state
+        .store
+        .run(id)
+        .await
+        .map_err(|e| Problem::from_store(&e))
+}
+
+/// Lists runs, newest first, a page at a time.
+#[utoipa::path(
+    get, path = "/runs", tag = "runs",
+    params(ListParams),
+    responses(
+        (status = 200, body = RunPage),
+        (status = 400, description = "A filter is malformed", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Query(params): Query<ListParams>,
+) -> Result<Json<RunPage>, Problem> {
+    let mut statuses = Vec::new();
+    for word in params.status.iter().flat_map(|s| s.split(',')) {
+        let status: RunStatus = word.trim().parse().map_err(|_| {
+            Problem::bad_request(format!(
+                "`{word}` is not a run status (running, suspended, completed, failed, interrupted)"
+            ))
+            .with_errors(vec![PlacedError::at("query.status", "unknown status")])
+        })?;
+        statuses.push(status);
+    }
+    let time = |name: &str, value: &Option<String>| -> Result<Option<SystemTime>, Problem> {
+        value
+            .as_deref()
+            .map(|v| {
+                humantime::parse_rfc3339_weak(v).map_err(|e| {
+                    Problem::bad_request(format!("`{name}` is not an RFC 3339 time: {e}"))
+                        .with_errors(vec![PlacedError::at(
+                            format!("query.{name}"),
+                            e.to_string(),
+                        )])
+                })
+            })
+            .transpose()
+    };
+    let limit = params.limit.unwrap_or(50).clamp(1, 500);
+    let after = params.cursor.as_deref().map(decode_cursor).transpose()?;
+    let filter = RunFilter {
+        statuses,
+        fsm_id: params.fsm.clone(),
+        created_since: time("since", &params.since)?,
+        created_before: time("before", &params.before)?,
+        after,
+        // One more than asked tells whether there is a next page.
+        limit: Some(limit + 1),
+        ..RunFilter::default()
+    };
+    let mut runs = state
+        .store
+        .runs(&filter)
+        .await
+        .map_err(|e| Problem::from_store(&e))?;
+    let more = runs.len() as u64 > limit;
+    runs.truncate(limit as usize);
+    let next_cursor = more
+        .then(|| runs.last().map(|r| encode_cursor(&RunCursor::after(r))))
+        .flatten();
+    Ok(Json(RunPage {
+        runs: runs.iter().map(RunSummary::from).collect(),
+        next_cursor,
+    }))
+}
+
+/// `MICROS.ID`: the creation time in microseconds since the epoch, and the id.
+fn encode_cursor(cursor: &RunCursor) -> String {
+    let micros = cursor
+        .created_at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_micros())
+        .unwrap_or(0);
+    format!("{micros}.{}", cursor.id)
+}
+
+fn decode_cursor(text: &str) -> Result<RunCursor, Problem> {
+    let bad = || {
+        Problem::bad_request(format!(
+            "`{text}` is not a cursor: give the `next_cursor` of the previous page"
+        ))
+        .with_errors(vec![PlacedError::at("query.cursor", "malformed cursor")])
+    };
+    let (micros, id) = text.split_once('.').ok_or_else(bad)?;
+    let micros: u64 = micros.parse().map_err(|_| bad())?;
+    if id.is_empty() {
+        return Err(bad());
+    }
+    Ok(RunCursor {
+        created_at: SystemTime::UNIX_EPOCH + std::time::Duration::from_micros(micros),
+        id: id.to_owned(),
+    })
+}
+
+/// Shows a run: its status, state, what it waits for (and the schema of each answer),
+/// its result and usage.
+#[utoipa::path(
+    get, path = "/runs/{id}", tag = "runs",
+    params(("id" = String, Path, description = "The run's id")),
+    responses(
+        (status = 200, body = RunView),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn show(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<RunView>, Problem> {
+    Ok(Json(run_view(&state, &id).await?))
+}
+
+/// A page of a run's trail.
+#[utoipa::path(
+    get, path = "/runs/{id}/trail", tag = "runs",
+    params(("id" = String, Path, description = "The run's id"), TrailParams),
+    responses(
+        (status = 200, body = TrailPage),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn trail(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(params): Query<TrailParams>,
+) -> Result<Json<TrailPage>, Problem> {
+    let record = find_run(&state, &id).await?;
+    let from = params.from.unwrap_or(0);
+    let limit = params.limit.unwrap_or(100).clamp(1, 1000);
+    let mut entries = state
+        .store
+        .trail(&id, from)
+        .await
+        .map_err(|e| Problem::from_store(&e))?;
+    entries.truncate(limit as usize);
+    let end = from + entries.len() as u64;
+    Ok(Json(TrailPage {
+        entries,
+        next: (end < record.trail_len).then_some(end),
+    }))
+}
+
+/// Answers a suspended run: the input must take one of the transitions it waits on and
+/// satisfy that transition's schema; a refused answer changes nothing and says why. Of
+/// concurrent answers exactly one wins; the others get 409.
+#[utoipa::path(
+    post, path = "/runs/{id}/resume", tag = "runs",
+    params(("id" = String, Path, description = "The run's id"), WaitParam),
+    request_body = ResumeRun,
+    responses(
+        (status = 200, description = "The run ended or suspended again within `wait`", body = RunView),
+        (status = 202, description = "The run goes on", body = Accepted),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The run does not wait for an answer (another answer won, or it is not suspended)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The answer was refused; nothing changed", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn resume(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(wait): Query<WaitParam>,
+    JsonBody(body): JsonBody<ResumeRun>,
+) -> Result<Response, Problem> {
+    let record = find_run(&state, &id).await?;
+    if record.status != RunStatus::Suspended {
+        return Err(Problem::conflict(format!(
+            "run `{id}` is {}, not suspended: it waits for no answer (another answer may have won); this input was not used",
+            record.status
+        )));
+    }
+    if let Some(wait) = record.wait.as_ref().filter(|w| !w.children.is_empty()) {
+        return Err(Problem::conflict(format!(
+            "run `{id}` waits for its child runs ({}), not for an answer",
+            wait.children.join(", ")
+        )));
+    }
+    let launched = resume_with(&state, &record, Some(body.input), "$.input").await?;
+    answer(&state, launched, wait_duration(wait.wait), StatusCode::OK).await
+}
+
+/// Resumes `record` with `input` on the engine of its definition.
+pub(crate) async fn resume_with(
+    state: &AppState,
+    record: &RunRecord,
+    input: Option<Value>,
+    input_place: &str,
+) -> Result<Launched, Problem> {
+    let engine = state.default_engine().map_err(Problem::internal)?;
+    let fsm = engine
+        .stored_fsm(state.store.as_ref(), record)
+        .await
+        .map_err(|e| Problem::from_run(&e, input_place))?;
+    let work = Work::Resume {
+        run_id: record.id.clone(),
+        input,
+    };
+    launch(state, engine, fsm, work, RunOptions::default(), input_place).await
+}
+
+/// Interrupts a run: a suspended run (or one whose process is gone) stops at once; a
+/// running one at its next heartbeat.
+#[utoipa::path(
+    post, path = "/runs/{id}/interrupt", tag = "runs",
+    params(("id" = String, Path, description = "The run's id")),
+    responses(
+        (status = 202, description = "Interrupted, or asked to stop", body = RunSummary),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The run already ended", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn interrupt(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    let record = claij_engine::interrupt(state.store.as_ref(), &id)
+        .await
+        .map_err(|e| Problem::from_run(&e, "$"))?;
+    Ok((StatusCode::ACCEPTED, Json(RunSummary::from(&record))).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_bad_ones_are_refused() {
+        let cursor = RunCursor {
+            created_at: SystemTime::UNIX_EPOCH
+                + std::time::Duration::from_micros(1_700_000_000_123_456),
+            id: "019a.1.2".into(),
+        };
+        let text = encode_cursor(&cursor);
+        assert_eq!(text, "1700000000123456.019a.1.2");
+        assert_eq!(decode_cursor(&text).ok(), Some(cursor));
+        for bad in ["", "abc", "12", "x.y", "12."] {
+            assert!(decode_cursor(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,411 @@
+//! What the API answers and takes: runs, waits, trails and definitions as JSON, with the
+//! schemas the OpenAPI description shows.
+
+use std::time::SystemTime;
+
+use claij_core::store::{RunRecord, Wait};
+use claij_core::trail::{last_event, total_usage};
+use claij_core::{Fsm, TrailEntry, Usage};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+
+/// A time as RFC 3339 (UTC).
+pub(crate) fn rfc3339(at: SystemTime) -> String {
+    humantime::format_rfc3339_micros(at).to_string()
+}
+
+/// A run as the API shows it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct RunView {
+    /// The run's id.
+    pub id: String,
+    /// The FSM's id.
+    pub fsm: String,
+    /// The FSM's version.
+    pub version: u32,
+    /// `running`, `suspended`, `completed`, `failed` or `interrupted`.
+    pub status: String,
+    /// The current state (for finished runs, the state they ended in).
+    pub state: String,
+    /// The parent run, for child runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// When it started (RFC 3339).
+    pub created_at: String,
+    /// When it last changed (RFC 3339).
+    pub updated_at: String,
+    /// How many trail entries it has.
+    pub trail_len: u64,
+    /// What a suspended run waits for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait: Option<WaitView>,
+    /// A completed run's result: its last event.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<Value>,
+    /// Tokens and cost over the run's model calls.
+    #[schema(value_type = Object)]
+    pub usage: Usage,
+    /// The run's context.
+    #[schema(value_type = Object)]
+    pub context: Value,
+    /// Whether an interrupt was asked for and not yet carried out.
+    pub interrupt_requested: bool,
+    /// Where the run is: `/runs/{id}`.
+    pub url: String,
+}
+
+/// What a suspended run waits for.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct WaitView {
+    /// The state that waits.
+    pub state: String,
+    /// What the person is asked, if the state says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// Each answer the run takes: the transition and its schema.
+    pub answers: Vec<AnswerView>,
+    /// The schema of any answer (the union of the answers' schemas).
+    #[schema(value_type = Object)]
+    pub schema: Value,
+    /// When the wait ends, if it does (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    /// The child runs it waits for (such a run takes no answer).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<String>,
+    /// Where to post the answer: `/runs/{id}/resume`.
+    pub resume_url: String,
+}
+
+/// One answer a waiting run takes.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct AnswerView {
+    /// The transition, `[state, next]`: the answer's `id`.
+    pub id: [String; 2],
+    /// What the transition says of itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The schema the answer must satisfy (shared schemas under `$defs`).
+    #[schema(value_type = Object)]
+    pub schema: Value,
+}
+
+impl RunView {
+    /// The view of `record`, with its result and usage from `trail` (the whole trail).
+    pub(crate) fn new(record: &RunRecord, trail: &[TrailEntry], fsm: Option<&Fsm>) -> Self {
+        let url = format!("/runs/{}", record.id);
+        RunView {
+            id: record.id.clone(),
+            fsm: record.fsm_id.clone(),
+            version: record.version,
+            status: record.status.as_str().to_owned(),
+            state: record.state.clone(),
+            parent: record.parent.clone(),
+            created_at: rfc3339(record.created_at),
+            updated_at: rfc3339(record.updated_at),
+            trail_len: record.trail_len,
+            wait: record
+                .wait
+                .as_ref()
+                .map(|w| WaitView::new(w, fsm, &format!("{url}/resume"))),
+            result: (record.status == claij_core::RunStatus::Completed)
+                .then(|| last_event(trail).cloned())
+                .flatten(),
+            usage: total_usage(trail),
+            context: record.context.clone(),
+            interrupt_requested: record.interrupt_requested,
+            url,
+        }
+    }
+}
+
+impl WaitView {
+    fn new(wait: &Wait, fsm: Option<&Fsm>, resume_url: &str) -> Self {
+        let answers = wait
+            .transitions
+            .iter()
+            .map(|(from, to)| {
+                let transition = fsm.and_then(|f| {
+                    f.transitions
+                        .iter()
+                        .find(|t| *t.from == **from && *t.to == **to)
+                });
+                let mut schema = transition
+                    .and_then(|t| t.effective.clone())
+                    .unwrap_or_else(|| serde_json::json!({"type": "object"}));
+                if let (Some(f), Value::Object(map)) = (fsm, &mut schema)
+                    && !f.schemas.is_empty()
+                {
+                    map.insert("$defs".into(), Value::Object(f.schemas.clone()));
+                }
+                AnswerView {
+                    id: [from.clone(), to.clone()],
+                    description: transition.and_then(|t| t.description.clone()),
+                    schema,
+                }
+            })
+            .collect();
+        WaitView {
+            state: wait.state.clone(),
+            prompt: wait.prompt.clone(),
+            answers,
+            schema: wait.schema.clone(),
+            expires_at: wait.expires_at.map(rfc3339),
+            children: wait.children.clone(),
+            resume_url: resume_url.to_owned(),
+        }
+    }
+}
+
+/// A page of runs.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct RunPage {
+    /// The runs, newest first.
+    pub runs: Vec<RunSummary>,
+    /// Give it as `cursor` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// A run in a listing.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct RunSummary {
+    /// The run's id.
+    pub id: String,
+    /// The FSM's id.
+    pub fsm: String,
+    /// The FSM's version.
+    pub version: u32,
+    /// Its status.
+    pub status: String,
+    /// Its current state.
+    pub state: String,
+    /// The parent run, for child runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// When it started.
+    pub created_at: String,
+    /// When it last changed.
+    pub updated_at: String,
+    /// Where it is.
+    pub url: String,
+}
+
+impl From<&RunRecord> for RunSummary {
+    fn from(r: &RunRecord) -> Self {
+        RunSummary {
+            id: r.id.clone(),
+            fsm: r.fsm_id.clone(),
+            version: r.version,
+            status: r.status.as_str().to_owned(),
+            state: r.state.clone(),
+            parent: r.parent.clone(),
+            created_at: rfc3339(r.created_at),
+            updated_at: rfc3339(r.updated_at),
+            url: format!("/runs/{}", r.id),
+        }
+    }
+}
+
+/// A page of a run's trail.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct TrailPage {
+    /// The entries, in order.
+    #[schema(value_type = Vec<Object>)]
+    pub entries: Vec<TrailEntry>,
+    /// The sequence number to ask for next (`from`); absent when the page reached the end
+    /// of what is stored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<u64>,
+}
+
+/// `POST /runs`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StartRun {
+    /// The FSM's id (its newest version unless `version` says).
+    pub fsm: String,
+    /// A version of it.
+    #[serde(default)]
+    pub version: Option<u32>,
+    /// The input event: its `id` picks the entry transition (may be left out when there
+    /// is one entry).
+    #[schema(value_type = Object)]
+    pub input: Value,
+    /// The run's initial context.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub context: Option<Value>,
+    /// The model `llm` states use unless they name one (a configured model name).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// A deadline for the whole run (`30s`, `5m`, `2h`), overriding the FSM's.
+    #[serde(default)]
+    pub deadline: Option<String>,
+}
+
+/// `POST /runs/{id}/resume`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ResumeRun {
+    /// The answer: its `id` names the transition `[state, next]` it takes.
+    #[schema(value_type = Object)]
+    pub input: Value,
+}
+
+/// `?wait=SECONDS`: answer when the run ends or suspends, or after this long (at most
+/// 300 s) with 202.
+#[derive(Debug, Clone, Deserialize, IntoParams)]
+pub(crate) struct WaitParam {
+    /// Seconds to wait for the run to end or suspend (0: answer at once).
+    #[serde(default)]
+    pub wait: Option<f64>,
+}
+
+/// The filters of `GET /runs`.
+#[derive(Debug, Clone, Deserialize, IntoParams)]
+pub(crate) struct ListParams {
+    /// Only runs with this status (comma-separated for several).
+    pub status: Option<String>,
+    /// Only runs of this FSM.
+    pub fsm: Option<String>,
+    /// Only runs started at or after this time (RFC 3339).
+    pub since: Option<String>,
+    /// Only runs started before this time (RFC 3339).
+    pub before: Option<String>,
+    /// At most this many (default 50, at most 500).
+    pub limit: Option<u64>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// The page of `GET /runs/{id}/trail`.
+#[derive(Debug, Clone, Deserialize, IntoParams)]
+pub(crate) struct TrailParams {
+    /// The first sequence number (default 0).
+    pub from: Option<u64>,
+    /// At most this many entries (default 100, at most 1000).
+    pub limit: Option<u64>,
+}
+
+/// A definition in a listing.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct DefinitionSummary {
+    /// The FSM's id.
+    pub id: String,
+    /// Its newest version.
+    pub version: u32,
+    /// The document's content hash.
+    pub hash: String,
+    /// What the FSM says of itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Named on the server's command line (`true`), or registered over the network or
+    /// found in the store.
+    pub trusted: bool,
+    /// Where it is: `/definitions/{id}`.
+    pub url: String,
+}
+
+/// A definition.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct DefinitionView {
+    /// The FSM's id.
+    pub id: String,
+    /// Its version.
+    pub version: u32,
+    /// The document's content hash.
+    pub hash: String,
+    /// What the FSM says of itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Named on the server's command line.
+    pub trusted: bool,
+    /// Each entry: the input it takes.
+    pub entries: Vec<AnswerView>,
+    /// The graph as Mermaid.
+    pub mermaid: String,
+    /// The graph as Graphviz DOT.
+    pub dot: String,
+    /// The document (JSON).
+    #[schema(value_type = Object)]
+    pub document: Value,
+}
+
+impl DefinitionView {
+    /// The view of `fsm`.
+    pub(crate) fn new(fsm: &Fsm, trusted: bool) -> Self {
+        let entries = fsm
+            .entries
+            .iter()
+            .map(|&t| {
+                let transition = &fsm.transitions[t];
+                let mut schema = transition
+                    .effective
+                    .clone()
+                    .unwrap_or_else(|| serde_json::json!({"type": "object"}));
+                if let Value::Object(map) = &mut schema
+                    && !fsm.schemas.is_empty()
+                {
+                    map.insert("$defs".into(), Value::Object(fsm.schemas.clone()));
+                }
+                AnswerView {
+                    id: [transition.from.to_string(), transition.to.to_string()],
+                    description: transition.description.clone(),
+                    schema,
+                }
+            })
+            .collect();
+        DefinitionView {
+            id: fsm.id.to_string(),
+            version: fsm.version,
+            hash: fsm.hash.clone(),
+            description: fsm.description.clone(),
+            trusted,
+            entries,
+            mermaid: claij_core::to_mermaid(fsm),
+            dot: claij_core::to_dot(fsm),
+            document: fsm.document.clone(),
+        }
+    }
+
+    /// The listing's line for `fsm`.
+    pub(crate) fn summary(fsm: &Fsm, trusted: bool) -> DefinitionSummary {
+        DefinitionSummary {
+            id: fsm.id.to_string(),
+            version: fsm.version,
+            hash: fsm.hash.clone(),
+            description: fsm.description.clone(),
+            trusted,
+            url: format!("/definitions/{}", fsm.id),
+        }
+    }
+}
+
+/// A registered definition.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct Registered {
+    /// The FSM's id.
+    pub id: String,
+    /// Its version.
+    pub version: u32,
+    /// The document's content hash.
+    pub hash: String,
+    /// Where it is.
+    pub url: String,
+}
+
+/// A run that was accepted and goes on (202).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct Accepted {
+    /// The run's id.
+    pub id: String,
+    /// Its status when the answer was sent.
+    pub status: String,
+    /// Where to follow it: `/runs/{id}`.
+    pub url: String,
+    /// Its live events: `/runs/{id}/events`.
+    pub events_url: String,
+}

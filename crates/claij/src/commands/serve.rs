@@ -1,0 +1,230 @@
+//! `claij serve`: the HTTP API (claij-server) and the MCP endpoint on one port, given
+//! the engines and the store assembled here.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use claij_core::Fsm;
+use claij_engine::{BoxFuture, Engine};
+use claij_mcp_server::{McpServer, Runtime};
+use claij_server::{Allowances, ApiToken, Engines, Server, ServerConfig};
+use tokio_util::sync::CancellationToken;
+
+use super::load;
+use super::mcp_serve::stop_on_signals;
+use super::run::engine_with;
+use crate::cli::ServeArgs;
+use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
+use claij_llm::providers::embedded::default_model_file;
+
+/// The engines of this process: the default one, and one per run model asked for (built
+/// on first use, then kept).
+struct ServeEngines {
+    config: Option<PathBuf>,
+    default: Arc<Engine>,
+    layer: Arc<claij_llm::LlmLayer>,
+    by_model: Mutex<HashMap<String, Arc<Engine>>>,
+}
+
+impl ServeEngines {
+    fn new(config: Option<PathBuf>, model: Option<String>) -> anyhow::Result<Self> {
+        let default = Arc::new(engine_with(
+            true,
+            Self::layer(config.as_deref(), model.clone())?,
+        ));
+        let layer = Arc::new(Self::layer(config.as_deref(), model)?);
+        Ok(ServeEngines {
+            config,
+            default,
+            layer,
+            by_model: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn layer(config: Option<&Path>, model: Option<String>) -> anyhow::Result<claij_llm::LlmLayer> {
+        let mut layer = claij_llm::LlmLayer::discover(config)?;
+        layer.set_run_model(model);
+        layer.default_to_embedded(default_model_file());
+        Ok(layer)
+    }
+}
+
+impl Engines for ServeEngines {
+    fn engine(&self, model: Option<&str>) -> Result<Arc<Engine>, String> {
+        let Some(model) = model else {
+            return Ok(self.default.clone());
+        };
+        if !self.layer.knows(model) {
+            return Err(format!(
+                "no model `{model}` is configured (see `claij model list` and docs/MODELS.md)"
+            ));
+        }
+        let mut by_model = self.by_model.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(engine) = by_model.get(model) {
+            return Ok(engine.clone());
+        }
+        let layer = Self::layer(self.config.as_deref(), Some(model.to_owned()))
+            .map_err(|e| format!("{e:#}"))?;
+        let engine = Arc::new(engine_with(true, layer));
+        by_model.insert(model.to_owned(), engine.clone());
+        Ok(engine)
+    }
+
+    fn prepare<'a>(&'a self, fsm: &'a Fsm) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move { crate::mcp::connect(fsm).await.map_err(|e| e.to_string()) })
+    }
+}
+
+/// The documents named: files, and the `*.yaml`, `*.yml` and `*.json` files of folders.
+fn documents(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(path)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.is_file()
+                        && p.extension()
+                            .and_then(|e| e.to_str())
+                            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
+                })
+                .collect();
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    Ok(files)
+}
+
+/// The API token from --token-file or CLAIJ_API_TOKEN.
+fn token(args: &ServeArgs) -> anyhow::Result<Option<ApiToken>> {
+    let secret =
+        match (&args.token_file, &args.token_env) {
+            (Some(file), _) => Some(std::fs::read_to_string(file).map_err(|e| {
+                anyhow::anyhow!("cannot read the token file {}: {e}", file.display())
+            })?),
+            (None, Some(secret)) => Some(secret.clone()),
+            (None, None) => None,
+        };
+    Ok(secret.map(|s| ApiToken::new(&s)).transpose()?)
+}
+
+/// `claij serve`.
+pub(super) async fn serve(args: ServeArgs) -> u8 {
+    super::mcp_serve::init_logging();
+    let store = match store::open(&args.store).await {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            note!(
+                "claij: `claij serve` keeps runs in a store (they outlive the server); `--store memory` cannot"
+            );
+            return EXIT_USAGE;
+        }
+        Err(e) => {
+            note!("claij: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    let token = match token(&args) {
+        Ok(t) => t,
+        Err(e) => {
+            note!("claij: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    let engines = match ServeEngines::new(args.config.clone(), args.model.clone()) {
+        Ok(e) => Arc::new(e),
+        Err(e) => {
+            note!("claij: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    let files = match documents(&args.files) {
+        Ok(f) => f,
+        Err(e) => {
+            note!("claij: cannot list the documents: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let mut fsms = Vec::new();
+    let mut refused = false;
+    for file in &files {
+        match load(&engines.default, file) {
+            Ok(fsm) => fsms.push(Arc::new(fsm)),
+            Err(d) => {
+                note!("claij: {d}");
+                refused = true;
+            }
+        }
+    }
+    if refused {
+        return EXIT_USAGE;
+    }
+    let config = ServerConfig {
+        bind: args.bind,
+        token,
+        body_limit: args.body_limit,
+        allow: Allowances {
+            programs: args.allow_programs.clone(),
+            files: args.allow_files.clone(),
+        },
+        allowed_hosts: args.allow_hosts.clone(),
+    };
+    let mcp = match McpServer::new(
+        Runtime {
+            engine: engines.default.clone(),
+            store: store.clone(),
+        },
+        fsms.clone(),
+        Vec::new(),
+    ) {
+        Ok(m) => m,
+        Err(e) => {
+            note!("claij: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let served = fsms.len();
+    let server = match Server::new(config, engines, store.clone(), fsms) {
+        Ok(s) => s.with_mcp(mcp),
+        Err(e) => {
+            note!("claij: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    match server.recover().await {
+        Ok(0) => {}
+        Ok(n) => note!("claij: continuing {n} run(s) left running or due in the store"),
+        Err(e) => {
+            note!("claij: {e}");
+            return EXIT_FAILED;
+        }
+    }
+    let shutdown = CancellationToken::new();
+    stop_on_signals(shutdown.clone());
+    let described = store.describe();
+    let result = server
+        .serve(shutdown, |bound| {
+            note!(
+                "claij: serving {served} FSM(s) at http://{bound} (API, /openapi.json, /mcp); runs kept in {described}"
+            );
+        })
+        .await;
+    match result {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            note!("claij: {e}");
+            if matches!(
+                e,
+                claij_server::ServeError::Config(_) | claij_server::ServeError::Bind { .. }
+            ) {
+                EXIT_USAGE
+            } else {
+                EXIT_FAILED
+            }
+        }
+    }
+}

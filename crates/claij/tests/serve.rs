@@ -1,0 +1,932 @@
+//! `claij serve` as a real process on a loopback port, driven with a real HTTP client
+//! (reqwest): definitions (registered, refused with every located problem, refused when
+//! they would start programs or read files), runs started, listed page by page, shown,
+//! answered (a refused answer changes nothing; of two concurrent answers exactly one
+//! wins), interrupted, their trails paged and followed live as server-sent events
+//! (resumed with `Last-Event-ID`), a restart after `kill -9` continuing the run that was
+//! in flight, the API token, body limits, malformed bodies, the OpenAPI description.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test reports failure
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const CLAIJ: &str = env!("CARGO_BIN_EXE_claij");
+const TOKEN: &str = "0123456789abcdef0123456789abcdef-test-token";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn approval() -> String {
+    repo()
+        .join("examples/human-approval.yaml")
+        .display()
+        .to_string()
+}
+
+/// A `claij serve` process; killed (SIGKILL) when dropped.
+struct Served {
+    child: Child,
+    base: String,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Served {
+    /// Starts `claij serve ARGS --bind 127.0.0.1:0 --store STORE` and waits until it
+    /// says where it listens.
+    fn start(store: &Path, args: &[&str]) -> Self {
+        Self::start_env(store, args, &[])
+    }
+
+    // The child is waited for by `Drop` (or `kill`) once it is inside `Served`; a panic
+    // before that ends the test process, which reaps it.
+    #[allow(clippy::zombie_processes)]
+    fn start_env(store: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut command = Command::new(CLAIJ);
+        command
+            .arg("serve")
+            .args(args)
+            .args(["--bind", "127.0.0.1:0", "--store"])
+            .arg(store)
+            .env_remove("CLAIJ_API_TOKEN")
+            .env_remove("CLAIJ_STORE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().expect("claij serve starts");
+        let (tx, rx) = mpsc::channel();
+        let stderr = child.stderr.take().expect("stderr");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = rx
+                .recv_timeout(left)
+                .expect("claij serve says where it listens");
+            if let Some(rest) = line.split("at http://").nth(1) {
+                let addr = rest.split_whitespace().next().expect("an address");
+                return Served {
+                    child,
+                    base: format!("http://{addr}"),
+                    stderr: rx,
+                };
+            }
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// What it printed on stderr so far.
+    fn said(&self) -> String {
+        self.stderr.try_iter().collect::<Vec<_>>().join("\n")
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().build().expect("an HTTP client")
+}
+
+/// A response: status, content type, and the body as JSON (or a string).
+struct Reply {
+    status: u16,
+    content_type: String,
+    body: Value,
+}
+
+async fn send(request: reqwest::RequestBuilder) -> Reply {
+    let response = request.send().await.expect("the request is answered");
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let bytes = response.bytes().await.expect("a body");
+    let body = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    Reply {
+        status,
+        content_type,
+        body,
+    }
+}
+
+async fn get(http: &reqwest::Client, url: String) -> Reply {
+    send(http.get(url)).await
+}
+
+async fn post(http: &reqwest::Client, url: String, body: &Value) -> Reply {
+    send(
+        http.post(url)
+            .header("content-type", "application/json")
+            .body(body.to_string()),
+    )
+    .await
+}
+
+fn places(problem: &Value) -> Vec<String> {
+    problem["errors"]
+        .as_array()
+        .map(|errors| {
+            errors
+                .iter()
+                .map(|e| e["place"].as_str().unwrap_or("").to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn assert_problem(reply: &Reply, status: u16) {
+    assert_eq!(reply.status, status, "{}", reply.body);
+    assert_eq!(
+        reply.content_type, "application/problem+json",
+        "{}",
+        reply.body
+    );
+    assert_eq!(reply.body["status"], status);
+    assert!(
+        reply.body["detail"].as_str().is_some_and(|d| !d.is_empty()),
+        "{}",
+        reply.body
+    );
+}
+
+fn raw_request() -> Value {
+    json!({"id": ["start", "summarise"], "service": "billing", "version": "2.4.1", "changes": 14})
+}
+
+/// Starts a human-approval run that suspends, and returns its id.
+async fn suspended_run(http: &reqwest::Client, server: &Served) -> String {
+    let reply = post(
+        http,
+        server.url("/runs?wait=30"),
+        &json!({"fsm": "human-approval", "input": raw_request()}),
+    )
+    .await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    assert_eq!(reply.body["status"], "suspended", "{}", reply.body);
+    reply.body["id"].as_str().expect("an id").to_owned()
+}
+
+#[tokio::test]
+async fn a_run_waits_for_a_person_a_refused_answer_changes_nothing_and_a_good_one_completes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("claij.db");
+    let server = Served::start(&store, &[&approval()]);
+    let http = client();
+
+    let id = suspended_run(&http, &server).await;
+    let shown = get(&http, server.url(&format!("/runs/{id}"))).await;
+    assert_eq!(shown.status, 200);
+    let run = &shown.body;
+    assert_eq!(run["state"], "approve");
+    assert_eq!(run["wait"]["state"], "approve");
+    let answers = run["wait"]["answers"].as_array().expect("answers");
+    let ids: Vec<&Value> = answers.iter().map(|a| &a["id"]).collect();
+    assert_eq!(
+        ids,
+        [
+            &json!(["approve", "deploy"]),
+            &json!(["approve", "rejected"])
+        ]
+    );
+    assert_eq!(
+        answers[0]["schema"]["properties"]["approver"]["minLength"], 2,
+        "each answer's schema is shown"
+    );
+    assert_eq!(run["wait"]["resume_url"], format!("/runs/{id}/resume"));
+    let trail_len = run["trail_len"].as_u64().expect("trail_len");
+
+    // A refused answer: placed errors, nothing changed.
+    let refused = post(
+        &http,
+        server.url(&format!("/runs/{id}/resume")),
+        &json!({"input": {"id": ["approve", "deploy"], "approver": "x"}}),
+    )
+    .await;
+    assert_problem(&refused, 422);
+    assert_eq!(
+        places(&refused.body),
+        ["$.input.approver"],
+        "{}",
+        refused.body
+    );
+    let unknown_route = post(
+        &http,
+        server.url(&format!("/runs/{id}/resume")),
+        &json!({"input": {"id": ["approve", "nowhere"]}}),
+    )
+    .await;
+    assert_problem(&unknown_route, 422);
+    assert_eq!(places(&unknown_route.body), ["$.input.id"]);
+    let after = get(&http, server.url(&format!("/runs/{id}"))).await.body;
+    assert_eq!(after["status"], "suspended");
+    assert_eq!(
+        after["trail_len"].as_u64(),
+        Some(trail_len),
+        "nothing was appended"
+    );
+
+    // The answer completes it.
+    let done = post(
+        &http,
+        server.url(&format!("/runs/{id}/resume?wait=30")),
+        &json!({"input": {"id": ["approve", "deploy"], "approver": "ada"}}),
+    )
+    .await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert_eq!(done.body["status"], "completed");
+    assert_eq!(done.body["state"], "deploy");
+    assert_eq!(done.body["result"]["approver"], "ada");
+
+    // Answered once: a second answer is a conflict, and changes nothing.
+    let again = post(
+        &http,
+        server.url(&format!("/runs/{id}/resume")),
+        &json!({"input": {"id": ["approve", "rejected"], "reason": "too late"}}),
+    )
+    .await;
+    assert_problem(&again, 409);
+    let final_view = get(&http, server.url(&format!("/runs/{id}"))).await.body;
+    assert_eq!(final_view["status"], "completed");
+    assert_eq!(final_view["result"]["approver"], "ada");
+
+    // The trail, two entries a page.
+    let mut from = 0;
+    let mut seqs = Vec::new();
+    loop {
+        let page = get(
+            &http,
+            server.url(&format!("/runs/{id}/trail?from={from}&limit=2")),
+        )
+        .await
+        .body;
+        let entries = page["entries"].as_array().expect("entries");
+        assert!(entries.len() <= 2);
+        seqs.extend(entries.iter().map(|e| e["seq"].as_u64().expect("seq")));
+        match page["next"].as_u64() {
+            Some(next) => from = next,
+            None => break,
+        }
+    }
+    let total = final_view["trail_len"].as_u64().expect("trail_len");
+    assert_eq!(
+        seqs,
+        (0..total).collect::<Vec<_>>(),
+        "every entry once, in order"
+    );
+}
+
+#[tokio::test]
+async fn of_two_concurrent_answers_exactly_one_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Served::start(&dir.path().join("claij.db"), &[&approval()]);
+    let http = client();
+    for _ in 0..3 {
+        let id = suspended_run(&http, &server).await;
+        let url = server.url(&format!("/runs/{id}/resume?wait=30"));
+        let approve = json!({"input": {"id": ["approve", "deploy"], "approver": "ada"}});
+        let reject = json!({"input": {"id": ["approve", "rejected"], "reason": "no way"}});
+        let (a, b) = tokio::join!(
+            post(&http, url.clone(), &approve),
+            post(&http, url.clone(), &reject),
+        );
+        let mut statuses = [a.status, b.status];
+        statuses.sort();
+        assert_eq!(statuses, [200, 409], "{} / {}", a.body, b.body);
+        let winner = if a.status == 200 { &a.body } else { &b.body };
+        let run = get(&http, server.url(&format!("/runs/{id}"))).await.body;
+        assert_eq!(
+            run["state"], winner["state"],
+            "the winner's answer is the one taken"
+        );
+        assert_eq!(run["status"], "completed");
+    }
+}
+
+#[tokio::test]
+async fn runs_are_listed_newest_first_page_by_page_and_filtered() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Served::start(&dir.path().join("claij.db"), &[&approval()]);
+    let http = client();
+    let mut started = Vec::new();
+    for _ in 0..5 {
+        started.push(suspended_run(&http, &server).await);
+    }
+    // Answer the oldest one: it completes.
+    let done = post(
+        &http,
+        server.url(&format!("/runs/{}/resume?wait=30", started[0])),
+        &json!({"input": {"id": ["approve", "deploy"], "approver": "ada"}}),
+    )
+    .await;
+    assert_eq!(done.body["status"], "completed");
+
+    let mut listed = Vec::new();
+    let mut url = server.url("/runs?limit=2");
+    loop {
+        let page = get(&http, url.clone()).await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        let runs = page.body["runs"].as_array().expect("runs").clone();
+        assert!(runs.len() <= 2);
+        listed.extend(runs.iter().map(|r| r["id"].as_str().unwrap().to_owned()));
+        match page.body["next_cursor"].as_str() {
+            Some(cursor) => url = server.url(&format!("/runs?limit=2&cursor={cursor}")),
+            None => break,
+        }
+    }
+    let newest_first: Vec<String> = started.iter().rev().cloned().collect();
+    assert_eq!(listed, newest_first, "every run once, newest first");
+
+    let suspended = get(&http, server.url("/runs?status=suspended")).await.body;
+    assert_eq!(suspended["runs"].as_array().map(Vec::len), Some(4));
+    let completed = get(
+        &http,
+        server.url("/runs?status=completed&fsm=human-approval"),
+    )
+    .await;
+    let ids: Vec<&str> = completed.body["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [started[0].as_str()]);
+    let other_fsm = get(&http, server.url("/runs?fsm=nothing-like-it"))
+        .await
+        .body;
+    assert_eq!(other_fsm["runs"], json!([]));
+    let future = get(&http, server.url("/runs?since=2999-01-01T00:00:00Z"))
+        .await
+        .body;
+    assert_eq!(future["runs"], json!([]));
+
+    let bad_status = get(&http, server.url("/runs?status=sleeping")).await;
+    assert_problem(&bad_status, 400);
+    assert_eq!(places(&bad_status.body), ["query.status"]);
+    let bad_cursor = get(&http, server.url("/runs?cursor=garbage")).await;
+    assert_problem(&bad_cursor, 400);
+    assert_eq!(places(&bad_cursor.body), ["query.cursor"]);
+    let bad_time = get(&http, server.url("/runs?since=yesterday")).await;
+    assert_problem(&bad_time, 400);
+    assert_eq!(places(&bad_time.body), ["query.since"]);
+}
+
+/// The definitions the store holds, by the CLI.
+fn stored_definitions(store: &Path) -> String {
+    let out = Command::new(CLAIJ)
+        .args(["defs", "list", "--store"])
+        .arg(store)
+        .output()
+        .expect("claij defs list");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+const PRIVILEGED: &[(&str, &str)] = &[
+    (
+        r#"{"id": "runs-a-program", "states": [{"id": "go", "action": "command", "config": {"argv": ["touch", "/tmp/claij-pwned"]}}, {"id": "done", "action": "end"}], "xitions": [{"id": ["start", "go"]}, {"id": ["go", "done"]}]}"#,
+        "$.states[0].config.argv",
+    ),
+    (
+        r#"{"id": "starts-a-server", "servers": {"sh": {"command": "sh", "args": ["-c", "id"]}}, "states": [{"id": "ask", "action": "llm", "servers": ["sh"]}, {"id": "done", "action": "end"}], "xitions": [{"id": ["start", "ask"]}, {"id": ["ask", "done"]}]}"#,
+        "$.servers.sh.command",
+    ),
+    (
+        r#"{"id": "reads-a-file", "states": [{"id": "child", "action": "fsm", "config": {"fsm": "/etc/passwd", "success_to": "done"}}, {"id": "done", "action": "end"}], "xitions": [{"id": ["start", "child"]}, {"id": ["child", "done"]}]}"#,
+        "$.states[0].config.fsm",
+    ),
+];
+
+#[tokio::test]
+async fn documents_registered_over_http_are_checked_and_never_start_programs() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("claij.db");
+    let server = Served::start(&store, &[&approval()]);
+    let http = client();
+
+    // A good one (YAML), served and runnable.
+    let yaml = "id: echo\nstates:\n  - id: done\n    action: end\nxitions:\n  - id: [start, done]\n    schema: {type: object, required: [text], properties: {text: {type: string}}}\n";
+    let registered = send(
+        http.post(server.url("/definitions"))
+            .header("content-type", "application/yaml")
+            .body(yaml),
+    )
+    .await;
+    assert_eq!(registered.status, 201, "{}", registered.body);
+    assert_eq!(registered.body["id"], "echo");
+    let listed = get(&http, server.url("/definitions")).await.body;
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["echo", "human-approval"]);
+    let run = post(
+        &http,
+        server.url("/runs?wait=30"),
+        &json!({"fsm": "echo", "input": {"text": "hi"}}),
+    )
+    .await;
+    assert_eq!(run.body["status"], "completed", "{}", run.body);
+    assert_eq!(run.body["result"]["text"], "hi");
+    let shown = get(&http, server.url("/definitions/human-approval"))
+        .await
+        .body;
+    assert!(
+        shown["mermaid"]
+            .as_str()
+            .is_some_and(|m| m.contains("approve"))
+    );
+    assert_eq!(shown["entries"].as_array().map(Vec::len), Some(2));
+    assert_eq!(shown["trusted"], true);
+
+    // A bad one: every problem located, nothing stored.
+    let before = stored_definitions(&store);
+    let invalid = post(
+        &http,
+        server.url("/definitions"),
+        &json!({"id": "broken", "states": [{"id": "a", "action": "no-such-action"}], "xitions": [{"id": ["start", "b"]}]}),
+    )
+    .await;
+    assert_problem(&invalid, 422);
+    let invalid_places = places(&invalid.body);
+    assert!(
+        invalid_places.contains(&"$.states[0].action".to_owned()),
+        "{}",
+        invalid.body
+    );
+    assert!(invalid_places.len() >= 2, "every problem: {}", invalid.body);
+    let syntax = send(
+        http.post(server.url("/definitions"))
+            .header("content-type", "application/yaml")
+            .body("id: x\nstates: [\n"),
+    )
+    .await;
+    assert_problem(&syntax, 422);
+    assert!(
+        syntax.body["errors"][0]["line"].as_u64().is_some(),
+        "{}",
+        syntax.body
+    );
+
+    // What would start a program or read a file: refused, placed, nothing stored or run.
+    for (document, place) in PRIVILEGED {
+        let refused = send(
+            http.post(server.url("/definitions"))
+                .header("content-type", "application/json")
+                .body(*document),
+        )
+        .await;
+        assert_problem(&refused, 403);
+        assert_eq!(places(&refused.body), [*place], "{}", refused.body);
+    }
+    assert_eq!(stored_definitions(&store), before, "nothing was stored");
+    let listed = get(&http, server.url("/definitions")).await.body;
+    assert_eq!(listed.as_array().map(Vec::len), Some(2));
+    let not_served = post(
+        &http,
+        server.url("/runs"),
+        &json!({"fsm": "runs-a-program", "input": {}}),
+    )
+    .await;
+    assert_problem(&not_served, 404);
+    assert!(!Path::new("/tmp/claij-pwned").exists());
+    drop(server);
+
+    // Allowed by name by the operator: accepted.
+    let allowing = Served::start(&store, &["--allow-program", "touch"]);
+    let allowed = send(
+        http.post(allowing.url("/definitions"))
+            .header("content-type", "application/json")
+            .body(PRIVILEGED[0].0),
+    )
+    .await;
+    assert_eq!(allowed.status, 201, "{}", allowed.body);
+    // The definitions registered before the restart are served again.
+    let listed = get(&http, allowing.url("/definitions")).await.body;
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&"echo") && ids.contains(&"runs-a-program"),
+        "{ids:?}"
+    );
+}
+
+#[tokio::test]
+async fn bad_requests_get_located_problems_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("claij.db");
+    let server = Served::start(&store, &[&approval(), "--body-limit", "4096"]);
+    let http = client();
+    let runs_url = server.url("/runs");
+
+    let malformed = send(
+        http.post(runs_url.clone())
+            .header("content-type", "application/json")
+            .body("{\"fsm\": \"human-approval\",\n \"input\": {oops}}"),
+    )
+    .await;
+    assert_problem(&malformed, 400);
+    assert_eq!(malformed.body["errors"][0]["line"], 2, "{}", malformed.body);
+
+    let too_big = post(
+        &http,
+        runs_url.clone(),
+        &json!({"fsm": "human-approval", "input": {"blob": "x".repeat(10_000)}}),
+    )
+    .await;
+    assert_problem(&too_big, 413);
+
+    let deep = format!(
+        "{{\"fsm\": \"human-approval\", \"input\": {}{}}}",
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let deep = send(
+        http.post(runs_url.clone())
+            .header("content-type", "application/json")
+            .body(deep),
+    )
+    .await;
+    assert_problem(&deep, 400);
+
+    let not_json = send(
+        http.post(runs_url.clone())
+            .header("content-type", "text/plain")
+            .body("hi"),
+    )
+    .await;
+    assert_problem(&not_json, 415);
+
+    let unknown_field = post(
+        &http,
+        runs_url.clone(),
+        &json!({"fsm": "human-approval", "input": {}, "colour": "red"}),
+    )
+    .await;
+    assert_problem(&unknown_field, 400);
+
+    let wrong_type = post(&http, runs_url.clone(), &json!({"fsm": 7, "input": {}})).await;
+    assert_problem(&wrong_type, 400);
+    assert_eq!(places(&wrong_type.body), ["$.fsm"]);
+
+    let bad_input = post(
+        &http,
+        runs_url.clone(),
+        &json!({"fsm": "human-approval", "input": {"id": ["start", "summarise"], "service": "billing", "version": "two", "changes": -1}}),
+    )
+    .await;
+    assert_problem(&bad_input, 422);
+    let mut bad_places = places(&bad_input.body);
+    bad_places.sort();
+    assert_eq!(bad_places, ["$.input.changes", "$.input.version"]);
+
+    let unknown_model = post(
+        &http,
+        runs_url.clone(),
+        &json!({"fsm": "human-approval", "input": raw_request(), "model": "no-such-model"}),
+    )
+    .await;
+    assert_problem(&unknown_model, 422);
+    assert_eq!(places(&unknown_model.body), ["$.model"]);
+
+    let bad_deadline = post(
+        &http,
+        runs_url.clone(),
+        &json!({"fsm": "human-approval", "input": raw_request(), "deadline": "soon"}),
+    )
+    .await;
+    assert_problem(&bad_deadline, 422);
+    assert_eq!(places(&bad_deadline.body), ["$.deadline"]);
+
+    let unknown_fsm = post(
+        &http,
+        runs_url.clone(),
+        &json!({"fsm": "nope", "input": {}}),
+    )
+    .await;
+    assert_problem(&unknown_fsm, 404);
+
+    for path in [
+        "/runs/no-such-run",
+        "/runs/no-such-run/trail",
+        "/runs/no-such-run/events",
+        "/definitions/nope",
+        "/no/such/route",
+    ] {
+        assert_problem(&get(&http, server.url(path)).await, 404);
+    }
+    let resume_unknown = post(
+        &http,
+        server.url("/runs/no-such-run/resume"),
+        &json!({"input": {}}),
+    )
+    .await;
+    assert_problem(&resume_unknown, 404);
+
+    // None of it started or stored a run.
+    let runs = get(&http, server.url("/runs")).await.body;
+    assert_eq!(runs["runs"], json!([]), "{runs}");
+}
+
+#[tokio::test]
+async fn a_token_guards_every_route_but_health_and_an_open_address_needs_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("claij.db");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let server = Served::start(
+        &store,
+        &[&approval(), "--token-file", token_file.to_str().unwrap()],
+    );
+    let http = client();
+    assert_eq!(get(&http, server.url("/health")).await.status, 200);
+    for path in ["/runs", "/definitions", "/openapi.json"] {
+        let none = get(&http, server.url(path)).await;
+        assert_problem(&none, 401);
+        let wrong = send(
+            http.get(server.url(path))
+                .bearer_auth("0123456789abcdef0123456789abcdef-WRONG"),
+        )
+        .await;
+        assert_problem(&wrong, 401);
+        let right = send(http.get(server.url(path)).bearer_auth(TOKEN)).await;
+        assert_eq!(right.status, 200, "{path}: {}", right.body);
+    }
+    let mcp = send(
+        http.post(server.url("/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#),
+    )
+    .await;
+    assert_problem(&mcp, 401);
+    let said = server.said();
+    assert!(!said.contains(TOKEN), "the token is never logged");
+    drop(server);
+
+    // An open address without a token is refused at start.
+    let out = Command::new(CLAIJ)
+        .args(["serve", &approval(), "--bind", "0.0.0.0:0", "--store"])
+        .arg(&store)
+        .env_remove("CLAIJ_API_TOKEN")
+        .output()
+        .expect("claij serve");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("without an API token"), "{stderr}");
+    // A short token too.
+    let out = Command::new(CLAIJ)
+        .args(["serve", &approval(), "--bind", "127.0.0.1:0", "--store"])
+        .arg(&store)
+        .env("CLAIJ_API_TOKEN", "short")
+        .output()
+        .expect("claij serve");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// Reads server-sent events from `response` until `stop` says so (or 60 s pass).
+async fn read_events(
+    response: &mut reqwest::Response,
+    buffer: &mut String,
+    mut stop: impl FnMut(&str, &str, Option<&str>) -> bool,
+) -> Vec<(String, String, Option<String>)> {
+    let mut events = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let (mut kind, mut data, mut id) = (String::from("message"), String::new(), None);
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("event:") {
+                    kind = v.trim().to_owned();
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data.push_str(v.trim_start());
+                } else if let Some(v) = line.strip_prefix("id:") {
+                    id = Some(v.trim().to_owned());
+                }
+            }
+            if data.is_empty() && kind == "message" {
+                continue; // a keep-alive comment
+            }
+            let done = stop(&kind, &data, id.as_deref());
+            events.push((kind, data, id));
+            if done {
+                return events;
+            }
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let chunk = tokio::time::timeout(left, response.chunk())
+            .await
+            .expect("events within 60 s")
+            .expect("the stream reads");
+        match chunk {
+            Some(bytes) => buffer.push_str(&String::from_utf8_lossy(&bytes)),
+            None => return events,
+        }
+    }
+}
+
+#[tokio::test]
+async fn events_stream_each_entry_once_and_resume_after_the_last_event_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Served::start(&dir.path().join("claij.db"), &[&approval()]);
+    let http = client();
+    let id = suspended_run(&http, &server).await;
+    let events_url = server.url(&format!("/runs/{id}/events"));
+
+    let mut first = http.get(events_url.clone()).send().await.unwrap();
+    assert_eq!(first.status(), 200);
+    assert!(
+        first.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let mut buffer = String::new();
+    let seen = read_events(&mut first, &mut buffer, |kind, data, _| {
+        kind == "status" && data.contains("\"suspended\"")
+    })
+    .await;
+    let entry_ids: Vec<String> = seen
+        .iter()
+        .filter(|(k, _, _)| k == "entry")
+        .map(|(_, _, id)| id.clone().unwrap())
+        .collect();
+    assert_eq!(entry_ids, ["0", "1"], "{seen:?}");
+    drop(first);
+
+    // Reconnect after the first entry: the second comes again, and then the rest live.
+    let mut again = http
+        .get(events_url.clone())
+        .header("Last-Event-ID", "0")
+        .send()
+        .await
+        .unwrap();
+    let mut buffer = String::new();
+    let replay = read_events(&mut again, &mut buffer, |kind, _, _| kind == "status").await;
+    let replayed: Vec<String> = replay
+        .iter()
+        .filter(|(k, _, _)| k == "entry")
+        .map(|(_, _, id)| id.clone().unwrap())
+        .collect();
+    assert_eq!(replayed, ["1"]);
+    let answered = post(
+        &http,
+        server.url(&format!("/runs/{id}/resume")),
+        &json!({"input": {"id": ["approve", "deploy"], "approver": "ada"}}),
+    )
+    .await;
+    assert!(matches!(answered.status, 200 | 202), "{}", answered.body);
+    let rest = read_events(&mut again, &mut buffer, |kind, _, _| kind == "end").await;
+    let later: Vec<(String, Value)> = rest
+        .iter()
+        .filter(|(k, _, _)| k == "entry")
+        .map(|(_, data, id)| (id.clone().unwrap(), serde_json::from_str(data).unwrap()))
+        .collect();
+    let later_ids: Vec<&str> = later.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(later_ids, ["2"], "the answer, once: {rest:?}");
+    assert_eq!(later[0].1["event"]["approver"], "ada");
+    assert_eq!(
+        rest.last().map(|(k, d, _)| (k.as_str(), d.as_str())),
+        Some(("end", "completed"))
+    );
+
+    let bad = get(&http, events_url.clone()).await;
+    assert_eq!(
+        bad.status, 200,
+        "a finished run's stream is its trail and its end"
+    );
+    let bad_id = send(http.get(events_url).header("Last-Event-ID", "seven")).await;
+    assert_problem(&bad_id, 400);
+}
+
+#[tokio::test]
+async fn a_run_in_flight_when_the_server_is_killed_is_continued_by_the_next_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("claij.db");
+    let flow = dir.path().join("slow.yaml");
+    std::fs::write(
+        &flow,
+        "id: slow\nstates:\n  - id: wait\n    action: command\n    config: {argv: [sleep, \"3\"], output: capture, routes: {\"0\": done}}\n  - id: done\n    action: end\nxitions:\n  - id: [start, wait]\n  - id: [wait, done]\n",
+    )
+    .unwrap();
+    let server = Served::start(&store, &[flow.to_str().unwrap()]);
+    let http = client();
+    let started = post(
+        &http,
+        server.url("/runs"),
+        &json!({"fsm": "slow", "input": {}}),
+    )
+    .await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    assert_eq!(started.body["status"], "running");
+    let id = started.body["id"].as_str().unwrap().to_owned();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.kill();
+
+    let restarted = Served::start(&store, &[flow.to_str().unwrap()]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let run = get(&http, restarted.url(&format!("/runs/{id}"))).await.body;
+        if run["status"] == "completed" {
+            assert_eq!(run["state"], "done");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run was not continued: {run}\n{}",
+            restarted.said()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn interrupting_a_waiting_run_stops_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Served::start(&dir.path().join("claij.db"), &[&approval()]);
+    let http = client();
+    let id = suspended_run(&http, &server).await;
+    let stopped = post(
+        &http,
+        server.url(&format!("/runs/{id}/interrupt")),
+        &json!({}),
+    )
+    .await;
+    assert_eq!(stopped.status, 202, "{}", stopped.body);
+    let run = get(&http, server.url(&format!("/runs/{id}"))).await.body;
+    assert_eq!(run["status"], "interrupted");
+    let twice = post(
+        &http,
+        server.url(&format!("/runs/{id}/interrupt")),
+        &json!({}),
+    )
+    .await;
+    assert_problem(&twice, 409);
+}
+
+#[tokio::test]
+async fn the_openapi_description_is_generated_and_lists_every_route() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Served::start(&dir.path().join("claij.db"), &[&approval()]);
+    let http = client();
+    let doc = get(&http, server.url("/openapi.json")).await.body;
+    assert!(
+        doc["openapi"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("3.1")),
+        "{doc}"
+    );
+    let paths = doc["paths"].as_object().expect("paths");
+    for path in [
+        "/definitions",
+        "/definitions/{id}",
+        "/runs",
+        "/runs/{id}",
+        "/runs/{id}/trail",
+        "/runs/{id}/resume",
+        "/runs/{id}/interrupt",
+        "/runs/{id}/events",
+    ] {
+        assert!(paths.contains_key(path), "{path} missing from {paths:?}");
+    }
+    assert!(doc["components"]["schemas"]["Problem"].is_object());
+    assert!(doc["paths"]["/runs"]["post"]["requestBody"].is_object());
+}
