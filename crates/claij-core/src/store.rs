@@ -313,6 +313,19 @@ pub enum StoreError {
     Backend(String),
 }
 
+/// A resume link's record (the link's secret is kept only as a hash, the key of this
+/// record): the run it answers and the wait it was made for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hook {
+    /// The run.
+    pub run_id: String,
+    /// The run's trail length when the link was made: the link answers the wait that
+    /// began there, and no later one.
+    pub wait_seq: u64,
+    /// When it was made.
+    pub created_at: SystemTime,
+}
+
 /// A durable home for definitions, runs and trails. Every method is atomic.
 pub trait RunStore: Send + Sync {
     /// A short description (`sqlite:/path/claij.db`, `postgres://host/db`), without secrets.
@@ -371,6 +384,16 @@ pub trait RunStore: Send + Sync {
 
     /// Deletes final runs (and their trails) matching the filter; returns how many.
     fn prune<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, u64>;
+
+    /// Keeps a resume link (its secret's hash and what it answers).
+    fn put_hook<'a>(&'a self, token_hash: &'a str, hook: &'a Hook) -> StoreFuture<'a, ()>;
+
+    /// The resume link whose secret hashes to `token_hash`, if there is one.
+    fn hook<'a>(&'a self, token_hash: &'a str) -> StoreFuture<'a, Option<Hook>>;
+
+    /// Forgets every resume link of a run made for a wait before `before_seq` (all of them
+    /// with `u64::MAX`); returns how many.
+    fn delete_hooks<'a>(&'a self, run_id: &'a str, before_seq: u64) -> StoreFuture<'a, u64>;
 
     /// Bytes used by a run: its record and trail rows as stored (for growth checks).
     fn run_bytes<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, u64>;

@@ -5,7 +5,7 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
 use crate::problem::{PlacedError, Problem};
-use crate::routes::{definitions, events, runs};
+use crate::routes::{definitions, events, hooks, runs};
 use crate::views;
 
 /// The API's description.
@@ -19,17 +19,20 @@ use crate::views;
         definitions::list, definitions::show, definitions::register,
         runs::start, runs::list, runs::show, runs::trail, runs::resume, runs::interrupt,
         events::events,
+        hooks::show, hooks::answer, hooks::create,
     ),
     components(schemas(
         Problem, PlacedError, views::RunView, views::WaitView, views::AnswerView, views::RunPage,
         views::RunSummary, views::TrailPage, views::StartRun, views::ResumeRun,
         views::DefinitionSummary, views::DefinitionView, views::Registered, views::Accepted,
+        hooks::NewHook, hooks::HookView, hooks::HookAnswered,
     )),
     modifiers(&BearerToken),
     security(("bearer" = [])),
     tags(
         (name = "definitions", description = "The FSMs served"),
         (name = "runs", description = "Runs: start, follow, answer, stop"),
+        (name = "hooks", description = "Resume links: a waiting run answered with no other credential"),
     )
 )]
 pub(crate) struct ApiDoc;

@@ -77,6 +77,11 @@ pub(crate) struct WaitView {
     pub children: Vec<String>,
     /// Where to post the answer: `/runs/{id}/resume`.
     pub resume_url: String,
+    /// A link that answers this wait with no other credential (`/hooks/{secret}`): given
+    /// when a start or an answer waited for the run to suspend, and by `POST
+    /// /runs/{id}/hooks`; never shown again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hook_url: Option<String>,
 }
 
 /// One answer a waiting run takes.
@@ -155,6 +160,7 @@ impl WaitView {
             expires_at: wait.expires_at.map(rfc3339),
             children: wait.children.clone(),
             resume_url: resume_url.to_owned(),
+            hook_url: None,
         }
     }
 }

@@ -15,11 +15,18 @@ const MAX_CONNECTIONS: u32 = 10;
 
 impl Dialect for Postgres {
     const SCHEME: &'static str = "postgres";
-    const MIGRATIONS: &'static [Migration] = &[Migration {
-        version: 1,
-        name: "initial",
-        sql: include_str!("../migrations/postgres/0001_initial.sql"),
-    }];
+    const MIGRATIONS: &'static [Migration] = &[
+        Migration {
+            version: 1,
+            name: "initial",
+            sql: include_str!("../migrations/postgres/0001_initial.sql"),
+        },
+        Migration {
+            version: 2,
+            name: "hooks",
+            sql: include_str!("../migrations/postgres/0002_hooks.sql"),
+        },
+    ];
     const BEGIN_WRITE: &'static str = "BEGIN";
     // A transaction-scoped advisory lock (key: "claij" in ASCII) serializes concurrent
     // openers, so two workers starting at once do not both create the tables.

@@ -30,6 +30,11 @@ impl Dialect for Sqlite {
             name: "checkpoint_statement",
             sql: include_str!("../migrations/sqlite/0002_checkpoint_statement.sql"),
         },
+        Migration {
+            version: 3,
+            name: "hooks",
+            sql: include_str!("../migrations/sqlite/0003_hooks.sql"),
+        },
     ];
     const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
     const MIGRATION_LOCK: Option<&'static str> = None;

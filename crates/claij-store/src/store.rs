@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use claij_core::store::{
-    Checkpoint, ClaimFrom, Definition, Heartbeat, RunFilter, RunRecord, RunStatus, RunStore,
+    Checkpoint, ClaimFrom, Definition, Heartbeat, Hook, RunFilter, RunRecord, RunStatus, RunStore,
     StoreError, StoreFuture,
 };
 use claij_core::trail::TrailEntry;
@@ -563,22 +563,73 @@ where
         let mut deleted = 0;
         for chunk in ids.chunks(DELETE_CHUNK) {
             let list = placeholders(1, chunk.len());
-            // The trail first: it does not rely on the foreign key's cascade being enabled.
+            // The trail and resume links first: this does not rely on the foreign keys'
+            // cascade being enabled.
             let mut trail = sqlx::query(AssertSqlSafe(format!(
                 "DELETE FROM trail WHERE run_id IN ({list})"
+            )));
+            let mut hooks = sqlx::query(AssertSqlSafe(format!(
+                "DELETE FROM hooks WHERE run_id IN ({list})"
             )));
             let mut runs = sqlx::query(AssertSqlSafe(format!(
                 "DELETE FROM runs WHERE id IN ({list}) RETURNING id"
             )));
             for id in chunk {
                 trail = trail.bind(id.clone());
+                hooks = hooks.bind(id.clone());
                 runs = runs.bind(id.clone());
             }
             trail.execute(&mut *tx).await.map_err(backend(what))?;
+            hooks.execute(&mut *tx).await.map_err(backend(what))?;
             deleted += runs.fetch_all(&mut *tx).await.map_err(backend(what))?.len() as u64;
         }
         tx.commit().await.map_err(backend(what))?;
         Ok(deleted)
+    }
+
+    async fn put_hook_now(&self, token_hash: &str, hook: &Hook) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO hooks (token_hash, run_id, wait_seq, created_at) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(token_hash.to_owned())
+        .bind(hook.run_id.clone())
+        .bind(rows::signed("a wait's sequence number", hook.wait_seq)?)
+        .bind(rows::micros(hook.created_at)?)
+        .execute(&self.pool)
+        .await
+        .map_err(backend("storing a resume link"))?;
+        Ok(())
+    }
+
+    async fn hook_now(&self, token_hash: &str) -> Result<Option<Hook>, StoreError> {
+        let what = "reading a resume link";
+        let row =
+            sqlx::query("SELECT run_id, wait_seq, created_at FROM hooks WHERE token_hash = $1")
+                .bind(token_hash.to_owned())
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(backend(what))?;
+        let Some(row) = row else { return Ok(None) };
+        let run_id: String = row.try_get(0).map_err(backend(what))?;
+        let wait_seq: i64 = row.try_get(1).map_err(backend(what))?;
+        let created_at: i64 = row.try_get(2).map_err(backend(what))?;
+        Ok(Some(Hook {
+            run_id,
+            wait_seq: u64::try_from(wait_seq).unwrap_or(0),
+            created_at: rows::time(created_at),
+        }))
+    }
+
+    async fn delete_hooks_now(&self, run_id: &str, before_seq: u64) -> Result<u64, StoreError> {
+        let deleted = sqlx::query(
+            "DELETE FROM hooks WHERE run_id = $1 AND wait_seq < $2 RETURNING token_hash",
+        )
+        .bind(run_id.to_owned())
+        .bind(i64::try_from(before_seq).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend("deleting resume links"))?;
+        Ok(deleted.len() as u64)
     }
 
     async fn heartbeat_now(
@@ -727,6 +778,18 @@ where
 
     fn prune<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, u64> {
         Box::pin(self.prune_now(filter))
+    }
+
+    fn put_hook<'a>(&'a self, token_hash: &'a str, hook: &'a Hook) -> StoreFuture<'a, ()> {
+        Box::pin(self.put_hook_now(token_hash, hook))
+    }
+
+    fn hook<'a>(&'a self, token_hash: &'a str) -> StoreFuture<'a, Option<Hook>> {
+        Box::pin(self.hook_now(token_hash))
+    }
+
+    fn delete_hooks<'a>(&'a self, run_id: &'a str, before_seq: u64) -> StoreFuture<'a, u64> {
+        Box::pin(self.delete_hooks_now(run_id, before_seq))
     }
 
     fn run_bytes<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, u64> {

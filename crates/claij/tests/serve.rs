@@ -930,3 +930,201 @@ async fn the_openapi_description_is_generated_and_lists_every_route() {
     assert!(doc["components"]["schemas"]["Problem"].is_object());
     assert!(doc["paths"]["/runs"]["post"]["requestBody"].is_object());
 }
+
+/// A request with the API token.
+fn authed(request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    request.bearer_auth(TOKEN)
+}
+
+async fn post_json(request: reqwest::RequestBuilder, body: &Value) -> Reply {
+    send(
+        request
+            .header("content-type", "application/json")
+            .body(body.to_string()),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_resume_link_answers_its_wait_once_with_no_other_credential() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, TOKEN).unwrap();
+    let server = Served::start(
+        &dir.path().join("claij.db"),
+        &[&approval(), "--token-file", token_file.to_str().unwrap()],
+    );
+    let http = client();
+    let run = json!({"fsm": "human-approval", "input": raw_request()});
+    let start = |http: &reqwest::Client| {
+        let request = authed(http.post(server.url("/runs?wait=30")));
+        let run = &run;
+        async move { post_json(request, run).await }
+    };
+    let a = start(&http).await;
+    assert_eq!(a.body["status"], "suspended", "{}", a.body);
+    let a_id = a.body["id"].as_str().unwrap().to_owned();
+    let link = a.body["wait"]["hook_url"]
+        .as_str()
+        .expect("a resume link")
+        .to_owned();
+    let secret = link
+        .strip_prefix("/hooks/")
+        .expect("/hooks/SECRET")
+        .to_owned();
+    assert_eq!(secret.len(), 64, "256 bits, hex");
+    let b = start(&http).await;
+    let b_id = b.body["id"].as_str().unwrap().to_owned();
+    let b_link = b.body["wait"]["hook_url"].as_str().unwrap().to_owned();
+    assert_ne!(b_link, link);
+
+    // What the link asks, with no token.
+    let asked = get(&http, server.url(&link)).await;
+    assert_eq!(asked.status, 200, "{}", asked.body);
+    assert_eq!(asked.body["state"], "approve");
+    assert_eq!(asked.body["answers"].as_array().map(Vec::len), Some(2));
+
+    // A refused answer changes nothing and leaves the link valid.
+    let trail_len = |http: reqwest::Client, id: String| {
+        let url = server.url(&format!("/runs/{id}"));
+        async move {
+            send(authed(http.get(url))).await.body["trail_len"]
+                .as_u64()
+                .unwrap()
+        }
+    };
+    let before = trail_len(http.clone(), a_id.clone()).await;
+    let refused = post(
+        &http,
+        server.url(&link),
+        &json!({"id": ["approve", "deploy"], "approver": "x"}),
+    )
+    .await;
+    assert_problem(&refused, 422);
+    assert_eq!(places(&refused.body), ["$.approver"]);
+    assert_eq!(trail_len(http.clone(), a_id.clone()).await, before);
+
+    // Forged links.
+    for forged in [
+        "/hooks/".to_owned() + &"0".repeat(64),
+        "/hooks/short".into(),
+        format!("/hooks/{}", secret.to_uppercase().replace('A', "B")),
+    ] {
+        assert_problem(
+            &post(
+                &http,
+                server.url(&forged),
+                &json!({"id": ["approve", "deploy"], "approver": "eve"}),
+            )
+            .await,
+            404,
+        );
+    }
+
+    // The answer, with no token.
+    let taken = post(
+        &http,
+        server.url(&format!("{link}?wait=30")),
+        &json!({"id": ["approve", "deploy"], "approver": "ada"}),
+    )
+    .await;
+    assert_eq!(taken.status, 200, "{}", taken.body);
+    assert_eq!(taken.body["status"], "completed");
+    assert!(
+        taken.body.get("context").is_none(),
+        "a link shows no more than the run's status"
+    );
+
+    // Never again; and A's link is no way into B.
+    let reused = post(
+        &http,
+        server.url(&link),
+        &json!({"id": ["approve", "rejected"], "reason": "changed my mind"}),
+    )
+    .await;
+    assert_problem(&reused, 410);
+    assert_problem(&get(&http, server.url(&link)).await, 410);
+    let b_now = send(authed(http.get(server.url(&format!("/runs/{b_id}")))))
+        .await
+        .body;
+    assert_eq!(b_now["status"], "suspended");
+    assert_eq!(b_now["trail_len"], b.body["trail_len"]);
+
+    // Another link for B; none for A, which waits for nothing.
+    let more = send(authed(
+        http.post(server.url(&format!("/runs/{b_id}/hooks"))),
+    ))
+    .await;
+    assert_eq!(more.status, 201, "{}", more.body);
+    let b_link2 = more.body["url"].as_str().unwrap().to_owned();
+    assert_problem(
+        &send(authed(
+            http.post(server.url(&format!("/runs/{a_id}/hooks"))),
+        ))
+        .await,
+        409,
+    );
+    assert_problem(
+        &send(http.post(server.url(&format!("/runs/{b_id}/hooks")))).await,
+        401,
+    );
+
+    // Two answers to B at once, by a link and by the API: exactly one is taken.
+    let by_link = json!({"id": ["approve", "deploy"], "approver": "bob"});
+    let by_api = json!({"input": {"id": ["approve", "rejected"], "reason": "not today"}});
+    let (x, y) = tokio::join!(
+        post(&http, server.url(&format!("{b_link2}?wait=30")), &by_link),
+        post_json(
+            authed(http.post(server.url(&format!("/runs/{b_id}/resume?wait=30")))),
+            &by_api
+        ),
+    );
+    let mut statuses = [x.status, y.status];
+    statuses.sort();
+    assert_eq!(statuses, [200, 409], "{} / {}", x.body, y.body);
+    // Both of B's links are spent now.
+    for l in [&b_link, &b_link2] {
+        assert_problem(&post(&http, server.url(l), &by_link).await, 410);
+    }
+    assert!(
+        !server.said().contains(&secret),
+        "a link's secret is never logged"
+    );
+}
+
+#[tokio::test]
+async fn a_link_to_an_expired_wait_answers_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let flow = dir.path().join("brief.yaml");
+    std::fs::write(
+        &flow,
+        "id: brief\nstates:\n  - id: ask\n    action: human\n    config: {prompt: Quick?, expires: 1s}\n  - id: done\n    action: end\nxitions:\n  - id: [start, ask]\n  - id: [ask, done]\n    schema: {type: object, required: [ok], properties: {ok: {type: boolean}}}\n",
+    )
+    .unwrap();
+    let server = Served::start(&dir.path().join("claij.db"), &[flow.to_str().unwrap()]);
+    let http = client();
+    let started = post(
+        &http,
+        server.url("/runs?wait=30"),
+        &json!({"fsm": "brief", "input": {}}),
+    )
+    .await;
+    assert_eq!(started.body["status"], "suspended", "{}", started.body);
+    let link = started.body["wait"]["hook_url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let late = post(
+        &http,
+        server.url(&link),
+        &json!({"id": ["ask", "done"], "ok": true}),
+    )
+    .await;
+    assert_problem(&late, 410);
+    assert!(
+        late.body["detail"].as_str().unwrap().contains("expired"),
+        "{}",
+        late.body
+    );
+}

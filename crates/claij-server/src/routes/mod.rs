@@ -15,6 +15,7 @@ use crate::state::AppState;
 
 pub(crate) mod definitions;
 pub(crate) mod events;
+pub(crate) mod hooks;
 pub(crate) mod runs;
 
 /// The API's routes, the token check in front of all but `/health`.
@@ -32,12 +33,15 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/runs/{id}/resume", post(runs::resume))
         .route("/runs/{id}/interrupt", post(runs::interrupt))
         .route("/runs/{id}/events", get(events::events))
+        .route("/runs/{id}/hooks", post(hooks::create))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             require_token,
         ));
     Router::new()
         .route("/health", get(health))
+        // A resume link is its own credential.
+        .route("/hooks/{secret}", get(hooks::show).post(hooks::answer))
         .merge(api)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(state.config.body_limit))

@@ -104,7 +104,14 @@ async fn answer(
     let finished = wait_for(&mut launched, wait).await;
     let url = format!("/runs/{}", launched.run_id);
     if finished {
-        let view = run_view(state, &launched.run_id).await?;
+        let mut view = run_view(state, &launched.run_id).await?;
+        // A run waiting for an answer: a link to give whoever must answer.
+        if let Some(wait) = view.wait.as_mut().filter(|w| w.children.is_empty()) {
+            let record = find_run(state, &launched.run_id).await?;
+            if let Ok(hook) = crate::routes::hooks::mint(state, &record).await {
+                wait.hook_url = Some(hook.url);
+            }
+        }
         return Ok((done, [(header::LOCATION, url)], Json(view)).into_response());
     }
     let record = state
@@ -148,7 +155,7 @@ pub(crate) async fn run_view(state: &AppState, id: &str) -> Result<RunView, Prob
     Ok(RunView::new(&record, &trail, fsm.as_deref()))
 }
 
-async fn find_run(state: &AppState, id: &str) -> Result<RunRecord, Problem> {
+pub(crate) async fn find_run(state: &AppState, id: &str) -> Result<RunRecord, Problem> {
     state
         .store
         .run(id)

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use claij_core::store::{
-    Checkpoint, ClaimFrom, Definition, Durability, Heartbeat, Lease, RunCursor, RunFilter,
+    Checkpoint, ClaimFrom, Definition, Durability, Heartbeat, Hook, Lease, RunCursor, RunFilter,
     RunRecord, RunStatus, RunStore, StoreError, Wait, content_hash,
 };
 use claij_core::trail::{Failure, FailureKind, TrailEntry, Usage};
@@ -28,6 +28,7 @@ macro_rules! store_suite {
             heartbeats_renew_only_the_holders_lease,
             listing_filters_and_orders_newest_first,
             prune_removes_only_final_runs_and_their_trails,
+            resume_links_are_kept_by_hash_and_forgotten,
             storage_grows_linearly,
             a_reopened_store_sees_everything,
             migrations_apply_once,
@@ -793,6 +794,53 @@ pub(crate) async fn listing_filters_and_orders_newest_first(h: Harness) {
     assert_eq!(list(none).await, vec![]);
 }
 
+pub(crate) async fn resume_links_are_kept_by_hash_and_forgotten(h: Harness) {
+    let store = h.open().await;
+    let def = definition("approval", 1, T0);
+    store.put_definition(&def).await.expect("definition");
+    for id in ["waiting", "other"] {
+        let mut run = record(id, &def, RunStatus::Completed, None, T0);
+        run.trail_len = 2;
+        store
+            .create_run(&run, &entries(0, 2))
+            .await
+            .expect("create");
+    }
+    let hook = |run: &str, seq: u64| Hook {
+        run_id: run.into(),
+        wait_seq: seq,
+        created_at: at(T0 + seq as i64),
+    };
+    store
+        .put_hook("h-old", &hook("waiting", 2))
+        .await
+        .expect("put");
+    store
+        .put_hook("h-new", &hook("waiting", 5))
+        .await
+        .expect("put");
+    store
+        .put_hook("h-other", &hook("other", 2))
+        .await
+        .expect("put");
+    assert_eq!(
+        store.hook("h-new").await.expect("read"),
+        Some(hook("waiting", 5))
+    );
+    assert_eq!(store.hook("nothing").await.expect("read"), None);
+    // The same hash twice is refused (a secret is never reused).
+    assert!(store.put_hook("h-new", &hook("other", 9)).await.is_err());
+    // Links to waits before 5 go; the newer one and the other run's stay.
+    assert_eq!(store.delete_hooks("waiting", 5).await.expect("delete"), 1);
+    assert_eq!(store.hook("h-old").await.expect("read"), None);
+    assert!(store.hook("h-new").await.expect("read").is_some());
+    assert!(store.hook("h-other").await.expect("read").is_some());
+    // Pruning a run forgets its links.
+    assert_eq!(store.prune(&RunFilter::default()).await.expect("prune"), 2);
+    assert_eq!(store.hook("h-new").await.expect("read"), None);
+    assert_eq!(store.hook("h-other").await.expect("read"), None);
+}
+
 pub(crate) async fn prune_removes_only_final_runs_and_their_trails(h: Harness) {
     let store = h.open().await;
     let def = definition("review", 1, T0);
@@ -991,8 +1039,8 @@ pub(crate) fn a_store_dropped_outside_its_runtime_lets_go_quietly(h: Harness) {
     assert_eq!(reopened, 2);
 }
 
-/// SQLite only: a file written before migration 2 (no one-statement checkpoint) is
-/// upgraded when opened, and its runs go on where they were.
+/// SQLite only: a file written before migration 2 (no one-statement checkpoint, no resume
+/// links) is upgraded when opened, and its runs go on where they were.
 pub(crate) async fn a_sqlite_file_of_schema_1_is_upgraded(h: Harness) {
     let before = {
         let store = h.open().await;
@@ -1000,8 +1048,8 @@ pub(crate) async fn a_sqlite_file_of_schema_1_is_upgraded(h: Harness) {
         store.trail("r1", 0).await.expect("trail")
     };
     h.execute(
-        "DROP TRIGGER checkpoint_write; DROP VIEW checkpoint_writes; \
-         DELETE FROM claij_migrations WHERE version = 2",
+        "DROP TRIGGER checkpoint_write; DROP VIEW checkpoint_writes; DROP TABLE hooks; \
+         DELETE FROM claij_migrations WHERE version >= 2",
     )
     .await;
     let upgraded = h.open_concrete(Durability::Normal).await;
@@ -1013,7 +1061,11 @@ pub(crate) async fn a_sqlite_file_of_schema_1_is_upgraded(h: Harness) {
         .collect();
     assert_eq!(
         applied,
-        [(1, "initial".into()), (2, "checkpoint_statement".into())]
+        [
+            (1, "initial".into()),
+            (2, "checkpoint_statement".into()),
+            (3, "hooks".into())
+        ]
     );
     let store = upgraded.store();
     store

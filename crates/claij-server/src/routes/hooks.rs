@@ -1,0 +1,264 @@
+//! Resume links: `/hooks/{secret}` answers one wait of one run with no other credential,
+//! so the link can be mailed to the person who must answer, or given to another system's
+//! webhook.
+//!
+//! A link's secret is 256 bits from the operating system's random source, shown once
+//! (when the link is made) and kept only as its SHA-256: the store is searched by that
+//! hash, so the secret is never compared byte by byte and a copy of the store gives no
+//! link away. A link answers the wait it was made for while that wait lasts: once the run
+//! moves on (answered here, through the API or the CLI), is interrupted, or its wait
+//! expires (even before the run acts on the expiry), the link answers nothing, ever again.
+//! Used links are kept (to tell a reused link from a forged one) until a link to a later
+//! wait of the run is made, or the run is pruned.
+
+use std::time::SystemTime;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use claij_core::RunStatus;
+use claij_core::store::{Hook, RunRecord};
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
+
+use crate::body::JsonBody;
+use crate::problem::{PlacedError, Problem};
+use crate::routes::runs::{find_run, resume_with, run_view};
+use crate::runner::{wait_duration, wait_for};
+use crate::state::AppState;
+use crate::views::{AnswerView, WaitParam, WaitView};
+
+/// Bytes of a link's secret.
+const SECRET_BYTES: usize = 32;
+
+/// A new resume link.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct NewHook {
+    /// Where to post the answer: `/hooks/{secret}` (shown only now).
+    pub url: String,
+    /// The run it answers.
+    pub run: String,
+    /// The state that waits.
+    pub state: String,
+}
+
+/// What a resume link asks for.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct HookView {
+    /// The state that waits.
+    pub state: String,
+    /// What the person is asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// Each answer the run takes, with its schema.
+    pub answers: Vec<AnswerView>,
+    /// When the wait ends, if it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+}
+
+/// How an answer through a link went.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct HookAnswered {
+    /// The run.
+    pub run: String,
+    /// Its status now (`running` while it goes on).
+    pub status: String,
+    /// Its state now.
+    pub state: String,
+}
+
+/// The SHA-256 of a secret, hex.
+fn hash(secret: &str) -> String {
+    hex(&Sha256::digest(secret.as_bytes()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Makes a resume link for the wait `record` is in.
+pub(crate) async fn mint(state: &AppState, record: &RunRecord) -> Result<NewHook, Problem> {
+    let Some(wait) = record
+        .wait
+        .as_ref()
+        .filter(|_| record.status == RunStatus::Suspended)
+    else {
+        return Err(Problem::conflict(format!(
+            "run `{}` is {}: it waits for no answer, so it has no resume link",
+            record.id, record.status
+        )));
+    };
+    if !wait.children.is_empty() {
+        return Err(Problem::conflict(format!(
+            "run `{}` waits for its child runs, not for an answer",
+            record.id
+        )));
+    }
+    let mut secret = [0u8; SECRET_BYTES];
+    getrandom::fill(&mut secret)
+        .map_err(|e| Problem::internal(format!("no randomness from the OS: {e}")))?;
+    let secret = hex(&secret);
+    let hook = Hook {
+        run_id: record.id.clone(),
+        wait_seq: record.trail_len,
+        created_at: SystemTime::now(),
+    };
+    state
+        .store
+        .put_hook(&hash(&secret), &hook)
+        .await
+        .map_err(|e| Problem::from_store(&e))?;
+    // Links to the run's earlier waits answer nothing any more: forget them.
+    if let Err(e) = state.store.delete_hooks(&record.id, record.trail_len).await {
+        tracing::warn!("run {}: old resume links not deleted: {e}", record.id);
+    }
+    Ok(NewHook {
+        url: format!("/hooks/{secret}"),
+        run: record.id.clone(),
+        state: wait.state.clone(),
+    })
+}
+
+/// The link's run, if the link still answers its wait.
+async fn live_hook(state: &AppState, secret: &str) -> Result<(Hook, RunRecord), Problem> {
+    let unknown = || {
+        Problem::not_found("no such resume link (a link is exactly as it was given)")
+            .with_errors(vec![PlacedError::at("path.secret", "unknown link")])
+    };
+    if secret.len() != SECRET_BYTES * 2 || !secret.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(unknown());
+    }
+    let hook = state
+        .store
+        .hook(&hash(secret))
+        .await
+        .map_err(|e| Problem::from_store(&e))?
+        .ok_or_else(unknown)?;
+    let record = find_run(state, &hook.run_id).await?;
+    let gone = |why: String| {
+        Problem::new(
+            StatusCode::GONE,
+            "link-used",
+            "This link no longer answers",
+            why,
+        )
+    };
+    if record.status != RunStatus::Suspended || record.trail_len != hook.wait_seq {
+        return Err(gone(format!(
+            "the wait this link was made for is over: the run is {} in `{}` now",
+            record.status, record.state
+        )));
+    }
+    if let Some(at) = record.wait.as_ref().and_then(|w| w.expires_at)
+        && at <= SystemTime::now()
+    {
+        return Err(gone("the wait this link was made for expired".into()));
+    }
+    Ok((hook, record))
+}
+
+/// What a resume link asks for: the waiting state, its prompt, each answer's schema.
+#[utoipa::path(
+    get, path = "/hooks/{secret}", tag = "hooks",
+    params(("secret" = String, Path, description = "The link's secret")),
+    security(()),
+    responses(
+        (status = 200, body = HookView),
+        (status = 404, description = "No such link", body = Problem, content_type = "application/problem+json"),
+        (status = 410, description = "The wait is over", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn show(
+    State(state): State<AppState>,
+    Path(secret): Path<String>,
+) -> Result<Json<HookView>, Problem> {
+    let (_, record) = live_hook(&state, &secret).await?;
+    let view = run_view(&state, &record.id).await?;
+    let wait: WaitView = view
+        .wait
+        .ok_or_else(|| Problem::internal("a waiting run without its wait"))?;
+    Ok(Json(HookView {
+        state: wait.state,
+        prompt: wait.prompt,
+        answers: wait.answers,
+        expires_at: wait.expires_at,
+    }))
+}
+
+/// Answers the wait a link was made for: the body is the answer (its `id` names the
+/// transition). Refused answers change nothing and leave the link valid; once an answer
+/// is taken the link answers nothing again.
+#[utoipa::path(
+    post, path = "/hooks/{secret}", tag = "hooks",
+    params(("secret" = String, Path, description = "The link's secret"), WaitParam),
+    request_body(content = Object, description = "The answer: its `id` names the transition [state, next]"),
+    security(()),
+    responses(
+        (status = 200, description = "Taken; the run ended or waits again", body = HookAnswered),
+        (status = 202, description = "Taken; the run goes on", body = HookAnswered),
+        (status = 404, description = "No such link", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Another answer was taken first", body = Problem, content_type = "application/problem+json"),
+        (status = 410, description = "The wait is over", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The answer was refused; nothing changed", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn answer(
+    State(state): State<AppState>,
+    Path(secret): Path<String>,
+    Query(wait): Query<WaitParam>,
+    JsonBody(input): JsonBody<Value>,
+) -> Result<Response, Problem> {
+    let (_, record) = live_hook(&state, &secret).await?;
+    // Taken, the run moves on, and the link (kept, to say so) answers nothing more.
+    let mut launched = resume_with(&state, &record, Some(input), "$").await?;
+    let finished = wait_for(&mut launched, wait_duration(wait.wait)).await;
+    let now = find_run(&state, &record.id).await?;
+    let body = HookAnswered {
+        run: now.id.clone(),
+        status: now.status.as_str().to_owned(),
+        state: now.state.clone(),
+    };
+    let status = if finished {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
+    Ok((status, Json(body)).into_response())
+}
+
+/// Makes another resume link for a waiting run's current wait (to mail to a person, say).
+#[utoipa::path(
+    post, path = "/runs/{id}/hooks", tag = "hooks",
+    params(("id" = String, Path, description = "The run's id")),
+    responses(
+        (status = 201, body = NewHook),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The run waits for no answer", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    let record = find_run(&state, &id).await?;
+    let hook = mint(&state, &record).await?;
+    Ok((StatusCode::CREATED, Json(hook)).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_hash_to_hex_sha256() {
+        assert_eq!(
+            hash("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(hex(&[0, 15, 255]), "000fff");
+    }
+}
