@@ -2,10 +2,13 @@
 //! documents that arrive over the network may use.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use claij_engine::{Privilege, PrivilegedUse};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+
+use crate::callbacks::{DEFAULT_RETRY_DELAYS, WebhookSecret};
 
 /// The default request body limit: 1 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 1 << 20;
@@ -24,6 +27,14 @@ pub struct ServerConfig {
     pub allow: Allowances,
     /// Extra `Host` names the MCP endpoint answers to (a guard against DNS rebinding).
     pub allowed_hosts: Vec<String>,
+    /// The secret completion callbacks are signed with; runs may ask for a callback only
+    /// when there is one.
+    pub webhook_secret: Option<WebhookSecret>,
+    /// The waits between a callback's attempts (after the last, it is given up).
+    pub retry_delays: Vec<Duration>,
+    /// The server's address as others reach it (`https://claij.example.com`), for the
+    /// links callbacks carry; default `http://` and the address bound.
+    pub public_url: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -34,6 +45,9 @@ impl Default for ServerConfig {
             body_limit: DEFAULT_BODY_LIMIT,
             allow: Allowances::default(),
             allowed_hosts: Vec::new(),
+            webhook_secret: None,
+            retry_delays: DEFAULT_RETRY_DELAYS.to_vec(),
+            public_url: None,
         }
     }
 }

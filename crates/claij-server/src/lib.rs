@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 mod auth;
 mod body;
+mod callbacks;
 mod config;
 mod live;
 mod openapi;
@@ -26,6 +27,7 @@ mod runner;
 mod state;
 mod views;
 
+pub use callbacks::{BadSecret, DEFAULT_RETRY_DELAYS, WebhookSecret};
 pub use config::{
     Allowances, ApiToken, ConfigError, DEFAULT_BODY_LIMIT, MIN_TOKEN_LEN, ServerConfig,
 };
@@ -59,6 +61,7 @@ pub enum ServeError {
 pub struct Server {
     state: state::AppState,
     mcp: Option<McpServer>,
+    ends: tokio::sync::mpsc::UnboundedReceiver<(String, claij_core::RunStatus)>,
 }
 
 impl Server {
@@ -71,18 +74,25 @@ impl Server {
         trusted: Vec<Arc<Fsm>>,
     ) -> Result<Self, ConfigError> {
         config.check()?;
+        let (live, ends) = live::Live::new();
         let state = state::AppState {
             engines,
             store,
             definitions: Default::default(),
-            live: live::Live::default(),
+            live,
             config: Arc::new(config),
             shutdown: CancellationToken::new(),
+            callbacks: callbacks::Callbacks::new(),
+            bound: Arc::default(),
         };
         for fsm in trusted {
             state.serve(fsm, true);
         }
-        Ok(Server { state, mcp: None })
+        Ok(Server {
+            state,
+            mcp: None,
+            ends,
+        })
     }
 
     /// Serves `mcp` (the FSMs as MCP tools) at `/mcp` too, behind the same token.
@@ -93,9 +103,13 @@ impl Server {
 
     /// Continues the runs the store holds that can go on without input: those whose
     /// process died (a server killed mid-run), suspended ones whose wait expired, and those
-    /// waiting for their children. Each goes on in the background; returns how many.
+    /// waiting for their children; and the callbacks still to be delivered. Each goes on in
+    /// the background; returns how many runs.
     pub async fn recover(&self) -> Result<usize, ServeError> {
         self.state.load_stored().await?;
+        for delivery in self.state.store.pending_deliveries().await? {
+            tokio::spawn(callbacks::deliver(self.state.clone(), delivery));
+        }
         let runs = claij_engine::runs_to_continue(self.state.store.as_ref()).await?;
         let mut continued = 0;
         for record in runs {
@@ -121,6 +135,8 @@ impl Server {
         let bound = listener
             .local_addr()
             .map_err(|source| ServeError::Bind { addr, source })?;
+        let _ = self.state.bound.set(bound);
+        tokio::spawn(callbacks::dispatch(self.state.clone(), self.ends));
         let mut router = routes::router(self.state.clone());
         if let Some(mcp) = self.mcp {
             let mcp = claij_mcp_server::http_router(

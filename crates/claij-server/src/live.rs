@@ -8,7 +8,7 @@ use std::sync::Arc;
 use claij_core::RunStatus;
 use claij_core::{State, TrailEntry};
 use claij_engine::Observer;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc};
 
 /// What happened to a live run.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,20 +34,22 @@ pub(crate) enum LiveEvent {
     },
 }
 
-/// The doorbell: every live run's events, to whoever listens.
+/// The doorbell: every live run's events, to whoever listens; and each run's end, never
+/// lost, to the callbacks.
 #[derive(Clone)]
 pub(crate) struct Live {
     sender: broadcast::Sender<(Arc<str>, LiveEvent)>,
-}
-
-impl Default for Live {
-    fn default() -> Self {
-        let (sender, _) = broadcast::channel(4096);
-        Live { sender }
-    }
+    finished: mpsc::UnboundedSender<(String, RunStatus)>,
 }
 
 impl Live {
+    /// A doorbell, and the receiver of runs' ends.
+    pub(crate) fn new() -> (Self, mpsc::UnboundedReceiver<(String, RunStatus)>) {
+        let (sender, _) = broadcast::channel(4096);
+        let (finished, ends) = mpsc::unbounded_channel();
+        (Live { sender, finished }, ends)
+    }
+
     /// Listens to every live run (a slow listener misses events and is told so; it then
     /// reads the store).
     pub(crate) fn subscribe(&self) -> broadcast::Receiver<(Arc<str>, LiveEvent)> {
@@ -85,6 +87,7 @@ impl Observer for Live {
     }
 
     fn run_finished(&self, run_id: &str, status: RunStatus) {
+        let _ = self.finished.send((run_id.to_owned(), status));
         self.send(run_id, LiveEvent::Finished { status });
     }
 }

@@ -17,14 +17,14 @@ use crate::views;
     ),
     paths(
         definitions::list, definitions::show, definitions::register,
-        runs::start, runs::list, runs::show, runs::trail, runs::resume, runs::interrupt,
+        runs::start, runs::list, runs::show, runs::trail, runs::resume, runs::interrupt, runs::deliveries,
         events::events,
         hooks::show, hooks::answer, hooks::create,
     ),
     components(schemas(
         Problem, PlacedError, views::RunView, views::WaitView, views::AnswerView, views::RunPage,
         views::RunSummary, views::TrailPage, views::StartRun, views::ResumeRun,
-        views::DefinitionSummary, views::DefinitionView, views::Registered, views::Accepted,
+        views::DefinitionSummary, views::DefinitionView, views::Registered, views::Accepted, views::DeliveryView,
         hooks::NewHook, hooks::HookView, hooks::HookAnswered,
     )),
     modifiers(&BearerToken),

@@ -2,7 +2,8 @@
 //! the definitions served, the live runs of this process, the settings.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::SystemTime;
 
 use claij_core::store::{Definition, RunStore};
@@ -10,6 +11,7 @@ use claij_core::{Diagnostics, Fsm};
 use claij_engine::{BoxFuture, Engine, PrivilegedUse, privileged_uses};
 use tokio_util::sync::CancellationToken;
 
+use crate::callbacks::Callbacks;
 use crate::config::ServerConfig;
 use crate::live::Live;
 
@@ -49,6 +51,10 @@ pub(crate) struct AppState {
     pub config: Arc<ServerConfig>,
     /// Cancelled when the server stops.
     pub shutdown: CancellationToken,
+    /// Completion callbacks: runs being started, the HTTP client.
+    pub callbacks: Callbacks,
+    /// The address bound, once it is.
+    pub bound: Arc<OnceLock<SocketAddr>>,
 }
 
 /// Why a document was not registered.
@@ -70,6 +76,15 @@ pub(crate) enum RegisterError {
 }
 
 impl AppState {
+    /// The server's address as others reach it, without a trailing `/`.
+    pub(crate) fn public_url(&self) -> String {
+        match (&self.config.public_url, self.bound.get()) {
+            (Some(url), _) => url.trim_end_matches('/').to_owned(),
+            (None, Some(addr)) => format!("http://{addr}"),
+            (None, None) => String::new(),
+        }
+    }
+
     /// The default engine (every document is loaded with its registry).
     pub(crate) fn default_engine(&self) -> Result<Arc<Engine>, String> {
         self.engines.engine(None)

@@ -250,6 +250,10 @@ pub(crate) struct StartRun {
     /// A deadline for the whole run (`30s`, `5m`, `2h`), overriding the FSM's.
     #[serde(default)]
     pub deadline: Option<String>,
+    /// Where to post the run's ends (completed, failed, interrupted, suspended with a
+    /// resume link), signed the Standard Webhooks way; needs the server's webhook secret.
+    #[serde(default)]
+    pub webhook: Option<String>,
 }
 
 /// `POST /runs/{id}/resume`.
@@ -414,4 +418,53 @@ pub(crate) struct Accepted {
     pub url: String,
     /// Its live events: `/runs/{id}/events`.
     pub events_url: String,
+}
+
+/// One event of a run posted to its callback, and how its attempts went.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct DeliveryView {
+    /// The event's id (`webhook-id`).
+    pub id: String,
+    /// `run.completed`, `run.failed`, `run.interrupted` or `run.suspended`.
+    pub kind: String,
+    /// Where it is posted.
+    pub url: String,
+    /// `pending`, `delivered` or `failed`.
+    pub status: String,
+    /// Attempts made.
+    pub attempts: u32,
+    /// The HTTP status of the last attempt, when one was answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_status: Option<u16>,
+    /// Why the last attempt failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// When the next attempt is due.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_at: Option<String>,
+    /// The body posted.
+    #[schema(value_type = Object)]
+    pub payload: Value,
+    /// When it was queued.
+    pub created_at: String,
+    /// When it last changed.
+    pub updated_at: String,
+}
+
+impl From<&claij_core::store::Delivery> for DeliveryView {
+    fn from(d: &claij_core::store::Delivery) -> Self {
+        DeliveryView {
+            id: d.id.clone(),
+            kind: d.kind.clone(),
+            url: d.url.clone(),
+            status: d.status.as_str().to_owned(),
+            attempts: d.attempts,
+            last_status: d.last_status,
+            last_error: d.last_error.clone(),
+            next_at: d.next_at.map(rfc3339),
+            payload: d.payload.clone(),
+            created_at: rfc3339(d.created_at),
+            updated_at: rfc3339(d.updated_at),
+        }
+    }
 }

@@ -23,8 +23,8 @@ impl Dialect for Postgres {
         },
         Migration {
             version: 2,
-            name: "hooks",
-            sql: include_str!("../migrations/postgres/0002_hooks.sql"),
+            name: "server",
+            sql: include_str!("../migrations/postgres/0002_server.sql"),
         },
     ];
     const BEGIN_WRITE: &'static str = "BEGIN";

@@ -32,8 +32,8 @@ impl Dialect for Sqlite {
         },
         Migration {
             version: 3,
-            name: "hooks",
-            sql: include_str!("../migrations/sqlite/0003_hooks.sql"),
+            name: "server",
+            sql: include_str!("../migrations/sqlite/0003_server.sql"),
         },
     ];
     const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use claij_core::store::{
-    Checkpoint, ClaimFrom, Definition, Heartbeat, Hook, RunFilter, RunRecord, RunStatus, RunStore,
-    StoreError, StoreFuture,
+    Checkpoint, ClaimFrom, Definition, Delivery, Heartbeat, Hook, RunFilter, RunRecord, RunStatus,
+    RunStore, StoreError, StoreFuture,
 };
 use claij_core::trail::TrailEntry;
 use sqlx::error::ErrorKind;
@@ -37,6 +37,8 @@ impl<DB: Dialect> std::fmt::Debug for SqlStore<DB> {
             .finish_non_exhaustive()
     }
 }
+
+mod serving;
 
 fn backend(what: &str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
     move |e| StoreError::Backend(format!("{what}: {e}"))
@@ -571,65 +573,30 @@ where
             let mut hooks = sqlx::query(AssertSqlSafe(format!(
                 "DELETE FROM hooks WHERE run_id IN ({list})"
             )));
+            let mut callbacks = sqlx::query(AssertSqlSafe(format!(
+                "DELETE FROM callbacks WHERE run_id IN ({list})"
+            )));
+            let mut deliveries = sqlx::query(AssertSqlSafe(format!(
+                "DELETE FROM deliveries WHERE run_id IN ({list})"
+            )));
             let mut runs = sqlx::query(AssertSqlSafe(format!(
                 "DELETE FROM runs WHERE id IN ({list}) RETURNING id"
             )));
             for id in chunk {
                 trail = trail.bind(id.clone());
                 hooks = hooks.bind(id.clone());
+                callbacks = callbacks.bind(id.clone());
+                deliveries = deliveries.bind(id.clone());
                 runs = runs.bind(id.clone());
             }
             trail.execute(&mut *tx).await.map_err(backend(what))?;
             hooks.execute(&mut *tx).await.map_err(backend(what))?;
+            callbacks.execute(&mut *tx).await.map_err(backend(what))?;
+            deliveries.execute(&mut *tx).await.map_err(backend(what))?;
             deleted += runs.fetch_all(&mut *tx).await.map_err(backend(what))?.len() as u64;
         }
         tx.commit().await.map_err(backend(what))?;
         Ok(deleted)
-    }
-
-    async fn put_hook_now(&self, token_hash: &str, hook: &Hook) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO hooks (token_hash, run_id, wait_seq, created_at) VALUES ($1, $2, $3, $4)",
-        )
-        .bind(token_hash.to_owned())
-        .bind(hook.run_id.clone())
-        .bind(rows::signed("a wait's sequence number", hook.wait_seq)?)
-        .bind(rows::micros(hook.created_at)?)
-        .execute(&self.pool)
-        .await
-        .map_err(backend("storing a resume link"))?;
-        Ok(())
-    }
-
-    async fn hook_now(&self, token_hash: &str) -> Result<Option<Hook>, StoreError> {
-        let what = "reading a resume link";
-        let row =
-            sqlx::query("SELECT run_id, wait_seq, created_at FROM hooks WHERE token_hash = $1")
-                .bind(token_hash.to_owned())
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(backend(what))?;
-        let Some(row) = row else { return Ok(None) };
-        let run_id: String = row.try_get(0).map_err(backend(what))?;
-        let wait_seq: i64 = row.try_get(1).map_err(backend(what))?;
-        let created_at: i64 = row.try_get(2).map_err(backend(what))?;
-        Ok(Some(Hook {
-            run_id,
-            wait_seq: u64::try_from(wait_seq).unwrap_or(0),
-            created_at: rows::time(created_at),
-        }))
-    }
-
-    async fn delete_hooks_now(&self, run_id: &str, before_seq: u64) -> Result<u64, StoreError> {
-        let deleted = sqlx::query(
-            "DELETE FROM hooks WHERE run_id = $1 AND wait_seq < $2 RETURNING token_hash",
-        )
-        .bind(run_id.to_owned())
-        .bind(i64::try_from(before_seq).unwrap_or(i64::MAX))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(backend("deleting resume links"))?;
-        Ok(deleted.len() as u64)
     }
 
     async fn heartbeat_now(
@@ -790,6 +757,26 @@ where
 
     fn delete_hooks<'a>(&'a self, run_id: &'a str, before_seq: u64) -> StoreFuture<'a, u64> {
         Box::pin(self.delete_hooks_now(run_id, before_seq))
+    }
+
+    fn put_callback<'a>(&'a self, run_id: &'a str, url: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(self.put_callback_now(run_id, url))
+    }
+
+    fn callback<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Option<String>> {
+        Box::pin(self.callback_now(run_id))
+    }
+
+    fn put_delivery<'a>(&'a self, delivery: &'a Delivery) -> StoreFuture<'a, ()> {
+        Box::pin(self.put_delivery_now(delivery))
+    }
+
+    fn deliveries<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Vec<Delivery>> {
+        Box::pin(self.deliveries_now(run_id))
+    }
+
+    fn pending_deliveries(&self) -> StoreFuture<'_, Vec<Delivery>> {
+        Box::pin(self.pending_deliveries_now())
     }
 
     fn run_bytes<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, u64> {

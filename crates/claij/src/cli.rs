@@ -219,6 +219,22 @@ pub(crate) struct ServeArgs {
     /// A child FSM file that documents registered over HTTP may name; repeatable.
     #[arg(long = "allow-file", value_name = "FILE")]
     pub allow_files: Vec<String>,
+    /// A file holding the secret completion callbacks are signed with (`whsec_` and base64
+    /// of 24 to 64 random bytes, as Standard Webhooks libraries take it).
+    #[arg(long, value_name = "FILE", conflicts_with = "webhook_secret_env")]
+    pub webhook_secret_file: Option<PathBuf>,
+    /// The webhook secret itself (prefer --webhook-secret-file).
+    #[arg(
+        long = "webhook-secret-from-env",
+        env = "CLAIJ_WEBHOOK_SECRET",
+        hide_env_values = true,
+        hide = true
+    )]
+    pub webhook_secret_env: Option<String>,
+    /// The server's address as others reach it (e.g. https://claij.example.com), for the
+    /// links callbacks carry; default http:// and the address bound.
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<String>,
     /// The largest request body accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     pub body_limit: usize,

@@ -1128,3 +1128,297 @@ async fn a_link_to_an_expired_wait_answers_nothing() {
         late.body
     );
 }
+
+/// The signing secret of the callback tests (Standard Webhooks form).
+const WEBHOOK_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwc2VjcmV0IGZvciB0ZXN0cw==";
+
+fn http_clients_python() -> PathBuf {
+    let cache = match std::env::var_os("CLAIJ_CACHE_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/claij"),
+    };
+    let python = cache.join("http-clients/venv/bin/python");
+    assert!(
+        python.exists(),
+        "the Python HTTP clients are missing ({}): run scripts/setup/http-clients",
+        python.display()
+    );
+    python
+}
+
+/// The webhook receiver of tests/http-clients/receiver.py (Standard Webhooks' reference
+/// library verifies every request); killed when dropped.
+struct Receiver {
+    child: Child,
+    url: String,
+    log: PathBuf,
+}
+
+impl Receiver {
+    // Waited for by `Drop`.
+    #[allow(clippy::zombie_processes)]
+    fn start(dir: &Path, name: &str, args: &[&str]) -> Self {
+        let port_file = dir.join(format!("{name}.port"));
+        let log = dir.join(format!("{name}.jsonl"));
+        let child = Command::new(http_clients_python())
+            .arg(repo().join("tests/http-clients/receiver.py"))
+            .arg(&port_file)
+            .arg(&log)
+            .arg(WEBHOOK_SECRET)
+            .args(args)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("the receiver starts");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let port = loop {
+            if let Ok(port) = std::fs::read_to_string(&port_file) {
+                break port;
+            }
+            assert!(Instant::now() < deadline, "the receiver did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        Receiver {
+            child,
+            url: format!("http://127.0.0.1:{}/hook", port.trim()),
+            log,
+        }
+    }
+
+    /// The requests received so far.
+    fn received(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect()
+    }
+
+    /// Waits (up to 60 s) until `n` requests were received.
+    async fn wait_for(&self, n: usize) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let got = self.received();
+            if got.len() >= n {
+                return got;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{n} requests expected, got {got:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn secret_file(dir: &Path) -> String {
+    let file = dir.join("webhook-secret");
+    std::fs::write(&file, format!("{WEBHOOK_SECRET}\n")).unwrap();
+    file.display().to_string()
+}
+
+#[tokio::test]
+async fn callbacks_are_signed_retried_recorded_and_carry_a_resume_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(dir.path(), "r", &["--plan", "500,503"]);
+    let secret = secret_file(dir.path());
+    let server = Served::start(
+        &dir.path().join("claij.db"),
+        &[&approval(), "--webhook-secret-file", &secret],
+    );
+    let http = client();
+    let started = post(
+        &http,
+        server.url("/runs?wait=30"),
+        &json!({"fsm": "human-approval", "input": raw_request(), "webhook": receiver.url}),
+    )
+    .await;
+    assert_eq!(started.body["status"], "suspended", "{}", started.body);
+    let id = started.body["id"].as_str().unwrap().to_owned();
+
+    // Refused twice, taken the third time (1 s, then 5 s later): one event, three attempts.
+    let got = receiver.wait_for(3).await;
+    for request in &got {
+        assert_eq!(request["verified"], true, "{request}");
+        assert_eq!(request["id"], got[0]["id"], "the same event each time");
+    }
+    let answered: Vec<u64> = got
+        .iter()
+        .map(|r| r["answered"].as_u64().unwrap())
+        .collect();
+    assert_eq!(answered, [500, 503, 204]);
+    let event = &got[2]["payload"];
+    assert_eq!(event["type"], "run.suspended");
+    assert_eq!(event["data"]["run"], id.as_str());
+    assert_eq!(event["data"]["wait"]["state"], "approve");
+    let link = event["data"]["wait"]["hook_url"]
+        .as_str()
+        .expect("a resume link")
+        .to_owned();
+    assert!(
+        link.starts_with(&format!("{}/hooks/", server.base)),
+        "{link}"
+    );
+    // The receiver logs before it answers: the third attempt's outcome is kept just after.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let deliveries = loop {
+        let found = get(&http, server.url(&format!("/runs/{id}/deliveries")))
+            .await
+            .body;
+        if found[0]["status"] != "pending" {
+            break found;
+        }
+        assert!(Instant::now() < deadline, "still pending: {found}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(deliveries.as_array().map(Vec::len), Some(1), "{deliveries}");
+    assert_eq!(deliveries[0]["status"], "delivered");
+    assert_eq!(deliveries[0]["attempts"], 3);
+    assert_eq!(deliveries[0]["last_status"], 204);
+
+    // The person answers through the link; the end is called back too.
+    let taken = post(
+        &http,
+        link,
+        &json!({"id": ["approve", "deploy"], "approver": "ada"}),
+    )
+    .await;
+    assert!(matches!(taken.status, 200 | 202), "{}", taken.body);
+    let got = receiver.wait_for(4).await;
+    assert_eq!(got[3]["verified"], true);
+    assert_ne!(got[3]["id"], got[0]["id"]);
+    assert_eq!(got[3]["payload"]["type"], "run.completed");
+    assert_eq!(got[3]["payload"]["data"]["result"]["approver"], "ada");
+    let deliveries = get(&http, server.url(&format!("/runs/{id}/deliveries")))
+        .await
+        .body;
+    assert_eq!(deliveries.as_array().map(Vec::len), Some(2));
+}
+
+#[tokio::test]
+async fn a_slow_receiver_never_slows_a_run_and_a_pending_callback_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("claij.db");
+    let flow = dir.path().join("echo.yaml");
+    std::fs::write(
+        &flow,
+        "id: echo\nstates:\n  - id: done\n    action: end\nxitions:\n  - id: [start, done]\n",
+    )
+    .unwrap();
+    // Takes 30 s to answer anything.
+    let slow = Receiver::start(dir.path(), "slow", &["--delay", "30"]);
+    let secret = secret_file(dir.path());
+    let args = [flow.to_str().unwrap(), "--webhook-secret-file", &secret];
+    let server = Served::start(&store, &args);
+    let http = client();
+    let done = post(
+        &http,
+        server.url("/runs?wait=30"),
+        &json!({"fsm": "echo", "input": {"x": 1}, "webhook": slow.url}),
+    )
+    .await;
+    assert_eq!(done.status, 201, "{}", done.body);
+    assert_eq!(
+        done.body["status"], "completed",
+        "the run did not wait for the receiver"
+    );
+    let id = done.body["id"].as_str().unwrap().to_owned();
+    assert!(
+        slow.received().is_empty(),
+        "the receiver has not answered yet"
+    );
+    // The delivery is queued (in the store) as the run ends, on a task of its own.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let pending = loop {
+        let found = get(&http, server.url(&format!("/runs/{id}/deliveries")))
+            .await
+            .body;
+        if found.as_array().is_some_and(|d| !d.is_empty()) {
+            break found;
+        }
+        assert!(Instant::now() < deadline, "no delivery queued");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(pending[0]["status"], "pending", "{pending}");
+
+    // Killed while the delivery waits on the slow receiver; a receiver comes back at the
+    // same address, and the next server delivers it there.
+    server.kill();
+    let port = slow
+        .url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches("/hook")
+        .to_owned();
+    drop(slow);
+    let back = Receiver::start(dir.path(), "back", &["--port", &port]);
+    assert_eq!(back.url, slow_url(&port));
+    let _restarted = Served::start(&store, &args);
+    let got = back.wait_for(1).await;
+    assert_eq!(got[0]["verified"], true, "{got:?}");
+    assert_eq!(got[0]["payload"]["type"], "run.completed");
+    assert_eq!(got[0]["payload"]["data"]["run"], id.as_str());
+}
+
+fn slow_url(port: &str) -> String {
+    format!("http://127.0.0.1:{port}/hook")
+}
+
+#[tokio::test]
+async fn a_callback_needs_a_secret_and_an_http_url_and_a_refusal_starts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let no_secret = Served::start(&dir.path().join("a.db"), &[&approval()]);
+    let http = client();
+    let refused = post(
+        &http,
+        no_secret.url("/runs"),
+        &json!({"fsm": "human-approval", "input": raw_request(), "webhook": "http://127.0.0.1:9/hook"}),
+    )
+    .await;
+    assert_problem(&refused, 422);
+    assert_eq!(places(&refused.body), ["$.webhook"]);
+    let secret = secret_file(dir.path());
+    let with_secret = Served::start(
+        &dir.path().join("b.db"),
+        &[&approval(), "--webhook-secret-file", &secret],
+    );
+    for bad in ["file:///etc/passwd", "not a url", "ftp://example.com/x"] {
+        let refused = post(
+            &http,
+            with_secret.url("/runs"),
+            &json!({"fsm": "human-approval", "input": raw_request(), "webhook": bad}),
+        )
+        .await;
+        assert_problem(&refused, 422);
+        assert_eq!(places(&refused.body), ["$.webhook"], "{bad}");
+    }
+    for server in [&no_secret, &with_secret] {
+        let runs = get(&http, server.url("/runs")).await.body;
+        assert_eq!(runs["runs"], json!([]), "nothing started");
+    }
+    // A malformed secret stops the server at start.
+    let bad_secret = dir.path().join("bad-secret");
+    std::fs::write(&bad_secret, "whsec_short").unwrap();
+    let out = Command::new(CLAIJ)
+        .args([
+            "serve",
+            &approval(),
+            "--bind",
+            "127.0.0.1:0",
+            "--webhook-secret-file",
+        ])
+        .arg(&bad_secret)
+        .arg("--store")
+        .arg(dir.path().join("c.db"))
+        .output()
+        .expect("claij serve");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("webhook secret"));
+}

@@ -34,6 +34,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/runs/{id}/interrupt", post(runs::interrupt))
         .route("/runs/{id}/events", get(events::events))
         .route("/runs/{id}/hooks", post(hooks::create))
+        .route("/runs/{id}/deliveries", get(runs::deliveries))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             require_token,

@@ -16,8 +16,8 @@ use crate::problem::{PlacedError, Problem};
 use crate::runner::{Launched, Work, launch, wait_duration, wait_for};
 use crate::state::AppState;
 use crate::views::{
-    Accepted, ListParams, ResumeRun, RunPage, RunSummary, RunView, StartRun, TrailPage,
-    TrailParams, WaitParam,
+    Accepted, DeliveryView, ListParams, ResumeRun, RunPage, RunSummary, RunView, StartRun,
+    TrailPage, TrailParams, WaitParam,
 };
 
 /// Starts a run.
@@ -70,11 +70,21 @@ pub(crate) async fn start(
         )
         .with_errors(vec![PlacedError::at("$.context", "not an object")]));
     }
+    let webhook = body
+        .webhook
+        .as_deref()
+        .map(|url| webhook_url(&state, url))
+        .transpose()?;
+    let run_id = claij_engine::new_run_id();
     let options = RunOptions {
+        run_id: Some(run_id.clone()),
         context,
         deadline,
         ..RunOptions::default()
     };
+    if let Some(url) = &webhook {
+        state.callbacks.starting(&run_id, url);
+    }
     let launched = launch(
         &state,
         engine,
@@ -83,14 +93,61 @@ pub(crate) async fn start(
         options,
         "$.input",
     )
-    .await?;
+    .await;
+    if let (Ok(_), Some(url)) = (&launched, &webhook)
+        && let Err(e) = state.store.put_callback(&run_id, url).await
+    {
+        tracing::warn!("run {run_id}: its callback was not stored: {e}");
+    }
+    state.callbacks.started(&run_id);
     answer(
         &state,
-        launched,
+        launched?,
         wait_duration(wait.wait),
         StatusCode::CREATED,
     )
     .await
+}
+
+/// A callback URL checked: http or https, and a secret to sign with.
+fn webhook_url(state: &AppState, url: &str) -> Result<String, Problem> {
+    let refused = |why: String| {
+        Problem::refused("bad-webhook", "Bad webhook", why.clone())
+            .with_errors(vec![PlacedError::at("$.webhook", why)])
+    };
+    if state.config.webhook_secret.is_none() {
+        return Err(refused(
+            "this server has no webhook secret to sign callbacks with (start it with --webhook-secret-file)"
+                .into(),
+        ));
+    }
+    let parsed = reqwest::Url::parse(url).map_err(|e| refused(format!("not a URL: {e}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
+        return Err(refused(format!("`{url}` is not an http(s) URL")));
+    }
+    Ok(parsed.to_string())
+}
+
+/// A run's callback deliveries, oldest first: each event posted and how its attempts went.
+#[utoipa::path(
+    get, path = "/runs/{id}/deliveries", tag = "runs",
+    params(("id" = String, Path, description = "The run's id")),
+    responses(
+        (status = 200, body = Vec<DeliveryView>),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn deliveries(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<DeliveryView>>, Problem> {
+    find_run(&state, &id).await?;
+    let deliveries = state
+        .store
+        .deliveries(&id)
+        .await
+        .map_err(|e| Problem::from_store(&e))?;
+    Ok(Json(deliveries.iter().map(DeliveryView::from).collect()))
 }
 
 /// After a start or resume: the run as it stands if it ended or suspended within `wait`,

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use claij_core::store::{
-    Checkpoint, ClaimFrom, Definition, Durability, Heartbeat, Hook, Lease, RunCursor, RunFilter,
-    RunRecord, RunStatus, RunStore, StoreError, Wait, content_hash,
+    Checkpoint, ClaimFrom, Definition, Delivery, DeliveryStatus, Durability, Heartbeat, Hook,
+    Lease, RunCursor, RunFilter, RunRecord, RunStatus, RunStore, StoreError, Wait, content_hash,
 };
 use claij_core::trail::{Failure, FailureKind, TrailEntry, Usage};
 use serde_json::{Value, json};
@@ -29,6 +29,7 @@ macro_rules! store_suite {
             listing_filters_and_orders_newest_first,
             prune_removes_only_final_runs_and_their_trails,
             resume_links_are_kept_by_hash_and_forgotten,
+            callbacks_and_deliveries_are_kept_and_pruned,
             storage_grows_linearly,
             a_reopened_store_sees_everything,
             migrations_apply_once,
@@ -841,6 +842,55 @@ pub(crate) async fn resume_links_are_kept_by_hash_and_forgotten(h: Harness) {
     assert_eq!(store.hook("h-other").await.expect("read"), None);
 }
 
+pub(crate) async fn callbacks_and_deliveries_are_kept_and_pruned(h: Harness) {
+    let store = h.open().await;
+    // A callback is kept before its run exists.
+    store
+        .put_callback("later", "http://127.0.0.1:9/hook")
+        .await
+        .expect("put");
+    assert_eq!(
+        store.callback("later").await.expect("read").as_deref(),
+        Some("http://127.0.0.1:9/hook")
+    );
+    assert_eq!(store.callback("nothing").await.expect("read"), None);
+    let def = definition("approval", 1, T0);
+    store.put_definition(&def).await.expect("definition");
+    let run = record("later", &def, RunStatus::Completed, None, T0);
+    store.create_run(&run, &[]).await.expect("create");
+    let delivery = |id: &str, n: i64| Delivery {
+        id: id.into(),
+        run_id: "later".into(),
+        url: "http://127.0.0.1:9/hook".into(),
+        kind: "run.completed".into(),
+        payload: serde_json::json!({"type": "run.completed", "data": {"n": n}}),
+        attempts: 0,
+        status: DeliveryStatus::Pending,
+        last_status: None,
+        last_error: None,
+        next_at: Some(at(T0 + n)),
+        created_at: at(T0 + n),
+        updated_at: at(T0 + n),
+    };
+    let mut first = delivery("d1", 1);
+    store.put_delivery(&first).await.expect("put");
+    store.put_delivery(&delivery("d2", 2)).await.expect("put");
+    // An attempt's outcome replaces the state kept, by id.
+    first.attempts = 3;
+    first.status = DeliveryStatus::Delivered;
+    first.last_status = Some(204);
+    first.next_at = None;
+    first.updated_at = at(T0 + 10);
+    store.put_delivery(&first).await.expect("update");
+    let kept = store.deliveries("later").await.expect("read");
+    assert_eq!(kept, vec![first.clone(), delivery("d2", 2)]);
+    let pending = store.pending_deliveries().await.expect("pending");
+    assert_eq!(pending, vec![delivery("d2", 2)]);
+    assert_eq!(store.prune(&RunFilter::default()).await.expect("prune"), 1);
+    assert_eq!(store.deliveries("later").await.expect("read"), vec![]);
+    assert_eq!(store.callback("later").await.expect("read"), None);
+}
+
 pub(crate) async fn prune_removes_only_final_runs_and_their_trails(h: Harness) {
     let store = h.open().await;
     let def = definition("review", 1, T0);
@@ -1048,7 +1098,7 @@ pub(crate) async fn a_sqlite_file_of_schema_1_is_upgraded(h: Harness) {
         store.trail("r1", 0).await.expect("trail")
     };
     h.execute(
-        "DROP TRIGGER checkpoint_write; DROP VIEW checkpoint_writes; DROP TABLE hooks; \
+        "DROP TRIGGER checkpoint_write; DROP VIEW checkpoint_writes; DROP TABLE hooks; DROP TABLE callbacks; DROP TABLE deliveries; \
          DELETE FROM claij_migrations WHERE version >= 2",
     )
     .await;
@@ -1064,7 +1114,7 @@ pub(crate) async fn a_sqlite_file_of_schema_1_is_upgraded(h: Harness) {
         [
             (1, "initial".into()),
             (2, "checkpoint_statement".into()),
-            (3, "hooks".into())
+            (3, "server".into())
         ]
     );
     let store = upgraded.store();

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use claij_core::Fsm;
 use claij_engine::{BoxFuture, Engine};
 use claij_mcp_server::{McpServer, Runtime};
-use claij_server::{Allowances, ApiToken, Engines, Server, ServerConfig};
+use claij_server::{Allowances, ApiToken, Engines, Server, ServerConfig, WebhookSecret};
 use tokio_util::sync::CancellationToken;
 
 use super::load;
@@ -112,6 +112,21 @@ fn token(args: &ServeArgs) -> anyhow::Result<Option<ApiToken>> {
     Ok(secret.map(|s| ApiToken::new(&s)).transpose()?)
 }
 
+/// The webhook secret from --webhook-secret-file or CLAIJ_WEBHOOK_SECRET.
+fn webhook_secret(args: &ServeArgs) -> anyhow::Result<Option<WebhookSecret>> {
+    let secret = match (&args.webhook_secret_file, &args.webhook_secret_env) {
+        (Some(file), _) => Some(std::fs::read_to_string(file).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot read the webhook secret file {}: {e}",
+                file.display()
+            )
+        })?),
+        (None, Some(secret)) => Some(secret.clone()),
+        (None, None) => None,
+    };
+    Ok(secret.map(|s| WebhookSecret::new(&s)).transpose()?)
+}
+
 /// `claij serve`.
 pub(super) async fn serve(args: ServeArgs) -> u8 {
     super::mcp_serve::init_logging();
@@ -128,9 +143,9 @@ pub(super) async fn serve(args: ServeArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let token = match token(&args) {
-        Ok(t) => t,
-        Err(e) => {
+    let (token, webhook_secret) = match (token(&args), webhook_secret(&args)) {
+        (Ok(t), Ok(w)) => (t, w),
+        (Err(e), _) | (_, Err(e)) => {
             note!("claij: {e:#}");
             return EXIT_USAGE;
         }
@@ -172,6 +187,9 @@ pub(super) async fn serve(args: ServeArgs) -> u8 {
             files: args.allow_files.clone(),
         },
         allowed_hosts: args.allow_hosts.clone(),
+        webhook_secret,
+        public_url: args.public_url.clone(),
+        ..ServerConfig::default()
     };
     let mcp = match McpServer::new(
         Runtime {
