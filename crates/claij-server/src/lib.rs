@@ -21,6 +21,7 @@ mod callbacks;
 mod config;
 mod live;
 mod openapi;
+mod page;
 mod problem;
 mod routes;
 mod runner;

@@ -5,7 +5,7 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
 use crate::problem::{PlacedError, Problem};
-use crate::routes::{definitions, events, hooks, runs};
+use crate::routes::{definitions, events, hooks, openai, runs};
 use crate::views;
 
 /// The API's description.
@@ -20,12 +20,13 @@ use crate::views;
         runs::start, runs::list, runs::show, runs::trail, runs::resume, runs::interrupt, runs::deliveries,
         events::events,
         hooks::show, hooks::answer, hooks::create,
+        openai::models, openai::chat_completions,
     ),
     components(schemas(
         Problem, PlacedError, views::RunView, views::WaitView, views::AnswerView, views::RunPage,
         views::RunSummary, views::TrailPage, views::StartRun, views::ResumeRun,
         views::DefinitionSummary, views::DefinitionView, views::Registered, views::Accepted, views::DeliveryView,
-        hooks::NewHook, hooks::HookView, hooks::HookAnswered,
+        hooks::NewHook, hooks::HookView, hooks::HookAnswered, openai::ChatRequest,
     )),
     modifiers(&BearerToken),
     security(("bearer" = [])),
@@ -33,6 +34,7 @@ use crate::views;
         (name = "definitions", description = "The FSMs served"),
         (name = "runs", description = "Runs: start, follow, answer, stop"),
         (name = "hooks", description = "Resume links: a waiting run answered with no other credential"),
+        (name = "openai", description = "Workflows as OpenAI chat models (`fsm:ID`)"),
     )
 )]
 pub(crate) struct ApiDoc;

@@ -11,6 +11,7 @@ use claij_engine::{Engine, Observer, RunError, RunOptions, RunOutcome};
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::problem::Problem;
 use crate::state::AppState;
@@ -125,14 +126,20 @@ fn logged(run_id: &str, result: Result<RunOutcome, RunError>) -> Result<RunOutco
     result
 }
 
-/// Waits up to `wait` for a launched run to end or suspend: `true` when it did.
-pub(crate) async fn wait_for(launched: &mut Launched, wait: Duration) -> bool {
+/// Waits up to `wait` for a launched run to end or suspend: `true` when it did. A server
+/// stopping stops the wait (the run goes on, and is continued by the next server).
+pub(crate) async fn wait_for(
+    launched: &mut Launched,
+    wait: Duration,
+    shutdown: &CancellationToken,
+) -> bool {
     if wait.is_zero() {
         return launched.task.is_finished();
     }
-    tokio::time::timeout(wait.min(MAX_WAIT), &mut launched.task)
-        .await
-        .is_ok()
+    tokio::select! {
+        ended = tokio::time::timeout(wait.min(MAX_WAIT), &mut launched.task) => ended.is_ok(),
+        () = shutdown.cancelled() => false,
+    }
 }
 
 /// The `?wait` seconds as a duration (negative, NaN or absent: zero).

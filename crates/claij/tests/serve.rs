@@ -48,11 +48,17 @@ impl Served {
     // before that ends the test process, which reaps it.
     #[allow(clippy::zombie_processes)]
     fn start_env(store: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::start_at(store, args, env, "127.0.0.1:0")
+    }
+
+    // The child is waited for by `Drop` (or `kill`) once it is inside `Served`.
+    #[allow(clippy::zombie_processes)]
+    fn start_at(store: &Path, args: &[&str], env: &[(&str, &str)], bind: &str) -> Self {
         let mut command = Command::new(CLAIJ);
         command
             .arg("serve")
             .args(args)
-            .args(["--bind", "127.0.0.1:0", "--store"])
+            .args(["--bind", bind, "--store"])
             .arg(store)
             .env_remove("CLAIJ_API_TOKEN")
             .env_remove("CLAIJ_STORE")
@@ -1421,4 +1427,163 @@ async fn a_callback_needs_a_secret_and_an_http_url_and_a_refusal_starts_nothing(
         .expect("claij serve");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("webhook secret"));
+}
+
+#[tokio::test]
+async fn the_official_openai_client_calls_a_workflow_as_a_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let flow = dir.path().join("greet.yaml");
+    std::fs::write(
+        &flow,
+        "id: greet\nstates:\n  - id: hello\n    action: transform\n    config:\n      template: '{\"id\": [\"hello\", \"done\"], \"reply\": {{ (\"Hello, \" ~ event.text ~ \"! You said \" ~ (event.messages | length) ~ \" things.\") | tojson }}}'\n  - id: done\n    action: end\nxitions:\n  - id: [start, hello]\n    schema: {type: object, required: [text], properties: {text: {type: string}, name: {type: string}}}\n  - id: [hello, done]\n    schema: {type: object, required: [reply], properties: {reply: {type: string}}}\n",
+    )
+    .unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, TOKEN).unwrap();
+    let server = Served::start(
+        &dir.path().join("claij.db"),
+        &[
+            flow.to_str().unwrap(),
+            &approval(),
+            "--token-file",
+            token_file.to_str().unwrap(),
+        ],
+    );
+    let out = Command::new(http_clients_python())
+        .arg(repo().join("tests/http-clients/openai_chat.py"))
+        .args([&server.base, TOKEN, "fsm:greet"])
+        .output()
+        .expect("the openai client runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).expect("a JSON summary");
+    assert_eq!(seen["models"], json!(["fsm:greet", "fsm:human-approval"]));
+    let said = "Hello, Ada! You said 2 things.";
+    assert_eq!(seen["plain"]["content"], said, "{seen}");
+    assert_eq!(seen["plain"]["role"], "assistant");
+    assert_eq!(seen["plain"]["finish_reason"], "stop");
+    assert_eq!(seen["plain"]["model"], "fsm:greet");
+    assert_eq!(seen["stream"]["content"], said, "{seen}");
+    assert!(
+        seen["stream"]["chunks"].as_u64().unwrap() > 1,
+        "streamed in pieces: {seen}"
+    );
+    assert_eq!(seen["stream"]["finish_reason"], "stop");
+    assert_eq!(seen["unknown"]["status"], 404);
+    assert_eq!(seen["refused"]["status"], 422, "{seen}");
+    assert!(
+        seen["refused"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("text"),
+        "the refusal names what is missing: {seen}"
+    );
+    assert_eq!(seen["wrong_key"]["status"], 401);
+    // Each completion was a run, kept like any other.
+    let runs = send(authed(client().get(server.url("/runs?fsm=greet"))))
+        .await
+        .body;
+    assert_eq!(runs["runs"].as_array().map(Vec::len), Some(2), "{runs}");
+}
+
+#[tokio::test]
+async fn an_sse_client_gets_every_entry_once_across_a_kill_and_restart_of_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("claij.db");
+    let flow = dir.path().join("steps.yaml");
+    let mut yaml = String::from("id: steps\nstates:\n");
+    for i in 1..=6 {
+        let next = if i == 6 {
+            "done".to_owned()
+        } else {
+            format!("s{}", i + 1)
+        };
+        yaml.push_str(&format!(
+            "  - id: s{i}\n    action: command\n    config: {{argv: [sleep, \"0.7\"], output: capture, routes: {{\"0\": {next}}}}}\n"
+        ));
+    }
+    yaml.push_str("  - id: done\n    action: end\nxitions:\n  - id: [start, s1]\n");
+    for i in 1..=6 {
+        let next = if i == 6 {
+            "done".to_owned()
+        } else {
+            format!("s{}", i + 1)
+        };
+        yaml.push_str(&format!("  - id: [s{i}, {next}]\n"));
+    }
+    std::fs::write(&flow, yaml).unwrap();
+    // A fixed port, so that the client finds the restarted server where it was.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let bind = format!("127.0.0.1:{port}");
+    let args = [flow.to_str().unwrap()];
+    let server = Served::start_at(&store, &args, &[], &bind);
+    let http = client();
+    let started = post(
+        &http,
+        server.url("/runs"),
+        &json!({"fsm": "steps", "input": {}}),
+    )
+    .await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    let id = started.body["id"].as_str().unwrap().to_owned();
+
+    let mut follower = Command::new(http_clients_python())
+        .arg(repo().join("tests/http-clients/sse_follow.py"))
+        .arg(server.url(&format!("/runs/{id}/events")))
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the SSE client starts");
+    let stdout = follower.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Two entries in: kill -9 the server mid-run, and start it again.
+    let mut seen = 0;
+    while seen < 2 {
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("entries arrive");
+        if line.starts_with("entry ") {
+            seen += 1;
+        }
+    }
+    server.kill();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let restarted = Served::start_at(&store, &args, &[], &bind);
+    let summary = loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("the client ends");
+        if line.starts_with('{') {
+            break serde_json::from_str::<Value>(&line).unwrap();
+        }
+    };
+    let _ = follower.wait();
+    assert_eq!(summary["end"], "completed", "{summary}");
+    assert!(summary["reconnects"].as_u64().unwrap() >= 1, "{summary}");
+    let run = get(&http, restarted.url(&format!("/runs/{id}"))).await.body;
+    let total = run["trail_len"].as_u64().unwrap();
+    let seqs: Vec<u64> = summary["seqs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        seqs,
+        (0..total).collect::<Vec<_>>(),
+        "every entry exactly once, in order"
+    );
 }

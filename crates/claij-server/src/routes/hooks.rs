@@ -215,7 +215,7 @@ pub(crate) async fn answer(
     let (_, record) = live_hook(&state, &secret).await?;
     // Taken, the run moves on, and the link (kept, to say so) answers nothing more.
     let mut launched = resume_with(&state, &record, Some(input), "$").await?;
-    let finished = wait_for(&mut launched, wait_duration(wait.wait)).await;
+    let finished = wait_for(&mut launched, wait_duration(wait.wait), &state.shutdown).await;
     let now = find_run(&state, &record.id).await?;
     let body = HookAnswered {
         run: now.id.clone(),

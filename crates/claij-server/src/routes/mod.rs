@@ -16,6 +16,7 @@ use crate::state::AppState;
 pub(crate) mod definitions;
 pub(crate) mod events;
 pub(crate) mod hooks;
+pub(crate) mod openai;
 pub(crate) mod runs;
 
 /// The API's routes, the token check in front of all but `/health`.
@@ -35,11 +36,14 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/runs/{id}/events", get(events::events))
         .route("/runs/{id}/hooks", post(hooks::create))
         .route("/runs/{id}/deliveries", get(runs::deliveries))
+        .route("/v1/models", get(openai::models))
+        .route("/v1/chat/completions", post(openai::chat_completions))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             require_token,
         ));
     Router::new()
+        .merge(crate::page::router())
         .route("/health", get(health))
         // A resume link is its own credential.
         .route("/hooks/{secret}", get(hooks::show).post(hooks::answer))

@@ -158,7 +158,7 @@ async fn answer(
     wait: std::time::Duration,
     done: StatusCode,
 ) -> Result<Response, Problem> {
-    let finished = wait_for(&mut launched, wait).await;
+    let finished = wait_for(&mut launched, wait, &state.shutdown).await;
     let url = format!("/runs/{}", launched.run_id);
     if finished {
         let mut view = run_view(state, &launched.run_id).await?;

@@ -1,0 +1,446 @@
+//! `claij serve`'s web page, in a real browser: the binary on a loopback port, a
+//! human-approval run started over the API, then headless Chromium driven with Selenium
+//! (tests/http-clients/page.py: Debian's chromium and chromium-driver from
+//! scripts/setup/chromium, Selenium in the venv of scripts/setup/http-clients) through the
+//! runs list, the run (its graph with the waiting state lit, its trail), a refused answer
+//! (the validator's message by its field), a good one, and the run completing live.
+//! Screenshots are kept in target/artifacts/page-*.png. And the page's routes over HTTP:
+//! the assets with their content security policy, the graph drawn by Graphviz, the token
+//! on the graph, and the answer when Graphviz is missing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test reports failure
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const CLAIJ: &str = env!("CARGO_BIN_EXE_claij");
+const TOKEN: &str = "0123456789abcdef0123456789abcdef-page-token";
+const CSP: &str = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn approval() -> String {
+    repo()
+        .join("examples/human-approval.yaml")
+        .display()
+        .to_string()
+}
+
+/// A `claij serve` process; killed (SIGKILL) when dropped.
+struct Served {
+    child: Child,
+    base: String,
+}
+
+impl Served {
+    /// Starts `claij serve ARGS --bind 127.0.0.1:0 --store STORE` with `env`, and waits
+    /// until it says where it listens.
+    // The child is waited for by `Drop` once it is inside `Served`; a panic before that
+    // ends the test process, which reaps it.
+    #[allow(clippy::zombie_processes)]
+    fn start(store: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut command = Command::new(CLAIJ);
+        command
+            .arg("serve")
+            .args(args)
+            .args(["--bind", "127.0.0.1:0", "--store"])
+            .arg(store)
+            .env_remove("CLAIJ_API_TOKEN")
+            .env_remove("CLAIJ_STORE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().expect("claij serve starts");
+        let (tx, rx) = mpsc::channel();
+        let stderr = child.stderr.take().expect("stderr");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = rx
+                .recv_timeout(left)
+                .expect("claij serve says where it listens");
+            if let Some(rest) = line.split("at http://").nth(1) {
+                let addr = rest.split_whitespace().next().expect("an address");
+                return Served {
+                    child,
+                    base: format!("http://{addr}"),
+                };
+            }
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().build().expect("an HTTP client")
+}
+
+/// A response: status, headers, and the body as text.
+struct Reply {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    text: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text))
+    }
+}
+
+async fn send(request: reqwest::RequestBuilder) -> Reply {
+    let response = request.send().await.expect("the request is answered");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = response.text().await.expect("a body");
+    Reply {
+        status,
+        headers,
+        text,
+    }
+}
+
+/// The Python of scripts/setup/http-clients' venv, with Selenium in it.
+fn selenium_python() -> PathBuf {
+    let cache = match std::env::var_os("CLAIJ_CACHE_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/claij"),
+    };
+    let python = cache.join("http-clients/venv/bin/python");
+    let has_selenium = Command::new(&python)
+        .args(["-c", "import selenium"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        has_selenium,
+        "Selenium is missing ({} cannot import it): run scripts/setup/http-clients",
+        python.display()
+    );
+    python
+}
+
+/// Whether `program --version` runs.
+fn runs(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Chromium and its WebDriver are there, or the test fails saying what to run.
+fn require_chromium() {
+    assert!(
+        runs("chromium") || runs("chromium-browser"),
+        "Chromium is missing: run scripts/setup/chromium (Debian: apt-get install chromium)"
+    );
+    assert!(
+        runs("chromedriver") || runs("/usr/bin/chromedriver"),
+        "chromedriver is missing: run scripts/setup/chromium (Debian: apt-get install chromium-driver)"
+    );
+}
+
+/// Graphviz is there (scripts/test installs it), or the test fails saying so.
+fn require_graphviz() {
+    let dot = Command::new("dot")
+        .arg("-V")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        dot,
+        "Graphviz is missing: scripts/test installs it (Debian: apt-get install graphviz)"
+    );
+}
+
+/// `path` is a PNG `width` pixels wide and at least `min_height` high, with more in it
+/// than a blank page.
+fn assert_png(path: &Path, width: u32, min_height: u32) {
+    let bytes =
+        std::fs::read(path).unwrap_or_else(|e| panic!("no screenshot {}: {e}", path.display()));
+    assert!(bytes.len() > 24, "{} is empty", path.display());
+    assert_eq!(
+        &bytes[..8],
+        b"\x89PNG\r\n\x1a\n",
+        "{} is not a PNG",
+        path.display()
+    );
+    assert_eq!(&bytes[12..16], b"IHDR");
+    let w = u32::from_be_bytes(bytes[16..20].try_into().unwrap());
+    let h = u32::from_be_bytes(bytes[20..24].try_into().unwrap());
+    assert_eq!(w, width, "{}", path.display());
+    assert!(h >= min_height, "{}: {w}×{h}", path.display());
+    // A blank page compresses to a few hundred bytes; a page with text and a graph does not.
+    assert!(
+        bytes.len() > 15_000,
+        "{}: a suspiciously small screenshot ({} bytes)",
+        path.display(),
+        bytes.len()
+    );
+}
+
+#[tokio::test]
+async fn a_person_answers_a_waiting_run_on_the_web_page_and_watches_it_complete() {
+    require_chromium();
+    require_graphviz();
+    let python = selenium_python();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Served::start(&dir.path().join("claij.db"), &[&approval()], &[]);
+    let http = client();
+
+    let started = send(
+        http.post(server.url("/runs?wait=30"))
+            .header("content-type", "application/json")
+            .body(
+                json!({"fsm": "human-approval", "input": {"id": ["start", "summarise"], "service": "billing", "version": "2.4.1", "changes": 14}})
+                    .to_string(),
+            ),
+    )
+    .await;
+    assert_eq!(started.status, 201, "{}", started.text);
+    let run = started.json();
+    assert_eq!(run["status"], "suspended", "{run}");
+    let id = run["id"].as_str().unwrap().to_owned();
+
+    let artifacts = repo().join("target/artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let artifacts = artifacts.canonicalize().unwrap();
+    let shots = [
+        "page-1-list.png",
+        "page-2-run.png",
+        "page-3-refused.png",
+        "page-4-completed.png",
+    ];
+    for shot in shots {
+        let _ = std::fs::remove_file(artifacts.join(shot));
+    }
+    let driven = tokio::process::Command::new(&python)
+        .arg(repo().join("tests/http-clients/page.py"))
+        .arg(&server.base)
+        .arg(&id)
+        .arg(&artifacts)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(240), driven)
+        .await
+        .expect("page.py ends within 4 minutes")
+        .expect("page.py starts");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "page.py failed ({}):\n{stderr}\n{stdout}",
+        out.status
+    );
+    let summary: Value = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .unwrap_or_else(|| panic!("no summary from page.py:\n{stdout}\n{stderr}"));
+
+    // The list, then the run waiting in `approve`, lit in its graph, its trail so far.
+    assert_eq!(summary["listed_status"], "suspended", "{summary}");
+    assert_eq!(summary["state_before"], "approve", "{summary}");
+    assert_eq!(summary["lit_before"], "approve", "{summary}");
+    assert_eq!(
+        summary["trail_before"],
+        json!([[0, "start", "summarise"], [1, "summarise", "approve"]]),
+        "{summary}"
+    );
+    assert_eq!(
+        summary["graph_nodes"],
+        json!(["start", "summarise", "approve", "deploy", "rejected"]),
+        "{summary}"
+    );
+    assert_eq!(
+        summary["answers"],
+        json!([
+            "approve → deploy — Approve.",
+            "approve → rejected — Reject, with a reason."
+        ]),
+        "{summary}"
+    );
+    assert_eq!(summary["interrupt_shown"], true, "{summary}");
+    assert!(
+        summary["prompt"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("Approve this deployment?")),
+        "{summary}"
+    );
+    assert_eq!(summary["approver_required"], true, "{summary}");
+
+    // The refused answer: the validator's message by the field; nothing changed.
+    assert_eq!(
+        summary["refused_message"], "\"x\" is shorter than 2 characters",
+        "{summary}"
+    );
+    assert_eq!(summary["refused_field_invalid"], true, "{summary}");
+    assert_eq!(summary["general_error_shown"], false, "{summary}");
+    assert_eq!(summary["status_after_refusal"], "suspended", "{summary}");
+    assert_eq!(summary["trail_after_refusal"], 2, "{summary}");
+
+    // The good answer: completed, the entry arrived live (no reload), the light moved.
+    assert_eq!(summary["status_after"], "completed", "{summary}");
+    assert_eq!(summary["state_after"], "deploy", "{summary}");
+    assert_eq!(summary["lit_after"], "deploy", "{summary}");
+    assert_eq!(
+        summary["trail_after"],
+        json!([
+            [0, "start", "summarise"],
+            [1, "summarise", "approve"],
+            [2, "approve", "deploy"]
+        ]),
+        "{summary}"
+    );
+    assert_eq!(
+        summary["answer_event"],
+        json!({"id": ["approve", "deploy"], "approver": "ada"}),
+        "{summary}"
+    );
+    assert_eq!(summary["result"]["approver"], "ada", "{summary}");
+    assert_eq!(summary["interrupt_shown_after"], false, "{summary}");
+    assert_eq!(summary["not_reloaded"], true, "{summary}");
+    // No script error, nothing refused by the content security policy.
+    assert_eq!(summary["console_errors"], json!([]), "{summary}");
+
+    for shot in shots {
+        assert_png(&artifacts.join(shot), 1280, 600);
+    }
+
+    // The API agrees.
+    let shown = send(http.get(server.url(&format!("/runs/{id}")))).await;
+    assert_eq!(shown.status, 200, "{}", shown.text);
+    let run = shown.json();
+    assert_eq!(run["status"], "completed", "{run}");
+    assert_eq!(run["state"], "deploy", "{run}");
+    assert_eq!(run["result"]["approver"], "ada", "{run}");
+    assert_eq!(run["trail_len"], 3, "{run}");
+}
+
+#[tokio::test]
+async fn the_page_is_served_under_a_strict_policy_and_the_graph_is_drawn_by_graphviz() {
+    require_graphviz();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Served::start(&dir.path().join("claij.db"), &[&approval()], &[]);
+    let http = client();
+
+    for (path, content_type, needle) in [
+        ("/", "text/html; charset=utf-8", "/ui/app.js"),
+        (
+            "/ui/app.js",
+            "text/javascript; charset=utf-8",
+            "followEvents",
+        ),
+        ("/ui/app.css", "text/css; charset=utf-8", ".badge-suspended"),
+    ] {
+        let reply = send(http.get(server.url(path))).await;
+        assert_eq!(reply.status, 200, "{path}: {}", reply.text);
+        assert_eq!(reply.header("content-type"), content_type, "{path}");
+        assert_eq!(reply.header("content-security-policy"), CSP, "{path}");
+        assert_eq!(reply.header("cache-control"), "no-cache", "{path}");
+        assert_eq!(reply.header("x-content-type-options"), "nosniff", "{path}");
+        assert!(reply.text.contains(needle), "{path}");
+    }
+    let html = send(http.get(server.url("/"))).await.text;
+    assert!(
+        !html.contains("<script>") && !html.contains("<style"),
+        "nothing inline: the policy would refuse it"
+    );
+
+    let graph = send(http.get(server.url("/ui/graph/human-approval.svg"))).await;
+    assert_eq!(graph.status, 200, "{}", graph.text);
+    assert_eq!(graph.header("content-type"), "image/svg+xml; charset=utf-8");
+    assert!(graph.text.contains("<svg"), "{}", graph.text);
+    assert!(
+        graph.text.contains("<title>approve</title>"),
+        "{}",
+        graph.text
+    );
+    let versioned = send(http.get(server.url("/ui/graph/human-approval.svg?version=1"))).await;
+    assert_eq!(versioned.status, 200);
+    assert_eq!(versioned.text, graph.text);
+    for missing in [
+        "/ui/graph/human-approval.svg?version=9",
+        "/ui/graph/nope.svg",
+        "/ui/graph/human-approval",
+    ] {
+        let reply = send(http.get(server.url(missing))).await;
+        assert_eq!(reply.status, 404, "{missing}: {}", reply.text);
+        assert_eq!(reply.header("content-type"), "application/problem+json");
+    }
+    drop(server);
+
+    // With a token and no Graphviz: the page and its assets need no token (the page asks
+    // for it), the graph does; and without `dot` it says what is needed.
+    let server = Served::start(
+        &dir.path().join("claij.db"),
+        &[&approval()],
+        &[("CLAIJ_API_TOKEN", TOKEN), ("PATH", "/nonexistent")],
+    );
+    for path in ["/", "/ui/app.js", "/ui/app.css"] {
+        let reply = send(http.get(server.url(path))).await;
+        assert_eq!(reply.status, 200, "{path} needs no token");
+    }
+    let runs = send(http.get(server.url("/runs"))).await;
+    assert_eq!(runs.status, 401, "the API does");
+    let graph_url = server.url("/ui/graph/human-approval.svg");
+    let refused = send(http.get(&graph_url)).await;
+    assert_eq!(refused.status, 401, "{}", refused.text);
+    assert_eq!(refused.json()["errors"][0]["place"], "header.authorization");
+    let wrong = send(http.get(&graph_url).bearer_auth("not-the-token")).await;
+    assert_eq!(wrong.status, 401, "{}", wrong.text);
+    let no_dot = send(http.get(&graph_url).bearer_auth(TOKEN)).await;
+    assert_eq!(no_dot.status, 501, "{}", no_dot.text);
+    assert_eq!(no_dot.header("content-type"), "application/problem+json");
+    let problem = no_dot.json();
+    assert_eq!(problem["title"], "Graphviz is needed", "{problem}");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("Graphviz")),
+        "{problem}"
+    );
+}

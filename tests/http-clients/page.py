@@ -1,0 +1,216 @@
+"""Drives `claij serve`'s web page in headless Chromium with Selenium (WebDriver).
+
+    page.py BASE_URL RUN_ID ARTIFACTS_DIR
+
+RUN_ID is a human-approval run that waits in `approve`. The script opens the runs list,
+finds the run, opens it, checks its graph (the `approve` node lit) and its trail, answers
+the form with an answer the validator refuses (approver "x") and checks the message shows
+by the approver field, then with a good one (approver "ada"), and waits for the run to
+complete live: the status `completed`, the answer's entry appended to the trail by the
+event stream (the page is never reloaded), the graph's light moved to `deploy`.
+Screenshots go to ARTIFACTS_DIR (page-1-list.png … page-4-completed.png). Prints one JSON
+line summarising what it saw; exits non-zero (with the reason on stderr) when a check
+fails. chromedriver comes from PATH, else /usr/bin/chromedriver (Debian's
+chromium-driver: scripts/setup/chromium).
+"""
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+TIMEOUT = 30
+
+
+def chromium_binary():
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    sys.exit("page.py: Chromium is missing: run scripts/setup/chromium")
+
+
+def chromedriver_binary():
+    path = shutil.which("chromedriver")
+    if path:
+        return path
+    if os.access("/usr/bin/chromedriver", os.X_OK):
+        return "/usr/bin/chromedriver"
+    sys.exit("page.py: chromedriver is missing: run scripts/setup/chromium")
+
+
+def start_driver(profile):
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium_binary()
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,900",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-quic",
+        "--force-device-scale-factor=1",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(arg)
+    # The browser's console: a script error or a refusal by the content security policy
+    # shows there.
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(options=options, service=Service(executable_path=chromedriver_binary()))
+
+
+def main():
+    base, run_id, artifacts = sys.argv[1].rstrip("/"), sys.argv[2], sys.argv[3]
+    artifacts = os.path.realpath(artifacts)
+    os.makedirs(artifacts, exist_ok=True)
+    # A fresh profile, at a plain path (Chromium cannot start with `..` in it).
+    profile = tempfile.mkdtemp(prefix="claij-page-")
+    summary = {"run": run_id, "screenshots": []}
+    driver = start_driver(profile)
+    wait = WebDriverWait(driver, TIMEOUT, poll_frequency=0.1)
+    step = "start"
+
+    def shot(name):
+        path = os.path.join(artifacts, name)
+        driver.save_screenshot(path)
+        summary["screenshots"].append(path)
+
+    def js(script, *args):
+        return driver.execute_script(script, *args)
+
+    def until(what, condition):
+        nonlocal step
+        step = what
+        return wait.until(lambda d: condition())
+
+    def lit():
+        return js(
+            "const n = document.querySelector('#graph svg g.node.current title');"
+            "return n ? n.textContent.trim() : null;"
+        )
+
+    def trail():
+        return js(
+            "return [...document.querySelectorAll('#trail [data-testid=trail-entry]')]"
+            ".map(r => [Number(r.dataset.seq), r.dataset.from, r.dataset.to]);"
+        )
+
+    def status():
+        return js("const s = document.getElementById('run-status'); return s ? s.dataset.status || null : null;")
+
+    try:
+        # 1. The runs list: the run is there, waiting.
+        driver.get(f"{base}/#/")
+        row_css = f'[data-testid="run-row"][data-run-id="{run_id}"]'
+        row = until("the run is listed", lambda: driver.find_elements(By.CSS_SELECTOR, row_css) or None)[0]
+        summary["listed_status"] = row.get_attribute("data-status")
+        summary["list_title"] = driver.title
+        until("the list is drawn", lambda: driver.find_element(By.ID, "status-filter").is_displayed())
+        until("the workflows are listed", lambda: driver.find_elements(By.CSS_SELECTOR, '[data-testid="definition"][data-fsm="human-approval"]') or None)
+        shot("page-1-list.png")
+
+        # 2. The run: graph with `approve` lit, the trail so far, the form.
+        row.find_element(By.CSS_SELECTOR, '[data-testid="run-link"]').click()
+        until("the run opens", lambda: driver.current_url.endswith(f"#/runs/{run_id}"))
+        until("the run's status shows", lambda: status() == "suspended")
+        until("the graph is drawn with `approve` lit", lambda: lit() == "approve")
+        until("the live stream connects", lambda: driver.find_element(By.ID, "live-state").get_attribute("data-state") == "live")
+        until("the trail shows the entries so far", lambda: len(trail()) >= 2)
+        until("the answer form shows", lambda: driver.find_element(By.ID, "answer-form").is_displayed())
+        # A mark on the window: gone if the page were reloaded.
+        js("window.__claijMark = 'kept';")
+        summary["state_before"] = driver.find_element(By.ID, "run-state").text
+        summary["lit_before"] = lit()
+        summary["trail_before"] = trail()
+        summary["graph_nodes"] = js(
+            "return [...document.querySelectorAll('#graph svg g.node title')].map(t => t.textContent.trim());"
+        )
+        answers = Select(driver.find_element(By.ID, "answer-select"))
+        summary["answers"] = [o.text for o in answers.options]
+        summary["interrupt_shown"] = driver.find_element(By.ID, "interrupt-button").is_displayed()
+        summary["prompt"] = driver.find_element(By.ID, "wait-prompt").text
+        shot("page-2-run.png")
+
+        # 3. A refused answer: the validator's message by the approver field.
+        answers.select_by_value("0")
+        until("the form is for approve -> deploy", lambda: driver.find_element(By.ID, "answer-form").get_attribute("data-transition") == "approve->deploy")
+        approver = driver.find_element(By.ID, "field-approver")
+        summary["approver_required"] = approver.get_attribute("aria-required") == "true"
+        approver.clear()
+        approver.send_keys("x")
+        driver.find_element(By.ID, "answer-submit").click()
+        error = until(
+            "the refusal shows by the approver field",
+            lambda: (lambda e: e if e.is_displayed() and e.text.strip() else None)(driver.find_element(By.ID, "error-approver")),
+        )
+        summary["refused_message"] = error.text.strip()
+        summary["refused_field_invalid"] = approver.get_attribute("aria-invalid") == "true"
+        summary["general_error_shown"] = driver.find_element(By.ID, "form-error").is_displayed()
+        summary["status_after_refusal"] = status()
+        summary["trail_after_refusal"] = len(trail())
+        shot("page-3-refused.png")
+
+        # 4. A good answer: the run completes, live.
+        approver = driver.find_element(By.ID, "field-approver")
+        approver.clear()
+        approver.send_keys("ada")
+        driver.find_element(By.ID, "answer-submit").click()
+        until("the status becomes completed", lambda: status() == "completed")
+        until("the answer's entry arrives in the trail", lambda: any(e[1] == "approve" and e[2] == "deploy" for e in trail()))
+        until("the light moves to deploy", lambda: lit() == "deploy")
+        until("the form is gone", lambda: not driver.find_elements(By.ID, "answer-form"))
+        until("the stream ends", lambda: driver.find_element(By.ID, "live-state").get_attribute("data-state") == "ended")
+        until("the result shows", lambda: driver.find_elements(By.ID, "run-result") or None)
+        summary["status_after"] = status()
+        summary["state_after"] = driver.find_element(By.ID, "run-state").text
+        summary["lit_after"] = lit()
+        summary["trail_after"] = trail()
+        summary["answer_event"] = json.loads(
+            js(
+                "const r = document.querySelector('#trail [data-from=approve][data-to=deploy] pre');"
+                "return r ? r.textContent : 'null';"
+            )
+        )
+        summary["result"] = json.loads(driver.find_element(By.ID, "run-result").get_attribute("textContent"))
+        summary["interrupt_shown_after"] = driver.find_element(By.ID, "interrupt-button").is_displayed()
+        summary["not_reloaded"] = js("return window.__claijMark === 'kept';")
+        shot("page-4-completed.png")
+
+        # The console: no script error, nothing refused by the content security policy.
+        # (Chromium logs the refused answer's 422 as a failed load: expected, set apart.)
+        severe = [entry["message"] for entry in driver.get_log("browser") if entry.get("level") == "SEVERE"]
+        summary["refusals_logged"] = [m for m in severe if "/resume" in m and "422" in m]
+        summary["console_errors"] = [m for m in severe if m not in summary["refusals_logged"]]
+    except TimeoutException:
+        summary["failed_at"] = step
+        try:
+            shot("page-failure.png")
+            summary["console"] = [entry["message"] for entry in driver.get_log("browser")]
+            summary["body"] = driver.find_element(By.TAG_NAME, "body").text[:2000]
+        except Exception as e:  # noqa: BLE001 - the report matters more than this
+            summary["report_error"] = str(e)
+        print(json.dumps(summary), flush=True)
+        print(f"page.py: timed out waiting: {step}", file=sys.stderr)
+        sys.exit(1)
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+    print(json.dumps(summary), flush=True)
+
+
+if __name__ == "__main__":
+    started = time.monotonic()
+    main()
+    print(f"page.py: done in {time.monotonic() - started:.1f} s", file=sys.stderr)
