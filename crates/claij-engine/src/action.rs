@@ -15,10 +15,15 @@ use claij_core::{
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::observer::Observer;
 use crate::run::Engine;
 
 /// A boxed, sendable future borrowing from `'a`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Where an action sends the text it is producing as it comes (a model's tokens): to the
+/// run's observers. Callable from any thread.
+pub type TextSink = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// What an action sees: the run, the FSM, the state, the transition that led here, the
 /// input event, the trail so far and the context.
@@ -49,6 +54,8 @@ pub struct ActionInput<'a> {
     pub schemas: &'a dyn DynamicSchemas,
     /// What the action may use to start runs of its own (sub-FSMs, branches).
     pub scope: RunScope<'a>,
+    /// The run's observers (told of text an action produces as it comes).
+    pub observers: &'a [Arc<dyn Observer>],
 }
 
 /// What an action may use to start runs of its own (sub-FSMs, fork branches): the
@@ -66,6 +73,22 @@ pub struct RunScope<'a> {
 }
 
 impl<'a> ActionInput<'a> {
+    /// Where to send text this action produces as it comes (a model's tokens), when the
+    /// run has observers: each piece reaches them as `Observer::text_produced`.
+    pub fn text_sink(&self) -> Option<TextSink> {
+        if self.observers.is_empty() {
+            return None;
+        }
+        let observers = self.observers.to_vec();
+        let run_id = self.run_id.to_owned();
+        let state = self.state.id.to_string();
+        Some(Arc::new(move |text: &str| {
+            for o in &observers {
+                o.text_produced(&run_id, &state, text);
+            }
+        }))
+    }
+
     /// A key that is the same every time this attempt is made again (after a crash, say):
     /// `RUN_ID:SEQ`. Actions with side effects use it to avoid doing them twice.
     pub fn idempotency_key(&self) -> String {

@@ -403,6 +403,7 @@ impl<'e> RunState<'e> {
                 owner: self.durable.as_ref().map(|d| d.owner.as_str()),
                 lease: self.durable.as_ref().map(|d| d.lease),
             },
+            observers: &self.observers,
         };
         let state_timeout = fsm.timeout(state);
         // The clock is read here only for a run with a deadline.

@@ -51,7 +51,7 @@ pub mod tree;
 
 pub use action::{
     Action, ActionError, ActionInput, ActionOutput, BoxFuture, ModelCall, Outcome, RunScope,
-    Suspension,
+    Suspension, TextSink,
 };
 pub use durable::{is_dead_local_owner, process_owner};
 pub use observer::Observer;

@@ -16,6 +16,10 @@ pub trait Observer: Send + Sync {
     /// An attempt of `state` is starting.
     fn attempt_started(&self, _run_id: &str, _state: &State, _attempt: u32) {}
 
+    /// An action is producing text (a model's tokens, as they come) in `state`; called
+    /// from whatever thread produces it.
+    fn text_produced(&self, _run_id: &str, _state: &str, _text: &str) {}
+
     /// An entry was appended to the trail.
     fn entry_appended(&self, _run_id: &str, _entry: &TrailEntry) {}
 

@@ -122,7 +122,12 @@ impl LlmAction {
         let started = Instant::now();
         let response = self
             .layer
-            .call(&model, &request, &input.state.id)
+            .call(
+                &model,
+                &request,
+                &input.state.id,
+                input.text_sink().as_ref(),
+            )
             .await
             .map_err(|e| provider_failure(e, &model))?;
         tracing::debug!(

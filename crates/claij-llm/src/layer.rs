@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use claij_engine::TextSink;
+
 use crate::config::{
     ConfigError, JsonFlavour, LlmConfig, MODEL_ENV, ModelConfig, Price, ProviderConfig,
     builtin_providers, resolve_key,
@@ -382,12 +384,14 @@ impl LlmLayer {
     }
 
     /// Calls `model`: from the tape when replaying, else through the provider with
-    /// transient failures retried (and its answer or failure recorded when recording).
+    /// transient failures retried (and its answer or failure recorded when recording);
+    /// the answer's text goes to `on_text` as it is produced, where the provider streams.
     pub async fn call(
         &self,
         model: &ResolvedModel,
         request: &ModelRequest,
         state: &str,
+        on_text: Option<&TextSink>,
     ) -> Result<ModelResponse, ProviderError> {
         if let Some(tape) = &self.tape
             && let Some(answer) = tape.answer(request, state)
@@ -405,7 +409,8 @@ impl LlmLayer {
         };
         let policy = self.retry_override.unwrap_or(model.retry);
         let outcome =
-            complete_with_retries(model.provider.as_ref(), request, policy, &on_retry).await;
+            complete_with_retries(model.provider.as_ref(), request, policy, &on_retry, on_text)
+                .await;
         if let Some(tape) = &self.tape {
             tape.store(request, state, &outcome)
                 .map_err(|e| ProviderError::Permanent {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use claij_engine::BoxFuture;
+use claij_engine::{BoxFuture, TextSink};
 
 use crate::enforce::Mode;
 use crate::request::{ModelRequest, ModelResponse};
@@ -80,4 +80,20 @@ pub trait Provider: Send + Sync {
         &'a self,
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<ModelResponse, ProviderError>>;
+
+    /// One call, no retries, the answer's text sent to `on_text` as it is produced. The
+    /// default sends it whole when the call returns; providers that stream override it.
+    fn complete_streaming<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+        on_text: TextSink,
+    ) -> BoxFuture<'a, Result<ModelResponse, ProviderError>> {
+        Box::pin(async move {
+            let response = self.complete(request).await?;
+            if !response.text.is_empty() {
+                on_text(&response.text);
+            }
+            Ok(response)
+        })
+    }
 }

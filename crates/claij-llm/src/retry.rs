@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use claij_engine::TextSink;
+
 use crate::provider::{Provider, ProviderError};
 use crate::request::{ModelRequest, ModelResponse};
 
@@ -46,10 +48,15 @@ pub async fn complete_with_retries(
     request: &ModelRequest,
     policy: RetryPolicy,
     on_retry: &(dyn Fn(u32, &ProviderError, Duration) + Send + Sync),
+    on_text: Option<&TextSink>,
 ) -> Result<ModelResponse, ProviderError> {
     let mut n = 0;
     loop {
-        match provider.complete(request).await {
+        let call = match on_text {
+            Some(sink) => provider.complete_streaming(request, sink.clone()),
+            None => provider.complete(request),
+        };
+        match call.await {
             Ok(mut r) => {
                 r.retries = n;
                 return Ok(r);

@@ -55,7 +55,7 @@ impl LlmLayer {
             decoding: request.decoding.or(model.decoding),
         };
         let response = self
-            .call(&model, &call, on_behalf_of)
+            .call(&model, &call, on_behalf_of, None)
             .await
             .map_err(|e| format!("model `{}`: {e}", model.name))?;
         Ok(TextAnswer {

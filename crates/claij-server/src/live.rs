@@ -22,6 +22,13 @@ pub(crate) enum LiveEvent {
         /// Its attempt number (1-based).
         attempt: u32,
     },
+    /// A model produced text in a state (its tokens, as they come).
+    Text {
+        /// The state.
+        state: String,
+        /// The text.
+        text: String,
+    },
     /// An entry was appended (committed to the store before the next state starts).
     Entry {
         /// Its sequence number.
@@ -78,6 +85,16 @@ impl Observer for Live {
             LiveEvent::Attempt {
                 state: state.id.to_string(),
                 attempt,
+            },
+        );
+    }
+
+    fn text_produced(&self, run_id: &str, state: &str, text: &str) {
+        self.send(
+            run_id,
+            LiveEvent::Text {
+                state: state.to_owned(),
+                text: text.to_owned(),
             },
         );
     }

@@ -231,7 +231,7 @@ pub(crate) struct ServeArgs {
         hide = true
     )]
     pub webhook_secret_env: Option<String>,
-    /// The server's address as others reach it (e.g. https://claij.example.com), for the
+    /// The server's address as others reach it (e.g. `https://claij.example.com`), for the
     /// links callbacks carry; default http:// and the address bound.
     #[arg(long, value_name = "URL")]
     pub public_url: Option<String>,

@@ -1587,3 +1587,64 @@ async fn an_sse_client_gets_every_entry_once_across_a_kill_and_restart_of_the_se
         "every entry exactly once, in order"
     );
 }
+
+#[tokio::test]
+async fn a_model_steps_tokens_reach_the_event_stream_as_it_runs_on_the_embedded_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let flow = dir.path().join("greet.yaml");
+    // A second of waiting first: the event stream is connected before the model speaks.
+    std::fs::write(
+        &flow,
+        "id: greet-model\nstates:\n  - id: pause\n    action: command\n    config: {argv: [sleep, \"1\"], output: capture, routes: {\"0\": answer}}\n  - id: answer\n    action: llm\n    prompts: [Greet the person by name, in a few words.]\n  - id: done\n    action: end\nxitions:\n  - id: [start, pause]\n    schema: {type: object, required: [name], properties: {name: {type: string}}}\n  - id: [pause, answer]\n  - id: [answer, done]\n    schema: {type: object, required: [greeting], properties: {greeting: {type: string, maxLength: 80}}}\n",
+    )
+    .unwrap();
+    let model = claij_testkit::cache::embedded_model();
+    let server = Served::start_env(
+        &dir.path().join("claij.db"),
+        &[flow.to_str().unwrap()],
+        &[
+            ("CLAIJ_EMBEDDED_MODEL", model.to_str().unwrap()),
+            ("CLAIJ_THREADS", "1"),
+        ],
+    );
+    let http = client();
+    let started = post(
+        &http,
+        server.url("/runs"),
+        &json!({"fsm": "greet-model", "input": {"name": "Ada"}}),
+    )
+    .await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    let id = started.body["id"].as_str().unwrap().to_owned();
+    let mut events = http
+        .get(server.url(&format!("/runs/{id}/events")))
+        .send()
+        .await
+        .unwrap();
+    let mut buffer = String::new();
+    let seen = read_events(&mut events, &mut buffer, |kind, _, _| kind == "end").await;
+    let tokens: Vec<String> = seen
+        .iter()
+        .filter(|(k, _, _)| k == "token")
+        .map(|(_, data, _)| serde_json::from_str::<Value>(data).unwrap())
+        .filter(|t| t["state"] == "answer")
+        .map(|t| t["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(tokens.len() > 3, "the answer came in pieces: {seen:?}");
+    let answer = seen
+        .iter()
+        .filter(|(k, _, _)| k == "entry")
+        .map(|(_, data, _)| serde_json::from_str::<Value>(data).unwrap())
+        .find(|e| e["from"] == "answer")
+        .expect("the model's entry");
+    let streamed: Value =
+        serde_json::from_str(&tokens.concat()).expect("the tokens make the answer");
+    assert_eq!(
+        streamed, answer["event"],
+        "the tokens are the answer the trail keeps"
+    );
+    assert_eq!(
+        seen.last().map(|(k, d, _)| (k.as_str(), d.as_str())),
+        Some(("end", "completed"))
+    );
+}

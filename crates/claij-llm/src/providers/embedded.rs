@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use claij_embedded::{Constraint, GenerateOptions, LocalModel};
-use claij_engine::BoxFuture;
+use claij_engine::{BoxFuture, TextSink};
 use sha2::{Digest, Sha256};
 
 use crate::enforce::Mode;
@@ -92,6 +92,7 @@ fn generate(
     path: &Path,
     loaded: &Mutex<Loaded>,
     request: &ModelRequest,
+    on_text: Option<&TextSink>,
 ) -> Result<ModelResponse, ProviderError> {
     let mut guard = loaded
         .lock()
@@ -139,7 +140,11 @@ fn generate(
             &request.messages,
             &options(request),
             constraint,
-            &mut |_| {},
+            &mut |text| {
+                if let Some(sink) = on_text {
+                    sink(text);
+                }
+            },
         )
         .map_err(|e| permanent(e.to_string()))?;
     tracing::debug!(
@@ -182,13 +187,35 @@ impl Provider for EmbeddedProvider {
         &'a self,
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<ModelResponse, ProviderError>> {
+        self.generate_on_a_thread(request, None)
+    }
+
+    fn complete_streaming<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+        on_text: TextSink,
+    ) -> BoxFuture<'a, Result<ModelResponse, ProviderError>> {
+        self.generate_on_a_thread(request, Some(on_text))
+    }
+}
+
+impl EmbeddedProvider {
+    /// One generation on a blocking thread (the model computes there), its text streamed
+    /// to `on_text` as whole characters come.
+    fn generate_on_a_thread<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+        on_text: Option<TextSink>,
+    ) -> BoxFuture<'a, Result<ModelResponse, ProviderError>> {
         Box::pin(async move {
             let path = self.path.clone();
             let loaded = Arc::clone(&self.loaded);
             let request = request.clone();
-            tokio::task::spawn_blocking(move || generate(&path, &loaded, &request))
-                .await
-                .map_err(|e| permanent(format!("the generation thread failed: {e}")))?
+            tokio::task::spawn_blocking(move || {
+                generate(&path, &loaded, &request, on_text.as_ref())
+            })
+            .await
+            .map_err(|e| permanent(format!("the generation thread failed: {e}")))?
         })
     }
 }

@@ -5,6 +5,8 @@
 //!   — across a restart of the server too;
 //! - `status` (no id): the run's status, state and wait, whenever they change;
 //! - `attempt` (no id): an attempt of a state starting, for runs this server drives;
+//! - `token` (no id): text a model is producing in a state (`{"state", "text"}`), as it
+//!   comes, for runs this server drives on a model that streams (the embedded one);
 //! - `end` (no id): the run is finished and every entry was sent; the stream closes.
 
 use std::convert::Infallible;
@@ -153,16 +155,20 @@ async fn follow(
             tokio::select! {
                 rung = bell.recv() => match rung {
                     Ok((run, event)) if *run == *id => {
-                        if let LiveEvent::Attempt { state: s, attempt } = event {
-                            let data = json!({"state": s, "attempt": attempt});
-                            if let Ok(event) = Event::default().event("attempt").json_data(&data)
-                                && tx.send(event).await.is_err()
-                            {
-                                return;
+                        let (kind, data) = match event {
+                            LiveEvent::Attempt { state: s, attempt } => {
+                                ("attempt", json!({"state": s, "attempt": attempt}))
                             }
-                            continue;
+                            LiveEvent::Text { state: s, text } => {
+                                ("token", json!({"state": s, "text": text}))
+                            }
+                            _ => break,
+                        };
+                        if let Ok(event) = Event::default().event(kind).json_data(&data)
+                            && tx.send(event).await.is_err()
+                        {
+                            return;
                         }
-                        break;
                     }
                     Ok(_) => continue,
                     Err(broadcast::error::RecvError::Lagged(_)) => break,
