@@ -1,6 +1,7 @@
 """Drives `claij serve`'s web page in headless Chromium with Selenium (WebDriver).
 
     page.py BASE_URL RUN_ID ARTIFACTS_DIR
+    page.py --hook LINK_URL ARTIFACTS_DIR
 
 RUN_ID is a human-approval run that waits in `approve`. The script opens the runs list,
 finds the run, opens it, checks its graph (the `approve` node lit) and its trail, answers
@@ -12,6 +13,13 @@ Screenshots go to ARTIFACTS_DIR (page-1-list.png … page-4-completed.png). Prin
 line summarising what it saw; exits non-zero (with the reason on stderr) when a check
 fails. chromedriver comes from PATH, else /usr/bin/chromedriver (Debian's
 chromium-driver: scripts/setup/chromium).
+
+With --hook, LINK_URL is a resume link (BASE_URL/hooks/SECRET) to the `approve` wait of a
+human-approval run, opened as a person who got it by mail would (no API token): the form
+shows the prompt and both answers; an answer the validator refuses (approver "x") shows
+the message by the approver field; a good one (approver "ada") shows the thank-you with
+the run's status; the page reloaded says the link no longer answers; a forged link (one
+digit changed) says it is not valid. Screenshots: page-5-link.png … page-8-link-used.png.
 """
 
 import json
@@ -71,29 +79,42 @@ def start_driver(profile):
     return webdriver.Chrome(options=options, service=Service(executable_path=chromedriver_binary()))
 
 
-def main():
-    base, run_id, artifacts = sys.argv[1].rstrip("/"), sys.argv[2], sys.argv[3]
-    artifacts = os.path.realpath(artifacts)
-    os.makedirs(artifacts, exist_ok=True)
-    # A fresh profile, at a plain path (Chromium cannot start with `..` in it).
-    profile = tempfile.mkdtemp(prefix="claij-page-")
-    summary = {"run": run_id, "screenshots": []}
-    driver = start_driver(profile)
-    wait = WebDriverWait(driver, TIMEOUT, poll_frequency=0.1)
-    step = "start"
+class Browser:
+    """A headless Chromium with a fresh profile, the summary being built, and the step."""
 
-    def shot(name):
-        path = os.path.join(artifacts, name)
-        driver.save_screenshot(path)
-        summary["screenshots"].append(path)
+    def __init__(self, artifacts, summary):
+        self.artifacts = artifacts
+        self.summary = summary
+        # A fresh profile, at a plain path (Chromium cannot start with `..` in it).
+        self.profile = tempfile.mkdtemp(prefix="claij-page-")
+        self.driver = start_driver(self.profile)
+        self.wait = WebDriverWait(self.driver, TIMEOUT, poll_frequency=0.1)
+        self.step = "start"
 
-    def js(script, *args):
-        return driver.execute_script(script, *args)
+    def shot(self, name):
+        path = os.path.join(self.artifacts, name)
+        self.driver.save_screenshot(path)
+        self.summary["screenshots"].append(path)
 
-    def until(what, condition):
-        nonlocal step
-        step = what
-        return wait.until(lambda d: condition())
+    def js(self, script, *args):
+        return self.driver.execute_script(script, *args)
+
+    def until(self, what, condition):
+        self.step = what
+        return self.wait.until(lambda d: condition())
+
+    def severe_logs(self):
+        """The console's errors: a script error, a refusal by the content security policy."""
+        return [entry["message"] for entry in self.driver.get_log("browser") if entry.get("level") == "SEVERE"]
+
+    def quit(self):
+        self.driver.quit()
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+def drive_run(b, base, run_id):
+    """The runs list, the run, a refused answer, a good one, the run completing live."""
+    driver, summary, until, js, shot = b.driver, b.summary, b.until, b.js, b.shot
 
     def lit():
         return js(
@@ -110,103 +131,203 @@ def main():
     def status():
         return js("const s = document.getElementById('run-status'); return s ? s.dataset.status || null : null;")
 
+    # 1. The runs list: the run is there, waiting.
+    driver.get(f"{base}/#/")
+    row_css = f'[data-testid="run-row"][data-run-id="{run_id}"]'
+    row = until("the run is listed", lambda: driver.find_elements(By.CSS_SELECTOR, row_css) or None)[0]
+    summary["listed_status"] = row.get_attribute("data-status")
+    summary["list_title"] = driver.title
+    until("the list is drawn", lambda: driver.find_element(By.ID, "status-filter").is_displayed())
+    until("the workflows are listed", lambda: driver.find_elements(By.CSS_SELECTOR, '[data-testid="definition"][data-fsm="human-approval"]') or None)
+    shot("page-1-list.png")
+
+    # 2. The run: graph with `approve` lit, the trail so far, the form.
+    row.find_element(By.CSS_SELECTOR, '[data-testid="run-link"]').click()
+    until("the run opens", lambda: driver.current_url.endswith(f"#/runs/{run_id}"))
+    until("the run's status shows", lambda: status() == "suspended")
+    until("the graph is drawn with `approve` lit", lambda: lit() == "approve")
+    until("the live stream connects", lambda: driver.find_element(By.ID, "live-state").get_attribute("data-state") == "live")
+    until("the trail shows the entries so far", lambda: len(trail()) >= 2)
+    until("the answer form shows", lambda: driver.find_element(By.ID, "answer-form").is_displayed())
+    # A mark on the window: gone if the page were reloaded.
+    js("window.__claijMark = 'kept';")
+    summary["state_before"] = driver.find_element(By.ID, "run-state").text
+    summary["lit_before"] = lit()
+    summary["trail_before"] = trail()
+    summary["graph_nodes"] = js(
+        "return [...document.querySelectorAll('#graph svg g.node title')].map(t => t.textContent.trim());"
+    )
+    answers = Select(driver.find_element(By.ID, "answer-select"))
+    summary["answers"] = [o.text for o in answers.options]
+    summary["interrupt_shown"] = driver.find_element(By.ID, "interrupt-button").is_displayed()
+    summary["prompt"] = driver.find_element(By.ID, "wait-prompt").text
+    shot("page-2-run.png")
+
+    # 3. A refused answer: the validator's message by the approver field.
+    answers.select_by_value("0")
+    until("the form is for approve -> deploy", lambda: driver.find_element(By.ID, "answer-form").get_attribute("data-transition") == "approve->deploy")
+    approver = driver.find_element(By.ID, "field-approver")
+    summary["approver_required"] = approver.get_attribute("aria-required") == "true"
+    approver.clear()
+    approver.send_keys("x")
+    driver.find_element(By.ID, "answer-submit").click()
+    error = until(
+        "the refusal shows by the approver field",
+        lambda: (lambda e: e if e.is_displayed() and e.text.strip() else None)(driver.find_element(By.ID, "error-approver")),
+    )
+    summary["refused_message"] = error.text.strip()
+    summary["refused_field_invalid"] = approver.get_attribute("aria-invalid") == "true"
+    summary["general_error_shown"] = driver.find_element(By.ID, "form-error").is_displayed()
+    summary["status_after_refusal"] = status()
+    summary["trail_after_refusal"] = len(trail())
+    shot("page-3-refused.png")
+
+    # 4. A good answer: the run completes, live.
+    approver = driver.find_element(By.ID, "field-approver")
+    approver.clear()
+    approver.send_keys("ada")
+    driver.find_element(By.ID, "answer-submit").click()
+    until("the status becomes completed", lambda: status() == "completed")
+    until("the answer's entry arrives in the trail", lambda: any(e[1] == "approve" and e[2] == "deploy" for e in trail()))
+    until("the light moves to deploy", lambda: lit() == "deploy")
+    until("the form is gone", lambda: not driver.find_elements(By.ID, "answer-form"))
+    until("the stream ends", lambda: driver.find_element(By.ID, "live-state").get_attribute("data-state") == "ended")
+    until("the result shows", lambda: driver.find_elements(By.ID, "run-result") or None)
+    summary["status_after"] = status()
+    summary["state_after"] = driver.find_element(By.ID, "run-state").text
+    summary["lit_after"] = lit()
+    summary["trail_after"] = trail()
+    summary["answer_event"] = json.loads(
+        js(
+            "const r = document.querySelector('#trail [data-from=approve][data-to=deploy] pre');"
+            "return r ? r.textContent : 'null';"
+        )
+    )
+    summary["result"] = json.loads(driver.find_element(By.ID, "run-result").get_attribute("textContent"))
+    summary["interrupt_shown_after"] = driver.find_element(By.ID, "interrupt-button").is_displayed()
+    summary["not_reloaded"] = js("return window.__claijMark === 'kept';")
+    shot("page-4-completed.png")
+
+    # The console: no script error, nothing refused by the content security policy.
+    # (Chromium logs the refused answer's 422 as a failed load: expected, set apart.)
+    severe = b.severe_logs()
+    summary["refusals_logged"] = [m for m in severe if "/resume" in m and "422" in m]
+    summary["console_errors"] = [m for m in severe if m not in summary["refusals_logged"]]
+
+
+def drive_link(b, link):
+    """A resume link opened in a browser: its form, a refused answer, a good one, the link
+    used."""
+    driver, summary, until, js, shot = b.driver, b.summary, b.until, b.js, b.shot
+
+    def state():
+        return js("const v = document.getElementById('link-view'); return v ? v.dataset.state : null;")
+
+    def shown(element_id):
+        found = driver.find_elements(By.ID, element_id)
+        return bool(found) and found[0].is_displayed()
+
+    # 1. The link: the question, its prompt, both answers; no token asked, no runs list.
+    driver.get(link)
+    until("the link's form shows", lambda: state() == "open" and shown("answer-form"))
+    summary["title"] = driver.find_element(By.ID, "link-title").text
+    summary["page_title"] = driver.title
+    summary["state"] = driver.find_element(By.ID, "link-state").text
+    summary["prompt"] = driver.find_element(By.ID, "wait-prompt").text
+    answers = Select(driver.find_element(By.ID, "answer-select"))
+    summary["answers"] = [o.text for o in answers.options]
+    summary["token_asked"] = js("return document.getElementById('token-dialog').open;")
+    summary["nav_shown"] = shown("nav-runs")
+    # Links to the runs a person could follow (the person has no token).
+    summary["runs_links_shown"] = js(
+        "return [...document.querySelectorAll('a[href^=\"#/\"]')].filter(a => a.offsetParent !== null).length;"
+    )
+    shot("page-5-link.png")
+
+    # 2. A refused answer: the validator's message by the approver field; the form stays.
+    answers.select_by_value("0")
+    until("the form is for approve -> deploy", lambda: driver.find_element(By.ID, "answer-form").get_attribute("data-transition") == "approve->deploy")
+    approver = driver.find_element(By.ID, "field-approver")
+    summary["approver_required"] = approver.get_attribute("aria-required") == "true"
+    approver.clear()
+    approver.send_keys("x")
+    driver.find_element(By.ID, "answer-submit").click()
+    error = until(
+        "the refusal shows by the approver field",
+        lambda: (lambda e: e if e.is_displayed() and e.text.strip() else None)(driver.find_element(By.ID, "error-approver")),
+    )
+    summary["refused_message"] = error.text.strip()
+    summary["refused_field_invalid"] = approver.get_attribute("aria-invalid") == "true"
+    summary["general_error_shown"] = shown("form-error")
+    summary["state_after_refusal"] = state()
+    shot("page-6-link-refused.png")
+
+    # 3. A good answer: the thank-you, with the run's status.
+    approver = driver.find_element(By.ID, "field-approver")
+    approver.clear()
+    approver.send_keys("ada")
+    driver.find_element(By.ID, "answer-submit").click()
+    until("the thank-you shows", lambda: state() == "answered" and shown("link-done"))
+    done = driver.find_element(By.ID, "link-done")
+    summary["done_text"] = done.text
+    summary["done_status"] = done.get_attribute("data-status")
+    summary["done_next"] = driver.find_element(By.ID, "link-run-next").text
+    summary["form_gone"] = not driver.find_elements(By.ID, "answer-form")
+    shot("page-7-link-done.png")
+
+    # 4. The link again: it no longer answers.
+    driver.refresh()
+    until("the reloaded link says it no longer answers", lambda: state() == "used" and shown("link-message"))
+    summary["used_reason"] = driver.find_element(By.ID, "link-message").get_attribute("data-reason")
+    summary["used_message"] = driver.find_element(By.ID, "link-message-title").text
+    summary["form_after_reload"] = bool(driver.find_elements(By.ID, "answer-form"))
+    shot("page-8-link-used.png")
+
+    # 5. A forged link (one digit changed): not valid.
+    forged = link[:-1] + ("1" if link.endswith("0") else "0")
+    driver.get(forged)
+    until("the forged link says it is not valid", lambda: state() == "invalid" and shown("link-message"))
+    summary["forged_message"] = driver.find_element(By.ID, "link-message-title").text
+
+    # The console: no script error, nothing refused by the content security policy.
+    # (Chromium logs the link's 422, 410 and 404 answers as failed loads: expected, set
+    # apart.)
+    severe = b.severe_logs()
+    summary["refusals_logged"] = [m for m in severe if "/hooks/" in m and any(f" {c} " in m for c in ("422", "410", "404"))]
+    summary["console_errors"] = [m for m in severe if m not in summary["refusals_logged"]]
+
+
+def main():
+    args = sys.argv[1:]
+    if len(args) == 3 and args[0] == "--hook":
+        mode, link, artifacts = "link", args[1], args[2]
+        summary = {"link": link, "screenshots": []}
+    elif len(args) == 3:
+        mode, base, run_id, artifacts = "run", args[0].rstrip("/"), args[1], args[2]
+        summary = {"run": run_id, "screenshots": []}
+    else:
+        sys.exit("usage: page.py BASE_URL RUN_ID ARTIFACTS_DIR | page.py --hook LINK_URL ARTIFACTS_DIR")
+    artifacts = os.path.realpath(artifacts)
+    os.makedirs(artifacts, exist_ok=True)
+    b = Browser(artifacts, summary)
     try:
-        # 1. The runs list: the run is there, waiting.
-        driver.get(f"{base}/#/")
-        row_css = f'[data-testid="run-row"][data-run-id="{run_id}"]'
-        row = until("the run is listed", lambda: driver.find_elements(By.CSS_SELECTOR, row_css) or None)[0]
-        summary["listed_status"] = row.get_attribute("data-status")
-        summary["list_title"] = driver.title
-        until("the list is drawn", lambda: driver.find_element(By.ID, "status-filter").is_displayed())
-        until("the workflows are listed", lambda: driver.find_elements(By.CSS_SELECTOR, '[data-testid="definition"][data-fsm="human-approval"]') or None)
-        shot("page-1-list.png")
-
-        # 2. The run: graph with `approve` lit, the trail so far, the form.
-        row.find_element(By.CSS_SELECTOR, '[data-testid="run-link"]').click()
-        until("the run opens", lambda: driver.current_url.endswith(f"#/runs/{run_id}"))
-        until("the run's status shows", lambda: status() == "suspended")
-        until("the graph is drawn with `approve` lit", lambda: lit() == "approve")
-        until("the live stream connects", lambda: driver.find_element(By.ID, "live-state").get_attribute("data-state") == "live")
-        until("the trail shows the entries so far", lambda: len(trail()) >= 2)
-        until("the answer form shows", lambda: driver.find_element(By.ID, "answer-form").is_displayed())
-        # A mark on the window: gone if the page were reloaded.
-        js("window.__claijMark = 'kept';")
-        summary["state_before"] = driver.find_element(By.ID, "run-state").text
-        summary["lit_before"] = lit()
-        summary["trail_before"] = trail()
-        summary["graph_nodes"] = js(
-            "return [...document.querySelectorAll('#graph svg g.node title')].map(t => t.textContent.trim());"
-        )
-        answers = Select(driver.find_element(By.ID, "answer-select"))
-        summary["answers"] = [o.text for o in answers.options]
-        summary["interrupt_shown"] = driver.find_element(By.ID, "interrupt-button").is_displayed()
-        summary["prompt"] = driver.find_element(By.ID, "wait-prompt").text
-        shot("page-2-run.png")
-
-        # 3. A refused answer: the validator's message by the approver field.
-        answers.select_by_value("0")
-        until("the form is for approve -> deploy", lambda: driver.find_element(By.ID, "answer-form").get_attribute("data-transition") == "approve->deploy")
-        approver = driver.find_element(By.ID, "field-approver")
-        summary["approver_required"] = approver.get_attribute("aria-required") == "true"
-        approver.clear()
-        approver.send_keys("x")
-        driver.find_element(By.ID, "answer-submit").click()
-        error = until(
-            "the refusal shows by the approver field",
-            lambda: (lambda e: e if e.is_displayed() and e.text.strip() else None)(driver.find_element(By.ID, "error-approver")),
-        )
-        summary["refused_message"] = error.text.strip()
-        summary["refused_field_invalid"] = approver.get_attribute("aria-invalid") == "true"
-        summary["general_error_shown"] = driver.find_element(By.ID, "form-error").is_displayed()
-        summary["status_after_refusal"] = status()
-        summary["trail_after_refusal"] = len(trail())
-        shot("page-3-refused.png")
-
-        # 4. A good answer: the run completes, live.
-        approver = driver.find_element(By.ID, "field-approver")
-        approver.clear()
-        approver.send_keys("ada")
-        driver.find_element(By.ID, "answer-submit").click()
-        until("the status becomes completed", lambda: status() == "completed")
-        until("the answer's entry arrives in the trail", lambda: any(e[1] == "approve" and e[2] == "deploy" for e in trail()))
-        until("the light moves to deploy", lambda: lit() == "deploy")
-        until("the form is gone", lambda: not driver.find_elements(By.ID, "answer-form"))
-        until("the stream ends", lambda: driver.find_element(By.ID, "live-state").get_attribute("data-state") == "ended")
-        until("the result shows", lambda: driver.find_elements(By.ID, "run-result") or None)
-        summary["status_after"] = status()
-        summary["state_after"] = driver.find_element(By.ID, "run-state").text
-        summary["lit_after"] = lit()
-        summary["trail_after"] = trail()
-        summary["answer_event"] = json.loads(
-            js(
-                "const r = document.querySelector('#trail [data-from=approve][data-to=deploy] pre');"
-                "return r ? r.textContent : 'null';"
-            )
-        )
-        summary["result"] = json.loads(driver.find_element(By.ID, "run-result").get_attribute("textContent"))
-        summary["interrupt_shown_after"] = driver.find_element(By.ID, "interrupt-button").is_displayed()
-        summary["not_reloaded"] = js("return window.__claijMark === 'kept';")
-        shot("page-4-completed.png")
-
-        # The console: no script error, nothing refused by the content security policy.
-        # (Chromium logs the refused answer's 422 as a failed load: expected, set apart.)
-        severe = [entry["message"] for entry in driver.get_log("browser") if entry.get("level") == "SEVERE"]
-        summary["refusals_logged"] = [m for m in severe if "/resume" in m and "422" in m]
-        summary["console_errors"] = [m for m in severe if m not in summary["refusals_logged"]]
+        if mode == "link":
+            drive_link(b, link)
+        else:
+            drive_run(b, base, run_id)
     except TimeoutException:
-        summary["failed_at"] = step
+        summary["failed_at"] = b.step
         try:
-            shot("page-failure.png")
-            summary["console"] = [entry["message"] for entry in driver.get_log("browser")]
-            summary["body"] = driver.find_element(By.TAG_NAME, "body").text[:2000]
+            b.shot("page-failure.png")
+            summary["console"] = [entry["message"] for entry in b.driver.get_log("browser")]
+            summary["body"] = b.driver.find_element(By.TAG_NAME, "body").text[:2000]
         except Exception as e:  # noqa: BLE001 - the report matters more than this
             summary["report_error"] = str(e)
         print(json.dumps(summary), flush=True)
-        print(f"page.py: timed out waiting: {step}", file=sys.stderr)
+        print(f"page.py: timed out waiting: {b.step}", file=sys.stderr)
         sys.exit(1)
     finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
+        b.quit()
     print(json.dumps(summary), flush=True)
 
 

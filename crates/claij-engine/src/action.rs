@@ -73,13 +73,18 @@ pub struct RunScope<'a> {
 }
 
 impl<'a> ActionInput<'a> {
-    /// Where to send text this action produces as it comes (a model's tokens), when the
-    /// run has observers: each piece reaches them as `Observer::text_produced`.
+    /// Where to send text this action produces as it comes (a model's tokens), when an
+    /// observer of the run wants it: each piece reaches them as `Observer::text_produced`.
     pub fn text_sink(&self) -> Option<TextSink> {
-        if self.observers.is_empty() {
+        let observers: Vec<Arc<dyn Observer>> = self
+            .observers
+            .iter()
+            .filter(|o| o.wants_text())
+            .cloned()
+            .collect();
+        if observers.is_empty() {
             return None;
         }
-        let observers = self.observers.to_vec();
         let run_id = self.run_id.to_owned();
         let state = self.state.id.to_string();
         Some(Arc::new(move |text: &str| {

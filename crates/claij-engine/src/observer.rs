@@ -16,6 +16,12 @@ pub trait Observer: Send + Sync {
     /// An attempt of `state` is starting.
     fn attempt_started(&self, _run_id: &str, _state: &State, _attempt: u32) {}
 
+    /// Whether this observer wants [`text_produced`](Self::text_produced): actions stream
+    /// what they produce (a model's tokens) only when one does.
+    fn wants_text(&self) -> bool {
+        false
+    }
+
     /// An action is producing text (a model's tokens, as they come) in `state`; called
     /// from whatever thread produces it.
     fn text_produced(&self, _run_id: &str, _state: &str, _text: &str) {}

@@ -94,6 +94,12 @@ pub struct ProviderConfig {
     /// Whether the provider takes tools (default true).
     #[serde(default)]
     pub tools: Option<bool>,
+    /// OpenAI-compatible only: whether answers may be streamed (`stream: true`) when
+    /// something watches a run's tokens (`claij serve`'s event streams); default true. A
+    /// server that sends no usage with a streamed answer (llama-cpp-python's) leaves such
+    /// steps without token counts: `stream = false` keeps them.
+    #[serde(default)]
+    pub stream: Option<bool>,
     /// Seconds before a request is abandoned (default 120).
     #[serde(default)]
     pub timeout_secs: Option<u64>,
@@ -316,6 +322,7 @@ pub(crate) fn builtin_providers() -> Vec<(&'static str, ProviderConfig)> {
         api_key: None,
         json_flavour: None,
         tools: None,
+        stream: None,
         timeout_secs: None,
         max_retries: None,
     };

@@ -69,46 +69,10 @@ impl Http {
 
     /// POSTs `call.body`; the parsed JSON answer of a 2xx, else a classified error.
     pub async fn post(&self, provider: &str, call: &HttpCall) -> Result<Value, ProviderError> {
-        let secrets: Vec<&Secret> = call
-            .headers
-            .iter()
-            .filter_map(|(_, v)| match v {
-                HeaderValue::Secret(_, s) => Some(s),
-                HeaderValue::Plain(_) => None,
-            })
-            .collect();
-        let scrub = |text: String| secrets.iter().fold(text, |t, s| s.scrub(&t));
-        let mut request = self
-            .client
-            .post(&call.url)
-            .header("content-type", "application/json")
-            .body(call.body.to_string());
-        for (name, value) in &call.headers {
-            request = match value {
-                HeaderValue::Plain(v) => request.header(name.as_str(), v.as_str()),
-                HeaderValue::Secret(prefix, s) => {
-                    request.header(name.as_str(), format!("{prefix}{}", s.expose()))
-                }
-            };
-        }
-        let response = match request.send().await {
-            Ok(r) => r,
-            Err(e) => {
-                // reqwest's message holds the URL (never a key) and the cause.
-                let message = scrub(describe_send_error(&e));
-                return Err(ProviderError::Transient {
-                    provider: provider.to_owned(),
-                    message,
-                    retry_after: None,
-                });
-            }
-        };
+        let scrub = |text: String| scrub_secrets(call, text);
+        let response = self.send(provider, call).await?;
         let status = response.status();
-        let retry_after = response
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(parse_retry_after);
+        let retry_after = retry_after_of(&response);
         let text = match response.text().await {
             Ok(t) => t,
             Err(e) => {
@@ -125,19 +89,126 @@ impl Http {
                 message: scrub(format!("the answer is not JSON ({e}): {}", snippet(&text))),
             });
         }
-        let message = scrub(format!("HTTP {status}: {}", snippet(&text)));
-        if status.as_u16() == 429 || status.as_u16() == 408 || status.is_server_error() {
-            Err(ProviderError::Transient {
-                provider: provider.to_owned(),
-                message,
-                retry_after,
-            })
-        } else {
-            Err(ProviderError::Permanent {
-                provider: provider.to_owned(),
-                message,
-            })
+        failure(provider, status, retry_after, &text, call)
+    }
+
+    /// POSTs `call.body` and reads the answer as server-sent events: each `data:` line's
+    /// JSON goes to `on_event` as it arrives (`[DONE]` ends the stream). A non-2xx answer
+    /// is a classified error, as with [`post`](Self::post).
+    pub async fn post_stream(
+        &self,
+        provider: &str,
+        call: &HttpCall,
+        on_event: &mut (dyn FnMut(Value) + Send),
+    ) -> Result<(), ProviderError> {
+        let scrub = |text: String| scrub_secrets(call, text);
+        let mut response = self.send(provider, call).await?;
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after = retry_after_of(&response);
+            let text = response.text().await.unwrap_or_default();
+            return failure(provider, status, retry_after, &text, call);
         }
+        let broken = |e: reqwest::Error| ProviderError::Transient {
+            provider: provider.to_owned(),
+            message: scrub(format!("reading the streamed answer failed: {e}")),
+            retry_after: None,
+        };
+        let mut pending: Vec<u8> = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(broken)? {
+            pending.extend_from_slice(&chunk);
+            while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=end).collect();
+                let line = String::from_utf8_lossy(&line);
+                let Some(data) = line.trim_end().strip_prefix("data:") else {
+                    continue;
+                };
+                let data = data.trim();
+                if data == "[DONE]" {
+                    return Ok(());
+                }
+                let event = serde_json::from_str(data).map_err(|e| ProviderError::Permanent {
+                    provider: provider.to_owned(),
+                    message: scrub(format!(
+                        "a streamed event is not JSON ({e}): {}",
+                        snippet(data)
+                    )),
+                })?;
+                on_event(event);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends `call`: the response of any status, or a transient error when none came.
+    async fn send(
+        &self,
+        provider: &str,
+        call: &HttpCall,
+    ) -> Result<reqwest::Response, ProviderError> {
+        let mut request = self
+            .client
+            .post(&call.url)
+            .header("content-type", "application/json")
+            .body(call.body.to_string());
+        for (name, value) in &call.headers {
+            request = match value {
+                HeaderValue::Plain(v) => request.header(name.as_str(), v.as_str()),
+                HeaderValue::Secret(prefix, s) => {
+                    request.header(name.as_str(), format!("{prefix}{}", s.expose()))
+                }
+            };
+        }
+        request.send().await.map_err(|e| ProviderError::Transient {
+            provider: provider.to_owned(),
+            // reqwest's message holds the URL (never a key) and the cause.
+            message: scrub_secrets(call, describe_send_error(&e)),
+            retry_after: None,
+        })
+    }
+}
+
+/// `text` with the call's secrets taken out.
+fn scrub_secrets(call: &HttpCall, text: String) -> String {
+    call.headers
+        .iter()
+        .filter_map(|(_, v)| match v {
+            HeaderValue::Secret(_, s) => Some(s),
+            HeaderValue::Plain(_) => None,
+        })
+        .fold(text, |t, s| s.scrub(&t))
+}
+
+/// The `Retry-After` of an answer, when it has one.
+fn retry_after_of(response: &reqwest::Response) -> Option<Duration> {
+    response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_retry_after)
+}
+
+/// The error of a non-2xx answer: transient for 408, 429 and 5xx (with its
+/// `Retry-After`), permanent otherwise.
+fn failure<T>(
+    provider: &str,
+    status: reqwest::StatusCode,
+    retry_after: Option<Duration>,
+    text: &str,
+    call: &HttpCall,
+) -> Result<T, ProviderError> {
+    let message = scrub_secrets(call, format!("HTTP {status}: {}", snippet(text)));
+    if status.as_u16() == 429 || status.as_u16() == 408 || status.is_server_error() {
+        Err(ProviderError::Transient {
+            provider: provider.to_owned(),
+            message,
+            retry_after,
+        })
+    } else {
+        Err(ProviderError::Permanent {
+            provider: provider.to_owned(),
+            message,
+        })
     }
 }
 

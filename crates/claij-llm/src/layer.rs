@@ -161,6 +161,7 @@ impl LlmLayer {
                     .to_owned(),
                 json_flavour: c.json_flavour.unwrap_or(JsonFlavour::JsonSchema),
                 tools: c.tools.unwrap_or(true),
+                stream: c.stream.unwrap_or(true),
                 http,
             };
             layer.provider_retry.insert(

@@ -27,6 +27,7 @@ fn provider(base_url: &str) -> HttpProvider {
         key: None,
         json_flavour: JsonFlavour::JsonObject,
         tools: false,
+        stream: true,
         http: Http::new(Duration::from_secs(300)).unwrap(),
     }
 }
@@ -129,4 +130,50 @@ max_tokens = 120
     assert_eq!(took.model.as_deref(), Some("smol"));
     assert!(took.usage.as_ref().unwrap().input_tokens > 0);
     drop(server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openai_compatible_answer_streams_piece_by_piece_from_a_real_llama_cpp_server() {
+    let server = LlamaServer::start().await;
+    let p = provider(&server.base_url);
+    let request = ModelRequest {
+        model: "smollm2".into(),
+        messages: vec![Message::user("Count from one to five in words.")],
+        enforcement: enforce::build(Mode::Prompt, &[], &Map::new()),
+        decoding: Decoding {
+            temperature: Some(0.0),
+            seed: Some(1),
+            max_tokens: Some(24),
+            top_p: None,
+        },
+    };
+    let pieces = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink_pieces = pieces.clone();
+    let sink: claij_engine::TextSink = std::sync::Arc::new(move |text: &str| {
+        sink_pieces.lock().unwrap().push(text.to_owned());
+    });
+    let streamed = p
+        .complete_streaming(&request, sink)
+        .await
+        .expect("a streamed completion");
+    let pieces = pieces.lock().unwrap().clone();
+    assert!(pieces.len() > 1, "the answer came in pieces: {pieces:?}");
+    assert_eq!(pieces.concat(), streamed.text, "the pieces are the answer");
+    // llama-cpp-python sends no usage with a streamed answer (`stream_options` is
+    // OpenAI's): the step has no token counts; `stream = false` keeps them.
+    assert_eq!(streamed.tokens, None);
+    let mut not_streaming = p.clone();
+    not_streaming.stream = false;
+    let counted = not_streaming
+        .complete_streaming(&request, std::sync::Arc::new(|_: &str| {}))
+        .await
+        .expect("a whole completion");
+    assert!(
+        counted.tokens.is_some_and(|t| t.output > 0),
+        "usage of a whole answer"
+    );
+    assert_eq!(counted.text, streamed.text);
+    // The same request answered whole says the same (greedy, same seed).
+    let whole = p.complete(&request).await.expect("a plain completion");
+    assert_eq!(whole.text, streamed.text);
 }

@@ -229,6 +229,7 @@ fn provider(kind: ProviderKind, flavour: JsonFlavour) -> HttpProvider {
         key: None,
         json_flavour: flavour,
         tools: true,
+        stream: true,
         http: Http::new(Duration::from_secs(5)).unwrap(),
     }
 }

@@ -24,6 +24,7 @@ fn provider(kind: ProviderKind, flavour: JsonFlavour) -> HttpProvider {
         key: Some(Secret::new("sk-wire-KEY")),
         json_flavour: flavour,
         tools: true,
+        stream: true,
         http: Http::new(Duration::from_secs(5)).unwrap(),
     }
 }

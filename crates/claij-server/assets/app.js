@@ -10,6 +10,10 @@
 //   #/runs/ID     one run: its status and state, its FSM drawn with the current state lit,
 //                 its trail growing live (server-sent events read with fetch()), the form
 //                 that answers it when it waits, the button that interrupts it
+// Link mode (the URL's path is /hooks/SECRET: a resume link opened in a browser): no hash
+// router, no token, no way to the runs; one card with the link's question (GET of the link
+// as JSON) and its form, posted to the link itself (POST /hooks/SECRET?wait=10, the answer
+// as the body); then a thank-you, or why the link answers nothing (404, 409, 410).
 //
 // The API token: when a call answers 401 the page asks for the token, keeps it in
 // sessionStorage and sends it as `Authorization: Bearer …` (EventSource cannot send
@@ -48,6 +52,20 @@
 //   #run-result #run-failure        a completed run's result, a failed run's last failure
 //   #trail                          the trail's <tbody>: [data-testid="trail-entry"][data-seq][data-from][data-to]
 //   #trail-count                    how many entries are shown
+// The answer form, in a run's wait card and at a resume link alike:
+//   #wait-prompt #wait-expires      what the wait asks, when it expires (if it does)
+//   #answer-form #answer-select #field-NAME #error-NAME #form-error #answer-submit   as above
+// A resume link (/hooks/SECRET):
+//   #link-view                      the view ([data-state]: loading, open, answered, invalid,
+//                                   used, taken, error)
+//   #link-card                      the one card
+//   #link-title                     "Your answer is needed"
+//   #link-state                     the state that waits
+//   #link-done                      the thank-you ([data-status]: the run's status after)
+//   #link-run-status #link-run-next the run's status badge, and what it does now
+//   #link-message                   why the link answers nothing ([data-reason]: invalid,
+//                                   used, taken, error); #link-message-title its words
+//   #link-retry                     tries again after an error
 
 "use strict";
 
@@ -538,9 +556,11 @@ function placeField(place, base) {
 /**
  * A form that sends one of `answers` (`[{id: [from, to], description, schema}]`): a choice of
  * answer, the fields of its schema, a box for problems not placed at a field.
- * `send(input)` returns the Response; `onDone(response, body)` hears a 2xx.
+ * `send(input)` returns the Response; `onDone(response, body)` hears a 2xx;
+ * `onProblem(response, problem)`, if given, hears a refusal first and returns true when it
+ * dealt with it (else each problem is shown by its field, `base` being the answer's place).
  */
-function answerForm({ answers, root, ids, submitLabel, base, send, onDone }) {
+function answerForm({ answers, ids, submitLabel, base, send, onDone, onProblem }) {
   const select = h("select", { class: "input", id: ids.select, name: "answer" },
     answers.map((a, i) => h("option", { value: String(i) }, `${a.id[0]} → ${a.id[1]}${a.description ? ` — ${a.description}` : ""}`)));
   const describe = h("p", { class: "answer-description muted" });
@@ -598,6 +618,7 @@ function answerForm({ answers, root, ids, submitLabel, base, send, onDone }) {
         return;
       }
       const problem = body && typeof body === "object" ? body : { title: `HTTP ${response.status}`, detail: String(body) };
+      if (onProblem && onProblem(response, problem)) return;
       const byField = new Map();
       const unplaced = [];
       for (const e of problem.errors || []) {
@@ -629,6 +650,27 @@ function answerForm({ answers, root, ids, submitLabel, base, send, onDone }) {
     }
   });
   return form;
+}
+
+/**
+ * What a wait asks and the form that answers it, for a run's wait card and a resume link's
+ * card alike: the prompt (#wait-prompt), when the wait expires (#wait-expires), and the
+ * answer form (#answer-form, #answer-select, #answer-submit) for `answers`. `options` are
+ * answerForm's (base, send, onDone, onProblem, submitLabel).
+ */
+function waitParts(wait, answers, options) {
+  return {
+    prompt: wait.prompt ? h("blockquote", { class: "prompt", id: "wait-prompt" }, wait.prompt) : null,
+    expires: wait.expires_at
+      ? h("span", { class: "muted small", id: "wait-expires", title: fullTime(wait.expires_at) }, `expires ${until(wait.expires_at)}`)
+      : null,
+    form: answerForm({
+      submitLabel: "Send answer",
+      ...options,
+      answers,
+      ids: { form: "answer-form", select: "answer-select", submit: "answer-submit" },
+    }),
+  };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -967,10 +1009,7 @@ function runView(root, id) {
     const key = JSON.stringify([wait.state, answers.map((a) => a.id), run.trail_len]);
     if (key === waitKey) return;
     waitKey = key;
-    const form = answerForm({
-      answers,
-      ids: { form: "answer-form", select: "answer-select", submit: "answer-submit" },
-      submitLabel: "Send answer",
+    const parts = waitParts(wait, answers, {
       base: "$.input",
       send: (input) => api(`/runs/${encodeURIComponent(id)}/resume?wait=10`, { method: "POST", body: { input }, signal }),
       onDone: (_response, body) => {
@@ -987,10 +1026,8 @@ function runView(root, id) {
     fill(waitCard,
       h("div", { class: "card-head card-head-wait" }, h("h2", {}, "Waiting for an answer"),
         h("span", { class: "spacer" }),
-        wait.expires_at ? h("span", { class: "muted small", title: fullTime(wait.expires_at) }, `expires ${until(wait.expires_at)}`) : null),
-      h("div", { class: "pad" },
-        wait.prompt ? h("blockquote", { class: "prompt", id: "wait-prompt" }, wait.prompt) : null,
-        form));
+        parts.expires),
+      h("div", { class: "pad" }, parts.prompt, parts.form));
     waitCard.hidden = false;
   };
 
@@ -1143,13 +1180,127 @@ function runView(root, id) {
   return { destroy() { controller.abort(); clearInterval(ticker); document.title = "claij"; } };
 }
 
+/**
+ * A resume link opened in a browser (`/hooks/SECRET`): the one question it answers, for a
+ * person who has no API token. Nothing here calls the API: only the link itself, which
+ * needs no credential.
+ */
+function linkView(root) {
+  const controller = new AbortController();
+  const { signal } = controller;
+  const path = location.pathname;
+  const card = h("section", { class: "card link-card", id: "link-card" }, h("p", { class: "muted pad" }, "Loading…"));
+  const viewEl = h("div", { class: "view link-view", id: "link-view", dataset: { state: "loading" } }, card);
+  root.append(viewEl);
+
+  const show = (state, title, ...body) => {
+    viewEl.dataset.state = state;
+    document.title = `${title} · claij`;
+    fill(card, ...body);
+  };
+
+  /** The link answers nothing: why, in words (`reason`: invalid, used, taken, error). */
+  const refused = (reason, detail) => {
+    const words = {
+      invalid: ["This link is not valid", "Check that the whole link was opened, exactly as it was sent to you."],
+      used: ["This link no longer answers: the question was answered, withdrawn, or expired.", "There is nothing more to do here."],
+      taken: ["Someone else answered first.", "Your answer was not taken: the question was answered before it arrived."],
+      error: ["The question could not be read.", detail || "Try again in a moment."],
+    }[reason];
+    show(reason, reason === "error" ? "Error" : "Nothing to answer",
+      h("div", { class: `link-message link-message-${reason}`, id: "link-message", dataset: { reason }, role: "status" },
+        h("h1", { id: "link-message-title" }, words[0]),
+        h("p", { class: "muted" }, words[1]),
+        reason === "error" ? h("button", { type: "button", class: "btn", id: "link-retry", onclick: load }, "Try again") : null));
+  };
+
+  /** The answer was taken: what the run does now. */
+  const answered = (body) => {
+    const run = body && typeof body === "object" ? body : {};
+    const next = {
+      completed: `The run completed, in ${run.state}.`,
+      running: `The run goes on (now in ${run.state}).`,
+      suspended: `The run now waits in ${run.state}.`,
+      failed: `The run failed, in ${run.state}.`,
+      interrupted: "The run was interrupted.",
+    }[run.status] || "The run goes on.";
+    show("answered", "Thank you",
+      h("div", { class: "link-message link-message-done", id: "link-done", dataset: { status: run.status || "" }, role: "status" },
+        h("h1", {}, "Thank you: your answer was taken."),
+        h("p", {}, run.status ? badge(run.status, { id: "link-run-status" }) : null, " ", h("span", { id: "link-run-next" }, next)),
+        h("p", { class: "muted small" }, "You may close this page.")));
+  };
+
+  /** The question: the waiting state, its prompt, when it expires, the form. */
+  const question = (hook) => {
+    const parts = waitParts(hook, hook.answers || [], {
+      base: "$",
+      send: (answer) => fetch(`${path}?wait=10`, {
+        method: "POST",
+        headers: { accept: "application/json", "content-type": "application/json" },
+        body: JSON.stringify(answer),
+        cache: "no-store",
+        signal,
+      }),
+      onDone: (_response, body) => answered(body),
+      onProblem: (response) => {
+        const reason = { 404: "invalid", 409: "taken", 410: "used" }[response.status];
+        if (!reason) return false;
+        refused(reason);
+        return true;
+      },
+    });
+    show("open", "Your answer is needed",
+      h("div", { class: "card-head card-head-wait" },
+        h("h1", { id: "link-title" }, "Your answer is needed"),
+        h("span", { class: "spacer" }),
+        parts.expires),
+      h("div", { class: "pad link-body" },
+        h("p", { class: "link-state muted" }, "Step ", h("span", { class: "mono state-name", id: "link-state" }, hook.state)),
+        parts.prompt,
+        hook.answers && hook.answers.length
+          ? parts.form
+          : h("p", { class: "banner banner-error" }, "This question takes no answer here.")));
+    const first = $("#answer-form input, #answer-form textarea", card);
+    if (first) first.focus();
+  };
+
+  async function load() {
+    show("loading", "Loading", h("p", { class: "muted pad" }, "Loading…"));
+    try {
+      const response = await fetch(path, { headers: { accept: "application/json" }, cache: "no-store", signal });
+      const body = await readBody(response);
+      if (response.status === 404) return refused("invalid");
+      if (response.status === 410) return refused("used");
+      if (!response.ok || !body || typeof body !== "object") {
+        return refused("error", body && body.detail ? body.detail : `HTTP ${response.status}`);
+      }
+      question(body);
+    } catch (e) {
+      if (!signal.aborted) refused("error", e.message);
+    }
+  }
+
+  load();
+  return { destroy() { controller.abort(); document.title = "claij"; } };
+}
+
 // ---------------------------------------------------------------------------------------
 
-$("#token-button").addEventListener("click", () => {
-  sessionStorage.removeItem(TOKEN_KEY);
+if (location.pathname.startsWith("/hooks/")) {
+  // A resume link: its question only. No token, no way to the runs (the person has none).
+  document.body.classList.add("link-mode");
+  for (const nav of document.querySelectorAll(".nav")) nav.hidden = true;
+  $("#token-button").hidden = true;
+  $("#brand").removeAttribute("href");
+  view = linkView($("#app"));
+} else {
+  $("#token-button").addEventListener("click", () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    updateTokenButton();
+    toast("The token was forgotten in this tab.");
+  });
   updateTokenButton();
-  toast("The token was forgotten in this tab.");
-});
-updateTokenButton();
-window.addEventListener("hashchange", route);
-route();
+  window.addEventListener("hashchange", route);
+  route();
+}

@@ -89,6 +89,10 @@ impl Observer for Live {
         );
     }
 
+    fn wants_text(&self) -> bool {
+        true
+    }
+
     fn text_produced(&self, run_id: &str, state: &str, text: &str) {
         self.send(
             run_id,

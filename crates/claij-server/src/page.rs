@@ -1,7 +1,8 @@
 //! The web page: a single-page app served by the binary from embedded assets (no build
 //! step): the runs, live; one run with its FSM drawn and its current state lit, its trail
 //! growing as it goes (server-sent events), the form that answers a waiting run, and a
-//! button that interrupts it. See docs/SERVER.md, "The web page".
+//! button that interrupts it; and, at a resume link (`/hooks/{secret}`) opened in a
+//! browser, the form that answers that link's wait. See docs/SERVER.md, "The web page".
 //!
 //! The page and its assets need no token (the page asks the user for it when the API
 //! answers 401, and sends it with every call). The graph of an FSM, drawn by Graphviz,
@@ -62,6 +63,12 @@ fn page_headers(content_type: &'static str) -> [(HeaderName, HeaderValue); 5] {
 
 /// `GET /`: the page.
 async fn index() -> Response {
+    index_response()
+}
+
+/// The page's HTML with the page's headers: what `/` answers, and what a resume link
+/// answers a browser (the page then shows the link's form).
+pub(crate) fn index_response() -> Response {
     (page_headers("text/html; charset=utf-8"), INDEX_HTML).into_response()
 }
 

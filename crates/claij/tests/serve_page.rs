@@ -4,7 +4,9 @@
 //! scripts/setup/chromium, Selenium in the venv of scripts/setup/http-clients) through the
 //! runs list, the run (its graph with the waiting state lit, its trail), a refused answer
 //! (the validator's message by its field), a good one, and the run completing live.
-//! Screenshots are kept in target/artifacts/page-*.png. And the page's routes over HTTP:
+//! Screenshots are kept in target/artifacts/page-*.png. A resume link opened in the same
+//! browser, on a server with an API token the person never has: the link's form, a refused
+//! answer, a good one, the link used. And the page's routes over HTTP:
 //! the assets with their content security policy, the graph drawn by Graphviz, the token
 //! on the graph, and the answer when Graphviz is missing.
 
@@ -193,8 +195,8 @@ fn require_graphviz() {
 }
 
 /// `path` is a PNG `width` pixels wide and at least `min_height` high, with more in it
-/// than a blank page.
-fn assert_png(path: &Path, width: u32, min_height: u32) {
+/// than a blank page (at least `min_bytes`).
+fn assert_png(path: &Path, width: u32, min_height: u32, min_bytes: usize) {
     let bytes =
         std::fs::read(path).unwrap_or_else(|e| panic!("no screenshot {}: {e}", path.display()));
     assert!(bytes.len() > 24, "{} is empty", path.display());
@@ -209,13 +211,53 @@ fn assert_png(path: &Path, width: u32, min_height: u32) {
     let h = u32::from_be_bytes(bytes[20..24].try_into().unwrap());
     assert_eq!(w, width, "{}", path.display());
     assert!(h >= min_height, "{}: {w}×{h}", path.display());
-    // A blank page compresses to a few hundred bytes; a page with text and a graph does not.
+    // A blank page compresses to a few hundred bytes; a page with text does not.
     assert!(
-        bytes.len() > 15_000,
+        bytes.len() > min_bytes,
         "{}: a suspiciously small screenshot ({} bytes)",
         path.display(),
         bytes.len()
     );
+}
+
+/// target/artifacts, made if missing, with `shots` removed from it.
+fn artifacts(shots: &[&str]) -> PathBuf {
+    let dir = repo().join("target/artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.canonicalize().unwrap();
+    for shot in shots {
+        let _ = std::fs::remove_file(dir.join(shot));
+    }
+    dir
+}
+
+/// Runs tests/http-clients/page.py with `args` (4 minutes at most); its JSON summary.
+async fn page_py(python: &Path, args: &[&std::ffi::OsStr]) -> Value {
+    let driven = tokio::process::Command::new(python)
+        .arg(repo().join("tests/http-clients/page.py"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(240), driven)
+        .await
+        .expect("page.py ends within 4 minutes")
+        .expect("page.py starts");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "page.py failed ({}):\n{stderr}\n{stdout}",
+        out.status
+    );
+    stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .unwrap_or_else(|| panic!("no summary from page.py:\n{stdout}\n{stderr}"))
 }
 
 #[tokio::test]
@@ -241,45 +283,18 @@ async fn a_person_answers_a_waiting_run_on_the_web_page_and_watches_it_complete(
     assert_eq!(run["status"], "suspended", "{run}");
     let id = run["id"].as_str().unwrap().to_owned();
 
-    let artifacts = repo().join("target/artifacts");
-    std::fs::create_dir_all(&artifacts).unwrap();
-    let artifacts = artifacts.canonicalize().unwrap();
     let shots = [
         "page-1-list.png",
         "page-2-run.png",
         "page-3-refused.png",
         "page-4-completed.png",
     ];
-    for shot in shots {
-        let _ = std::fs::remove_file(artifacts.join(shot));
-    }
-    let driven = tokio::process::Command::new(&python)
-        .arg(repo().join("tests/http-clients/page.py"))
-        .arg(&server.base)
-        .arg(&id)
-        .arg(&artifacts)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(240), driven)
-        .await
-        .expect("page.py ends within 4 minutes")
-        .expect("page.py starts");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "page.py failed ({}):\n{stderr}\n{stdout}",
-        out.status
-    );
-    let summary: Value = stdout
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap())
-        .unwrap_or_else(|| panic!("no summary from page.py:\n{stdout}\n{stderr}"));
+    let artifacts = artifacts(&shots);
+    let summary = page_py(
+        &python,
+        &[server.base.as_ref(), id.as_ref(), artifacts.as_os_str()],
+    )
+    .await;
 
     // The list, then the run waiting in `approve`, lit in its graph, its trail so far.
     assert_eq!(summary["listed_status"], "suspended", "{summary}");
@@ -347,7 +362,7 @@ async fn a_person_answers_a_waiting_run_on_the_web_page_and_watches_it_complete(
     assert_eq!(summary["console_errors"], json!([]), "{summary}");
 
     for shot in shots {
-        assert_png(&artifacts.join(shot), 1280, 600);
+        assert_png(&artifacts.join(shot), 1280, 600, 15_000);
     }
 
     // The API agrees.
@@ -358,6 +373,192 @@ async fn a_person_answers_a_waiting_run_on_the_web_page_and_watches_it_complete(
     assert_eq!(run["state"], "deploy", "{run}");
     assert_eq!(run["result"]["approver"], "ada", "{run}");
     assert_eq!(run["trail_len"], 3, "{run}");
+}
+
+#[tokio::test]
+async fn a_person_answers_through_a_resume_link_in_the_browser_without_the_token() {
+    require_chromium();
+    let python = selenium_python();
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let server = Served::start(
+        &dir.path().join("claij.db"),
+        &[&approval(), "--token-file", token_file.to_str().unwrap()],
+        &[],
+    );
+    let http = client();
+
+    // The run is started with the token; its wait carries the link.
+    let started = send(
+        http.post(server.url("/runs?wait=30"))
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/json")
+            .body(
+                json!({"fsm": "human-approval", "input": {"id": ["start", "summarise"], "service": "billing", "version": "2.4.1", "changes": 14}})
+                    .to_string(),
+            ),
+    )
+    .await;
+    assert_eq!(started.status, 201, "{}", started.text);
+    let run = started.json();
+    assert_eq!(run["status"], "suspended", "{run}");
+    let id = run["id"].as_str().unwrap().to_owned();
+    let hook_url = run["wait"]["hook_url"].as_str().unwrap().to_owned();
+    assert!(hook_url.starts_with("/hooks/"), "{hook_url}");
+
+    // With no token: JSON for a program, the page for a browser.
+    let as_json = send(
+        http.get(server.url(&hook_url))
+            .header("accept", "application/json"),
+    )
+    .await;
+    assert_eq!(as_json.status, 200, "{}", as_json.text);
+    assert_eq!(as_json.header("content-type"), "application/json");
+    assert_eq!(as_json.header("vary"), "accept");
+    let view = as_json.json();
+    assert_eq!(view["state"], "approve", "{view}");
+    assert_eq!(
+        view["answers"][0]["id"],
+        json!(["approve", "deploy"]),
+        "{view}"
+    );
+    let as_html = send(
+        http.get(server.url(&hook_url))
+            .header("accept", "text/html,application/xhtml+xml,*/*"),
+    )
+    .await;
+    assert_eq!(as_html.status, 200, "{}", as_html.text);
+    assert_eq!(as_html.header("content-type"), "text/html; charset=utf-8");
+    assert_eq!(as_html.header("content-security-policy"), CSP);
+    assert_eq!(as_html.header("x-frame-options"), "DENY");
+    assert_eq!(as_html.header("vary"), "accept");
+    assert!(as_html.text.contains("/ui/app.js"), "{}", as_html.text);
+    let page = send(http.get(server.url("/"))).await;
+    assert_eq!(as_html.text, page.text, "the same page as /");
+    // A forged link: a problem for a program; the page (which says so) for a browser.
+    let last = hook_url.chars().last().unwrap();
+    let forged = format!(
+        "{}{}",
+        &hook_url[..hook_url.len() - 1],
+        if last == '0' { '1' } else { '0' }
+    );
+    let forged_json = send(
+        http.get(server.url(&forged))
+            .header("accept", "application/json"),
+    )
+    .await;
+    assert_eq!(forged_json.status, 404, "{}", forged_json.text);
+    assert_eq!(
+        forged_json.header("content-type"),
+        "application/problem+json"
+    );
+    let forged_html = send(
+        http.get(server.url(&forged))
+            .header("accept", "text/html,application/xhtml+xml,*/*"),
+    )
+    .await;
+    assert_eq!(forged_html.status, 200, "{}", forged_html.text);
+    assert_eq!(forged_html.text, page.text);
+
+    // The browser: the link's form, a refused answer, a good one, the link used.
+    let shots = [
+        "page-5-link.png",
+        "page-6-link-refused.png",
+        "page-7-link-done.png",
+        "page-8-link-used.png",
+    ];
+    let artifacts = artifacts(&shots);
+    let link = server.url(&hook_url);
+    let summary = page_py(
+        &python,
+        &["--hook".as_ref(), link.as_ref(), artifacts.as_os_str()],
+    )
+    .await;
+
+    assert_eq!(summary["title"], "Your answer is needed", "{summary}");
+    assert_eq!(summary["state"], "approve", "{summary}");
+    assert!(
+        summary["prompt"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("Approve this deployment?")),
+        "{summary}"
+    );
+    assert_eq!(
+        summary["answers"],
+        json!([
+            "approve → deploy — Approve.",
+            "approve → rejected — Reject, with a reason."
+        ]),
+        "{summary}"
+    );
+    // No token asked for, no way to the runs.
+    assert_eq!(summary["token_asked"], false, "{summary}");
+    assert_eq!(summary["nav_shown"], false, "{summary}");
+    assert_eq!(summary["runs_links_shown"], 0, "{summary}");
+    assert_eq!(summary["approver_required"], true, "{summary}");
+
+    // The refused answer: the validator's message by the field; the form stays.
+    assert_eq!(
+        summary["refused_message"], "\"x\" is shorter than 2 characters",
+        "{summary}"
+    );
+    assert_eq!(summary["refused_field_invalid"], true, "{summary}");
+    assert_eq!(summary["general_error_shown"], false, "{summary}");
+    assert_eq!(summary["state_after_refusal"], "open", "{summary}");
+
+    // The good answer: the thank-you, with the run's status.
+    assert_eq!(summary["done_status"], "completed", "{summary}");
+    assert!(
+        summary["done_text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Thank you: your answer was taken.")),
+        "{summary}"
+    );
+    assert_eq!(
+        summary["done_next"], "The run completed, in deploy.",
+        "{summary}"
+    );
+    assert_eq!(summary["form_gone"], true, "{summary}");
+
+    // Reloaded: the link no longer answers; a forged one is not valid.
+    assert_eq!(summary["used_reason"], "used", "{summary}");
+    assert_eq!(
+        summary["used_message"],
+        "This link no longer answers: the question was answered, withdrawn, or expired.",
+        "{summary}"
+    );
+    assert_eq!(summary["form_after_reload"], false, "{summary}");
+    assert_eq!(
+        summary["forged_message"], "This link is not valid",
+        "{summary}"
+    );
+    assert_eq!(summary["console_errors"], json!([]), "{summary}");
+
+    for shot in shots {
+        assert_png(&artifacts.join(shot), 1280, 600, 8_000);
+    }
+
+    // The API (with the token) agrees; the link, as JSON, answers 410 now.
+    let shown = send(
+        http.get(server.url(&format!("/runs/{id}")))
+            .bearer_auth(TOKEN),
+    )
+    .await;
+    assert_eq!(shown.status, 200, "{}", shown.text);
+    let run = shown.json();
+    assert_eq!(run["status"], "completed", "{run}");
+    assert_eq!(run["state"], "deploy", "{run}");
+    assert_eq!(run["result"]["approver"], "ada", "{run}");
+    let unauthorized = send(http.get(server.url(&format!("/runs/{id}")))).await;
+    assert_eq!(unauthorized.status, 401, "the API still needs the token");
+    let used = send(
+        http.get(server.url(&hook_url))
+            .header("accept", "application/json"),
+    )
+    .await;
+    assert_eq!(used.status, 410, "{}", used.text);
+    assert_eq!(used.header("content-type"), "application/problem+json");
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ pub mod gemini;
 pub mod openai;
 
 use claij_core::prompts::{Message, Role};
-use claij_engine::BoxFuture;
+use claij_engine::{BoxFuture, TextSink};
 use serde_json::Value;
 
 use crate::config::{JsonFlavour, ProviderKind};
@@ -33,6 +33,8 @@ pub struct HttpProvider {
     pub json_flavour: JsonFlavour,
     /// Whether it takes tools.
     pub tools: bool,
+    /// OpenAI-compatible: whether answers are streamed when a text sink is given.
+    pub stream: bool,
     /// The client.
     pub http: Http,
 }
@@ -96,6 +98,42 @@ impl Provider for HttpProvider {
                 ProviderKind::Openai => openai::restore(self, request, response),
                 _ => response,
             })
+        })
+    }
+
+    /// OpenAI's wire format streams (`stream: true`, unless the provider is configured
+    /// `stream = false`): each piece of content goes to `on_text` as it arrives. The
+    /// others answer whole, sent on at once.
+    fn complete_streaming<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+        on_text: TextSink,
+    ) -> BoxFuture<'a, Result<ModelResponse, ProviderError>> {
+        if self.kind != ProviderKind::Openai || !self.stream {
+            return Box::pin(async move {
+                let response = self.complete(request).await?;
+                if !response.text.is_empty() {
+                    on_text(&response.text);
+                }
+                Ok(response)
+            });
+        }
+        Box::pin(async move {
+            let call = openai::build_streaming(self, request);
+            let mut streamed = openai::Streamed::default();
+            self.http
+                .post_stream(&self.name, &call, &mut |chunk| {
+                    if let Some(text) = streamed.add(&chunk) {
+                        on_text(&text);
+                    }
+                })
+                .await?;
+            let response =
+                openai::parse(&streamed.body()).map_err(|message| ProviderError::Permanent {
+                    provider: self.name.clone(),
+                    message,
+                })?;
+            Ok(openai::restore(self, request, response))
         })
     }
 }

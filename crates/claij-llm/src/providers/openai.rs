@@ -76,6 +76,64 @@ pub fn build(p: &HttpProvider, request: &ModelRequest) -> HttpCall {
     }
 }
 
+/// The call for `request` with the answer streamed (`stream: true`, usage in the last
+/// chunk).
+pub fn build_streaming(p: &HttpProvider, request: &ModelRequest) -> HttpCall {
+    let mut call = build(p, request);
+    if let Value::Object(body) = &mut call.body {
+        body.insert("stream".into(), json!(true));
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    call
+}
+
+/// A streamed chat completion, folded chunk by chunk into what [`parse`] reads.
+#[derive(Debug, Default)]
+pub struct Streamed {
+    text: String,
+    tool_name: Option<String>,
+    tool_arguments: String,
+    usage: Option<Value>,
+}
+
+impl Streamed {
+    /// Adds one `chat.completion.chunk`; its content, if any, is returned (to stream on).
+    pub fn add(&mut self, chunk: &Value) -> Option<String> {
+        if let Some(usage) = chunk.get("usage").filter(|u| !u.is_null()) {
+            self.usage = Some(usage.clone());
+        }
+        let delta = chunk.pointer("/choices/0/delta")?;
+        if let Some(f) = delta.pointer("/tool_calls/0/function") {
+            if let Some(name) = f.get("name").and_then(Value::as_str) {
+                self.tool_name = Some(name.to_owned());
+            }
+            if let Some(args) = f.get("arguments").and_then(Value::as_str) {
+                self.tool_arguments.push_str(args);
+            }
+        }
+        let content = delta.get("content").and_then(Value::as_str)?;
+        if content.is_empty() {
+            return None;
+        }
+        self.text.push_str(content);
+        Some(content.to_owned())
+    }
+
+    /// The whole answer, in the shape of a chat completion.
+    pub fn body(self) -> Value {
+        let mut message = json!({"role": "assistant", "content": self.text});
+        if let Some(name) = self.tool_name {
+            message["tool_calls"] = json!([{"type": "function", "function": {
+                "name": name, "arguments": self.tool_arguments}}]);
+        }
+        let mut body = json!({"choices": [{"index": 0, "message": message}]});
+        if let Some(usage) = self.usage {
+            body["usage"] = usage;
+        }
+        body
+    }
+}
+
 /// Parses a chat completion.
 pub fn parse(body: &Value) -> Result<ModelResponse, String> {
     let message = body
@@ -135,4 +193,46 @@ pub fn restore(
         }
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streamed_chunks_fold_into_a_completion() {
+        let mut streamed = Streamed::default();
+        let chunks = [
+            json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}),
+            json!({"choices": [{"index": 0, "delta": {"content": "{\"a\":"}}]}),
+            json!({"choices": [{"index": 0, "delta": {"content": " 1}"}}]}),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+            json!({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3}}),
+        ];
+        let pieces: Vec<String> = chunks.iter().filter_map(|c| streamed.add(c)).collect();
+        assert_eq!(pieces, ["{\"a\":", " 1}"]);
+        let parsed = parse(&streamed.body()).ok();
+        assert_eq!(parsed.as_ref().map(|r| r.text.as_str()), Some("{\"a\": 1}"));
+        assert_eq!(
+            parsed.and_then(|r| r.tokens).map(|t| (t.input, t.output)),
+            Some((7, 3))
+        );
+    }
+
+    #[test]
+    fn streamed_tool_calls_are_put_together() {
+        let mut streamed = Streamed::default();
+        for c in [
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"name": "route", "arguments": ""}}]}}]}),
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{\"x\""}}]}}]}),
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": ": 2}"}}]}}]}),
+        ] {
+            assert_eq!(streamed.add(&c), None);
+        }
+        let parsed = parse(&streamed.body()).ok();
+        assert_eq!(
+            parsed.and_then(|r| r.tool_call),
+            Some(("route".to_owned(), json!({"x": 2})))
+        );
+    }
 }

@@ -15,7 +15,7 @@ use std::time::SystemTime;
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use claij_core::RunStatus;
 use claij_core::store::{Hook, RunRecord};
@@ -25,6 +25,7 @@ use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
 use crate::body::JsonBody;
+use crate::page;
 use crate::problem::{PlacedError, Problem};
 use crate::routes::runs::{find_run, resume_with, run_view};
 use crate::runner::{wait_duration, wait_for};
@@ -161,13 +162,15 @@ async fn live_hook(state: &AppState, secret: &str) -> Result<(Hook, RunRecord), 
     Ok((hook, record))
 }
 
-/// What a resume link asks for: the waiting state, its prompt, each answer's schema.
+/// What a resume link asks for: the waiting state, its prompt, each answer's schema. A
+/// browser opening the link (its `Accept` prefers HTML to JSON) gets the web page instead,
+/// which shows the link's form (and, fetching this as JSON, a link that answers nothing).
 #[utoipa::path(
     get, path = "/hooks/{secret}", tag = "hooks",
     params(("secret" = String, Path, description = "The link's secret")),
     security(()),
     responses(
-        (status = 200, body = HookView),
+        (status = 200, description = "What the link asks for (JSON); the web page with the link's form when `Accept` prefers `text/html`", body = HookView),
         (status = 404, description = "No such link", body = Problem, content_type = "application/problem+json"),
         (status = 410, description = "The wait is over", body = Problem, content_type = "application/problem+json"),
     )
@@ -175,9 +178,24 @@ async fn live_hook(state: &AppState, secret: &str) -> Result<(Hook, RunRecord), 
 pub(crate) async fn show(
     State(state): State<AppState>,
     Path(secret): Path<String>,
-) -> Result<Json<HookView>, Problem> {
-    let (_, record) = live_hook(&state, &secret).await?;
-    let view = run_view(&state, &record.id).await?;
+    headers: HeaderMap,
+) -> Response {
+    let mut response = if prefers_html(&headers) {
+        page::index_response()
+    } else {
+        hook_view(&state, &secret).await.into_response()
+    };
+    // The same URL answers HTML or JSON: caches must tell them apart.
+    response
+        .headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("accept"));
+    response
+}
+
+/// The JSON of [`show`]: what the link's wait asks for, or why the link answers nothing.
+async fn hook_view(state: &AppState, secret: &str) -> Result<Json<HookView>, Problem> {
+    let (_, record) = live_hook(state, secret).await?;
+    let view = run_view(state, &record.id).await?;
     let wait: WaitView = view
         .wait
         .ok_or_else(|| Problem::internal("a waiting run without its wait"))?;
@@ -187,6 +205,67 @@ pub(crate) async fn show(
         answers: wait.answers,
         expires_at: wait.expires_at,
     }))
+}
+
+/// Whether a request's `Accept` prefers HTML to JSON, as a browser opening a page does:
+/// `text/html` (or XHTML) accepted, and JSON (`application/json`, `application/*+json`)
+/// either not named or named with a lower quality, or an equal one but after it. `*/*`
+/// counts for neither; no `Accept` at all is a program's call (JSON).
+fn prefers_html(headers: &HeaderMap) -> bool {
+    // (quality in thousandths, position) of the best range of each kind.
+    let mut html: Option<(u16, usize)> = None;
+    let mut json: Option<(u16, usize)> = None;
+    let ranges = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','));
+    for (position, range) in ranges.enumerate() {
+        let mut parts = range.split(';');
+        let media = parts.next().unwrap_or_default().trim().to_ascii_lowercase();
+        let q = parts
+            .filter_map(|p| p.split_once('='))
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+            .map_or(Some(1000), |(_, v)| quality(v.trim()))
+            .unwrap_or(1000);
+        let slot = if media == "text/html" || media == "application/xhtml+xml" {
+            &mut html
+        } else if media == "application/json"
+            || (media.starts_with("application/") && media.ends_with("+json"))
+        {
+            &mut json
+        } else {
+            continue;
+        };
+        if slot.is_none_or(|(best, _)| q > best) {
+            *slot = Some((q, position));
+        }
+    }
+    match (html, json) {
+        (Some((h, _)), None) => h > 0,
+        (Some((h, hp)), Some((j, jp))) => h > j || (h == j && h > 0 && hp < jp),
+        (None, _) => false,
+    }
+}
+
+/// An `Accept` quality (`0`, `0.8`, `1.000`) in thousandths; `None` if it is not one.
+fn quality(q: &str) -> Option<u16> {
+    let (whole, fraction) = q.split_once('.').unwrap_or((q, ""));
+    if fraction.len() > 3 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let whole: u16 = match whole {
+        "0" => 0,
+        "1" => 1000,
+        _ => return None,
+    };
+    let fraction: u16 = if fraction.is_empty() {
+        0
+    } else {
+        format!("{fraction:0<3}").parse().ok()?
+    };
+    let q = whole + fraction;
+    (q <= 1000).then_some(q)
 }
 
 /// Answers the wait a link was made for: the body is the answer (its `id` names the
@@ -260,5 +339,50 @@ mod tests {
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
         assert_eq!(hex(&[0, 15, 255]), "000fff");
+    }
+
+    fn accept(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ACCEPT, HeaderValue::from_str(value).unwrap());
+        headers
+    }
+
+    #[test]
+    fn browsers_get_the_page_and_programs_the_json() {
+        for browser in [
+            // Chromium's and Firefox's navigations.
+            "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,image/apng,*/*;q=0.8,application/signed-exchange;v=b3;q=0.7",
+            "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+            "text/html",
+            "text/html, application/json",
+            "application/json;q=0.5, text/html",
+            "TEXT/HTML;charset=utf-8",
+        ] {
+            assert!(prefers_html(&accept(browser)), "{browser}");
+        }
+        assert!(!prefers_html(&HeaderMap::new()), "no Accept");
+        for program in [
+            "application/json",
+            "*/*",
+            "application/json, text/html",
+            "application/problem+json, text/html",
+            "text/html;q=0.5, application/json",
+            "text/html;q=0, */*",
+            "text/plain",
+        ] {
+            assert!(!prefers_html(&accept(program)), "{program}");
+        }
+    }
+
+    #[test]
+    fn qualities_are_read_in_thousandths() {
+        assert_eq!(quality("1"), Some(1000));
+        assert_eq!(quality("0.8"), Some(800));
+        assert_eq!(quality("0.125"), Some(125));
+        assert_eq!(quality("1.000"), Some(1000));
+        assert_eq!(quality("0"), Some(0));
+        for bad in ["1.5", "2", "0.1234", "x", "", "-1"] {
+            assert_eq!(quality(bad), None, "{bad}");
+        }
     }
 }
