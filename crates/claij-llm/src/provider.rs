@@ -88,12 +88,18 @@ pub trait Provider: Send + Sync {
         request: &'a ModelRequest,
         on_text: TextSink,
     ) -> BoxFuture<'a, Result<ModelResponse, ProviderError>> {
-        Box::pin(async move {
-            let response = self.complete(request).await?;
-            if !response.text.is_empty() {
-                on_text(&response.text);
-            }
-            Ok(response)
-        })
+        Box::pin(sent_whole(self.complete(request), on_text))
     }
+}
+
+/// A call's answer, its text sent to `on_text` in one piece once it has come.
+pub(crate) async fn sent_whole(
+    call: BoxFuture<'_, Result<ModelResponse, ProviderError>>,
+    on_text: TextSink,
+) -> Result<ModelResponse, ProviderError> {
+    let response = call.await?;
+    if !response.text.is_empty() {
+        on_text(&response.text);
+    }
+    Ok(response)
 }

@@ -1,8 +1,8 @@
-//! The API token: every route but the health check needs `Authorization: Bearer TOKEN`
-//! when the server has one.
+//! The API token: every route but the health check, the resume links and the page's own
+//! files needs `Authorization: Bearer TOKEN` when the server has one.
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -15,11 +15,24 @@ pub(crate) async fn require_token(
     request: Request,
     next: Next,
 ) -> Response {
+    match check_token(&state, request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(problem) => {
+            let mut response = problem.into_response();
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            response
+        }
+    }
+}
+
+/// Whether `headers` carry the server's token (always, when it has none).
+pub(crate) fn check_token(state: &AppState, headers: &HeaderMap) -> Result<(), Problem> {
     let Some(token) = &state.config.token else {
-        return next.run(request).await;
+        return Ok(());
     };
-    let presented = request
-        .headers()
+    let presented = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| {
@@ -27,27 +40,20 @@ pub(crate) async fn require_token(
                 .or_else(|| v.strip_prefix("bearer "))
         });
     match presented {
-        Some(p) if token.matches(p.trim()) => next.run(request).await,
-        _ => {
-            let mut response = Problem::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "Unauthorized",
-                "this server needs its API token: `Authorization: Bearer TOKEN`",
-            )
-            .with_errors(vec![PlacedError::at(
-                "header.authorization",
-                if presented.is_some() {
-                    "wrong token"
-                } else {
-                    "missing"
-                },
-            )])
-            .into_response();
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            response
-        }
+        Some(p) if token.matches(p.trim()) => Ok(()),
+        _ => Err(Problem::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "Unauthorized",
+            "this server needs its API token: `Authorization: Bearer TOKEN`",
+        )
+        .with_errors(vec![PlacedError::at(
+            "header.authorization",
+            if presented.is_some() {
+                "wrong token"
+            } else {
+                "missing"
+            },
+        )])),
     }
 }

@@ -19,7 +19,7 @@ use axum::routing::get;
 use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
 
-use crate::problem::{PlacedError, Problem};
+use crate::problem::Problem;
 use crate::state::AppState;
 
 /// The page's HTML.
@@ -98,7 +98,7 @@ async fn graph(
     Query(params): Query<GraphParams>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    check_token(&state, &headers)?;
+    crate::auth::check_token(&state, &headers)?;
     let id = file.strip_suffix(".svg").ok_or_else(|| {
         Problem::not_found(format!(
             "no route `/ui/graph/{file}`: graphs are `/ui/graph/FSM.svg`"
@@ -113,37 +113,6 @@ async fn graph(
     let dot = claij_core::to_dot(&served.fsm);
     let svg = render_svg(&dot).await?;
     Ok((page_headers("image/svg+xml; charset=utf-8"), svg).into_response())
-}
-
-/// The token check of the API (when the server has a token), for the graph route.
-fn check_token(state: &AppState, headers: &HeaderMap) -> Result<(), Problem> {
-    let Some(token) = &state.config.token else {
-        return Ok(());
-    };
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        });
-    match presented {
-        Some(p) if token.matches(p.trim()) => Ok(()),
-        _ => Err(Problem::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "Unauthorized",
-            "this server needs its API token: `Authorization: Bearer TOKEN`",
-        )
-        .with_errors(vec![PlacedError::at(
-            "header.authorization",
-            if presented.is_some() {
-                "wrong token"
-            } else {
-                "missing"
-            },
-        )])),
-    }
 }
 
 /// `dot -Tsvg` on `dot`: killed after [`DOT_TIMEOUT`].

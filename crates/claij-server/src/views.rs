@@ -127,7 +127,8 @@ impl RunView {
 }
 
 impl WaitView {
-    fn new(wait: &Wait, fsm: Option<&Fsm>, resume_url: &str) -> Self {
+    /// The view of `wait`, each answer's schema taken from `fsm` (the run's definition).
+    pub(crate) fn new(wait: &Wait, fsm: Option<&Fsm>, resume_url: &str) -> Self {
         let answers = wait
             .transitions
             .iter()

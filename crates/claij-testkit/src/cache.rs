@@ -29,6 +29,18 @@ pub fn mcp_server_bin(name: &str) -> String {
     path.display().to_string()
 }
 
+/// The Python of the HTTP clients' venv (`scripts/setup/http-clients`: standardwebhooks,
+/// openai, httpx-sse, Selenium).
+pub fn http_clients_python() -> PathBuf {
+    let python = dir().join("http-clients/venv/bin/python");
+    assert!(
+        python.exists(),
+        "the Python HTTP clients are missing ({}): run scripts/setup/http-clients",
+        python.display()
+    );
+    python
+}
+
 /// The smallest embedded model's file as claij runs it (`scripts/setup/model`): SmolLM2's
 /// Q4_1 GGUF, as its wheel holds it. For tests where the answer does not matter.
 pub fn embedded_model() -> PathBuf {

@@ -8,6 +8,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test reports failure
 
+mod served;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -15,151 +17,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use served::{CLAIJ, Reply, Served, approval, client, eventually, get, post, repo, send};
 
-const CLAIJ: &str = env!("CARGO_BIN_EXE_claij");
 const TOKEN: &str = "0123456789abcdef0123456789abcdef-test-token";
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn approval() -> String {
-    repo()
-        .join("examples/human-approval.yaml")
-        .display()
-        .to_string()
-}
-
-/// A `claij serve` process; killed (SIGKILL) when dropped.
-struct Served {
-    child: Child,
-    base: String,
-    stderr: mpsc::Receiver<String>,
-}
-
-impl Served {
-    /// Starts `claij serve ARGS --bind 127.0.0.1:0 --store STORE` and waits until it
-    /// says where it listens.
-    fn start(store: &Path, args: &[&str]) -> Self {
-        Self::start_env(store, args, &[])
-    }
-
-    // The child is waited for by `Drop` (or `kill`) once it is inside `Served`; a panic
-    // before that ends the test process, which reaps it.
-    #[allow(clippy::zombie_processes)]
-    fn start_env(store: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
-        Self::start_at(store, args, env, "127.0.0.1:0")
-    }
-
-    // The child is waited for by `Drop` (or `kill`) once it is inside `Served`.
-    #[allow(clippy::zombie_processes)]
-    fn start_at(store: &Path, args: &[&str], env: &[(&str, &str)], bind: &str) -> Self {
-        let mut command = Command::new(CLAIJ);
-        command
-            .arg("serve")
-            .args(args)
-            .args(["--bind", bind, "--store"])
-            .arg(store)
-            .env_remove("CLAIJ_API_TOKEN")
-            .env_remove("CLAIJ_STORE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        for (k, v) in env {
-            command.env(k, v);
-        }
-        let mut child = command.spawn().expect("claij serve starts");
-        let (tx, rx) = mpsc::channel();
-        let stderr = child.stderr.take().expect("stderr");
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = rx
-                .recv_timeout(left)
-                .expect("claij serve says where it listens");
-            if let Some(rest) = line.split("at http://").nth(1) {
-                let addr = rest.split_whitespace().next().expect("an address");
-                return Served {
-                    child,
-                    base: format!("http://{addr}"),
-                    stderr: rx,
-                };
-            }
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// What it printed on stderr so far.
-    fn said(&self) -> String {
-        self.stderr.try_iter().collect::<Vec<_>>().join("\n")
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn client() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder().build().expect("an HTTP client")
-}
-
-/// A response: status, content type, and the body as JSON (or a string).
-struct Reply {
-    status: u16,
-    content_type: String,
-    body: Value,
-}
-
-async fn send(request: reqwest::RequestBuilder) -> Reply {
-    let response = request.send().await.expect("the request is answered");
-    let status = response.status().as_u16();
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
-    let bytes = response.bytes().await.expect("a body");
-    let body = serde_json::from_slice(&bytes)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-    Reply {
-        status,
-        content_type,
-        body,
-    }
-}
-
-async fn get(http: &reqwest::Client, url: String) -> Reply {
-    send(http.get(url)).await
-}
-
-async fn post(http: &reqwest::Client, url: String, body: &Value) -> Reply {
-    send(
-        http.post(url)
-            .header("content-type", "application/json")
-            .body(body.to_string()),
-    )
-    .await
-}
 
 fn places(problem: &Value) -> Vec<String> {
     problem["errors"]
@@ -868,20 +728,13 @@ async fn a_run_in_flight_when_the_server_is_killed_is_continued_by_the_next_one(
     server.kill();
 
     let restarted = Served::start(&store, &[flow.to_str().unwrap()]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let run = get(&http, restarted.url(&format!("/runs/{id}"))).await.body;
-        if run["status"] == "completed" {
-            assert_eq!(run["state"], "done");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the run was not continued: {run}\n{}",
-            restarted.said()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let url = restarted.url(&format!("/runs/{id}"));
+    let run = eventually(60, "the run was not continued", || async {
+        let run = get(&http, url.clone()).await.body;
+        (run["status"] == "completed").then_some(run)
+    })
+    .await;
+    assert_eq!(run["state"], "done");
 }
 
 #[tokio::test]
@@ -1138,20 +991,6 @@ async fn a_link_to_an_expired_wait_answers_nothing() {
 /// The signing secret of the callback tests (Standard Webhooks form).
 const WEBHOOK_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwc2VjcmV0IGZvciB0ZXN0cw==";
 
-fn http_clients_python() -> PathBuf {
-    let cache = match std::env::var_os("CLAIJ_CACHE_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/claij"),
-    };
-    let python = cache.join("http-clients/venv/bin/python");
-    assert!(
-        python.exists(),
-        "the Python HTTP clients are missing ({}): run scripts/setup/http-clients",
-        python.display()
-    );
-    python
-}
-
 /// The webhook receiver of tests/http-clients/receiver.py (Standard Webhooks' reference
 /// library verifies every request); killed when dropped.
 struct Receiver {
@@ -1166,7 +1005,7 @@ impl Receiver {
     fn start(dir: &Path, name: &str, args: &[&str]) -> Self {
         let port_file = dir.join(format!("{name}.port"));
         let log = dir.join(format!("{name}.jsonl"));
-        let child = Command::new(http_clients_python())
+        let child = Command::new(claij_testkit::cache::http_clients_python())
             .arg(repo().join("tests/http-clients/receiver.py"))
             .arg(&port_file)
             .arg(&log)
@@ -1201,18 +1040,12 @@ impl Receiver {
 
     /// Waits (up to 60 s) until `n` requests were received.
     async fn wait_for(&self, n: usize) -> Vec<Value> {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
+        let what = format!("{n} requests expected, got {:?}", self.received());
+        eventually(60, &what, || async {
             let got = self.received();
-            if got.len() >= n {
-                return got;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{n} requests expected, got {got:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+            (got.len() >= n).then_some(got)
+        })
+        .await
     }
 }
 
@@ -1272,17 +1105,12 @@ async fn callbacks_are_signed_retried_recorded_and_carry_a_resume_link() {
         "{link}"
     );
     // The receiver logs before it answers: the third attempt's outcome is kept just after.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let deliveries = loop {
-        let found = get(&http, server.url(&format!("/runs/{id}/deliveries")))
-            .await
-            .body;
-        if found[0]["status"] != "pending" {
-            break found;
-        }
-        assert!(Instant::now() < deadline, "still pending: {found}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let url = server.url(&format!("/runs/{id}/deliveries"));
+    let deliveries = eventually(30, "the delivery stays pending", || async {
+        let found = get(&http, url.clone()).await.body;
+        (found[0]["status"] != "pending").then_some(found)
+    })
+    .await;
     assert_eq!(deliveries.as_array().map(Vec::len), Some(1), "{deliveries}");
     assert_eq!(deliveries[0]["status"], "delivered");
     assert_eq!(deliveries[0]["attempts"], 3);
@@ -1340,17 +1168,15 @@ async fn a_slow_receiver_never_slows_a_run_and_a_pending_callback_survives_a_res
         "the receiver has not answered yet"
     );
     // The delivery is queued (in the store) as the run ends, on a task of its own.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let pending = loop {
-        let found = get(&http, server.url(&format!("/runs/{id}/deliveries")))
-            .await
-            .body;
-        if found.as_array().is_some_and(|d| !d.is_empty()) {
-            break found;
-        }
-        assert!(Instant::now() < deadline, "no delivery queued");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let url = server.url(&format!("/runs/{id}/deliveries"));
+    let pending = eventually(30, "no delivery queued", || async {
+        let found = get(&http, url.clone()).await.body;
+        found
+            .as_array()
+            .is_some_and(|d| !d.is_empty())
+            .then_some(found)
+    })
+    .await;
     assert_eq!(pending[0]["status"], "pending", "{pending}");
 
     // Killed while the delivery waits on the slow receiver; a receiver comes back at the
@@ -1449,7 +1275,7 @@ async fn the_official_openai_client_calls_a_workflow_as_a_model() {
             token_file.to_str().unwrap(),
         ],
     );
-    let out = Command::new(http_clients_python())
+    let out = Command::new(claij_testkit::cache::http_clients_python())
         .arg(repo().join("tests/http-clients/openai_chat.py"))
         .args([&server.base, TOKEN, "fsm:greet"])
         .output()
@@ -1534,7 +1360,7 @@ async fn an_sse_client_gets_every_entry_once_across_a_kill_and_restart_of_the_se
     assert_eq!(started.status, 202, "{}", started.body);
     let id = started.body["id"].as_str().unwrap().to_owned();
 
-    let mut follower = Command::new(http_clients_python())
+    let mut follower = Command::new(claij_testkit::cache::http_clients_python())
         .arg(repo().join("tests/http-clients/sse_follow.py"))
         .arg(server.url(&format!("/runs/{id}/events")))
         .stdout(Stdio::piped())

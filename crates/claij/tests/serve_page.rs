@@ -12,138 +12,21 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test reports failure
 
-use std::io::{BufRead, BufReader};
+mod served;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use serde_json::{Value, json};
+use served::{Served, approval, client, repo, send};
 
-const CLAIJ: &str = env!("CARGO_BIN_EXE_claij");
 const TOKEN: &str = "0123456789abcdef0123456789abcdef-page-token";
 const CSP: &str = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'";
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn approval() -> String {
-    repo()
-        .join("examples/human-approval.yaml")
-        .display()
-        .to_string()
-}
-
-/// A `claij serve` process; killed (SIGKILL) when dropped.
-struct Served {
-    child: Child,
-    base: String,
-}
-
-impl Served {
-    /// Starts `claij serve ARGS --bind 127.0.0.1:0 --store STORE` with `env`, and waits
-    /// until it says where it listens.
-    // The child is waited for by `Drop` once it is inside `Served`; a panic before that
-    // ends the test process, which reaps it.
-    #[allow(clippy::zombie_processes)]
-    fn start(store: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut command = Command::new(CLAIJ);
-        command
-            .arg("serve")
-            .args(args)
-            .args(["--bind", "127.0.0.1:0", "--store"])
-            .arg(store)
-            .env_remove("CLAIJ_API_TOKEN")
-            .env_remove("CLAIJ_STORE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        for (k, v) in env {
-            command.env(k, v);
-        }
-        let mut child = command.spawn().expect("claij serve starts");
-        let (tx, rx) = mpsc::channel();
-        let stderr = child.stderr.take().expect("stderr");
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = rx
-                .recv_timeout(left)
-                .expect("claij serve says where it listens");
-            if let Some(rest) = line.split("at http://").nth(1) {
-                let addr = rest.split_whitespace().next().expect("an address");
-                return Served {
-                    child,
-                    base: format!("http://{addr}"),
-                };
-            }
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn client() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder().build().expect("an HTTP client")
-}
-
-/// A response: status, headers, and the body as text.
-struct Reply {
-    status: u16,
-    headers: reqwest::header::HeaderMap,
-    text: String,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> &str {
-        self.headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text))
-    }
-}
-
-async fn send(request: reqwest::RequestBuilder) -> Reply {
-    let response = request.send().await.expect("the request is answered");
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    let text = response.text().await.expect("a body");
-    Reply {
-        status,
-        headers,
-        text,
-    }
-}
-
 /// The Python of scripts/setup/http-clients' venv, with Selenium in it.
 fn selenium_python() -> PathBuf {
-    let cache = match std::env::var_os("CLAIJ_CACHE_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/claij"),
-    };
-    let python = cache.join("http-clients/venv/bin/python");
+    let python = claij_testkit::cache::http_clients_python();
     let has_selenium = Command::new(&python)
         .args(["-c", "import selenium"])
         .stdout(Stdio::null())
@@ -266,7 +149,7 @@ async fn a_person_answers_a_waiting_run_on_the_web_page_and_watches_it_complete(
     require_graphviz();
     let python = selenium_python();
     let dir = tempfile::tempdir().unwrap();
-    let server = Served::start(&dir.path().join("claij.db"), &[&approval()], &[]);
+    let server = Served::start(&dir.path().join("claij.db"), &[&approval()]);
     let http = client();
 
     let started = send(
@@ -385,7 +268,6 @@ async fn a_person_answers_through_a_resume_link_in_the_browser_without_the_token
     let server = Served::start(
         &dir.path().join("claij.db"),
         &[&approval(), "--token-file", token_file.to_str().unwrap()],
-        &[],
     );
     let http = client();
 
@@ -565,7 +447,7 @@ async fn a_person_answers_through_a_resume_link_in_the_browser_without_the_token
 async fn the_page_is_served_under_a_strict_policy_and_the_graph_is_drawn_by_graphviz() {
     require_graphviz();
     let dir = tempfile::tempdir().unwrap();
-    let server = Served::start(&dir.path().join("claij.db"), &[&approval()], &[]);
+    let server = Served::start(&dir.path().join("claij.db"), &[&approval()]);
     let http = client();
 
     for (path, content_type, needle) in [
@@ -616,7 +498,7 @@ async fn the_page_is_served_under_a_strict_policy_and_the_graph_is_drawn_by_grap
 
     // With a token and no Graphviz: the page and its assets need no token (the page asks
     // for it), the graph does; and without `dot` it says what is needed.
-    let server = Served::start(
+    let server = Served::start_env(
         &dir.path().join("claij.db"),
         &[&approval()],
         &[("CLAIJ_API_TOKEN", TOKEN), ("PATH", "/nonexistent")],

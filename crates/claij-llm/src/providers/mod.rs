@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::config::{JsonFlavour, ProviderKind};
 use crate::http::{Http, HttpCall};
-use crate::provider::{Capabilities, Provider, ProviderError};
+use crate::provider::{Capabilities, Provider, ProviderError, sent_whole};
 use crate::request::{ModelRequest, ModelResponse};
 use crate::secret::Secret;
 
@@ -110,13 +110,7 @@ impl Provider for HttpProvider {
         on_text: TextSink,
     ) -> BoxFuture<'a, Result<ModelResponse, ProviderError>> {
         if self.kind != ProviderKind::Openai || !self.stream {
-            return Box::pin(async move {
-                let response = self.complete(request).await?;
-                if !response.text.is_empty() {
-                    on_text(&response.text);
-                }
-                Ok(response)
-            });
+            return Box::pin(sent_whole(self.complete(request), on_text));
         }
         Box::pin(async move {
             let call = openai::build_streaming(self, request);

@@ -27,7 +27,7 @@ use utoipa::ToSchema;
 use crate::body::JsonBody;
 use crate::page;
 use crate::problem::{PlacedError, Problem};
-use crate::routes::runs::{find_run, resume_with, run_view};
+use crate::routes::runs::{find_run, fsm_of, resume_with};
 use crate::runner::{wait_duration, wait_for};
 use crate::state::AppState;
 use crate::views::{AnswerView, WaitParam, WaitView};
@@ -195,10 +195,12 @@ pub(crate) async fn show(
 /// The JSON of [`show`]: what the link's wait asks for, or why the link answers nothing.
 async fn hook_view(state: &AppState, secret: &str) -> Result<Json<HookView>, Problem> {
     let (_, record) = live_hook(state, secret).await?;
-    let view = run_view(state, &record.id).await?;
-    let wait: WaitView = view
+    let wait = record
         .wait
+        .as_ref()
         .ok_or_else(|| Problem::internal("a waiting run without its wait"))?;
+    let fsm = fsm_of(state, &record).await;
+    let wait = WaitView::new(wait, fsm.as_deref(), "");
     Ok(Json(HookView {
         state: wait.state,
         prompt: wait.prompt,

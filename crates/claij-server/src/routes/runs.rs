@@ -1,13 +1,14 @@
 //! `/runs`: start, list, show, trail, resume, interrupt.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use claij_core::RunStatus;
 use claij_core::store::{RunCursor, RunFilter, RunRecord};
+use claij_core::{Fsm, RunStatus};
 use claij_engine::RunOptions;
 use serde_json::Value;
 
@@ -161,13 +162,13 @@ async fn answer(
     let finished = wait_for(&mut launched, wait, &state.shutdown).await;
     let url = format!("/runs/{}", launched.run_id);
     if finished {
-        let mut view = run_view(state, &launched.run_id).await?;
+        let record = find_run(state, &launched.run_id).await?;
+        let mut view = run_view_of(state, &record).await?;
         // A run waiting for an answer: a link to give whoever must answer.
-        if let Some(wait) = view.wait.as_mut().filter(|w| w.children.is_empty()) {
-            let record = find_run(state, &launched.run_id).await?;
-            if let Ok(hook) = crate::routes::hooks::mint(state, &record).await {
-                wait.hook_url = Some(hook.url);
-            }
+        if let Some(wait) = view.wait.as_mut().filter(|w| w.children.is_empty())
+            && let Ok(hook) = crate::routes::hooks::mint(state, &record).await
+        {
+            wait.hook_url = Some(hook.url);
         }
         return Ok((done, [(header::LOCATION, url)], Json(view)).into_response());
     }
@@ -193,23 +194,32 @@ async fn answer(
 /// The run `id` as the API shows it.
 pub(crate) async fn run_view(state: &AppState, id: &str) -> Result<RunView, Problem> {
     let record = find_run(state, id).await?;
+    run_view_of(state, &record).await
+}
+
+/// The view of `record`: its trail read for the result and usage.
+async fn run_view_of(state: &AppState, record: &RunRecord) -> Result<RunView, Problem> {
     let trail = state
         .store
-        .trail(id, 0)
+        .trail(&record.id, 0)
         .await
         .map_err(|e| Problem::from_store(&e))?;
-    let fsm = state
+    let fsm = fsm_of(state, record).await;
+    Ok(RunView::new(record, &trail, fsm.as_deref()))
+}
+
+/// The definition `record` is pinned to: a served one, else loaded back from the store.
+pub(crate) async fn fsm_of(state: &AppState, record: &RunRecord) -> Option<Arc<Fsm>> {
+    let served = state
         .find(&record.fsm_id, Some(record.version))
-        .filter(|s| s.fsm.hash == record.hash)
-        .map(|s| s.fsm);
-    let fsm = match fsm {
-        Some(f) => Some(f),
+        .filter(|s| s.fsm.hash == record.hash);
+    match served {
+        Some(s) => Some(s.fsm),
         None => match state.default_engine() {
-            Ok(engine) => engine.stored_fsm(state.store.as_ref(), &record).await.ok(),
+            Ok(engine) => engine.stored_fsm(state.store.as_ref(), record).await.ok(),
             Err(_) => None,
         },
-    };
-    Ok(RunView::new(&record, &trail, fsm.as_deref()))
+    }
 }
 
 pub(crate) async fn find_run(state: &AppState, id: &str) -> Result<RunRecord, Problem> {

@@ -24,12 +24,16 @@ pub(super) fn engine(durable: bool) -> Engine {
 
 /// [`engine`] with the given model layer.
 pub(super) fn engine_with(durable: bool, layer: claij_llm::LlmLayer) -> Engine {
+    engine_sharing(durable, Arc::new(layer))
+}
+
+/// [`engine_with`] a model layer the caller keeps too.
+pub(super) fn engine_sharing(durable: bool, layer: Arc<claij_llm::LlmLayer>) -> Engine {
     let mut registry = if durable {
         ActionRegistry::durable()
     } else {
         ActionRegistry::with_builtins()
     };
-    let layer = Arc::new(layer);
     crate::mcp::register(&mut registry, &layer);
     claij_llm::register(&mut registry, layer);
     Engine::new(Arc::new(registry))

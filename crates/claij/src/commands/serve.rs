@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::load;
 use super::mcp_serve::stop_on_signals;
-use super::run::engine_with;
+use super::run::{engine_sharing, engine_with};
 use crate::cli::ServeArgs;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
 use claij_llm::providers::embedded::default_model_file;
@@ -29,11 +29,8 @@ struct ServeEngines {
 
 impl ServeEngines {
     fn new(config: Option<PathBuf>, model: Option<String>) -> anyhow::Result<Self> {
-        let default = Arc::new(engine_with(
-            true,
-            Self::layer(config.as_deref(), model.clone())?,
-        ));
         let layer = Arc::new(Self::layer(config.as_deref(), model)?);
+        let default = Arc::new(engine_sharing(true, layer.clone()));
         Ok(ServeEngines {
             config,
             default,
@@ -99,31 +96,29 @@ fn documents(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
+/// A secret from its file (`--…-file`) or its environment variable, if given.
+fn secret(file: Option<&Path>, env: Option<&String>, what: &str) -> anyhow::Result<Option<String>> {
+    match (file, env) {
+        (Some(file), _) => std::fs::read_to_string(file)
+            .map(Some)
+            .map_err(|e| anyhow::anyhow!("cannot read the {what} file {}: {e}", file.display())),
+        (None, env) => Ok(env.cloned()),
+    }
+}
+
 /// The API token from --token-file or CLAIJ_API_TOKEN.
 fn token(args: &ServeArgs) -> anyhow::Result<Option<ApiToken>> {
-    let secret =
-        match (&args.token_file, &args.token_env) {
-            (Some(file), _) => Some(std::fs::read_to_string(file).map_err(|e| {
-                anyhow::anyhow!("cannot read the token file {}: {e}", file.display())
-            })?),
-            (None, Some(secret)) => Some(secret.clone()),
-            (None, None) => None,
-        };
+    let secret = secret(args.token_file.as_deref(), args.token_env.as_ref(), "token")?;
     Ok(secret.map(|s| ApiToken::new(&s)).transpose()?)
 }
 
 /// The webhook secret from --webhook-secret-file or CLAIJ_WEBHOOK_SECRET.
 fn webhook_secret(args: &ServeArgs) -> anyhow::Result<Option<WebhookSecret>> {
-    let secret = match (&args.webhook_secret_file, &args.webhook_secret_env) {
-        (Some(file), _) => Some(std::fs::read_to_string(file).map_err(|e| {
-            anyhow::anyhow!(
-                "cannot read the webhook secret file {}: {e}",
-                file.display()
-            )
-        })?),
-        (None, Some(secret)) => Some(secret.clone()),
-        (None, None) => None,
-    };
+    let secret = secret(
+        args.webhook_secret_file.as_deref(),
+        args.webhook_secret_env.as_ref(),
+        "webhook secret",
+    )?;
     Ok(secret.map(|s| WebhookSecret::new(&s)).transpose()?)
 }
 
