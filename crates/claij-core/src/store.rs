@@ -125,6 +125,21 @@ pub struct Wait {
     /// such a run takes no input; it continues when its children are done.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<String>,
+    /// When the run's deadline passes while it waits, if it has one: the run is then
+    /// continued without input and its deadline's failure followed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_at: Option<SystemTime>,
+}
+
+impl Wait {
+    /// When the wait needs a worker without any input: the earlier of its expiry and the
+    /// run's deadline (`None`: only an input, or a child's end, moves it).
+    pub fn wakes_at(&self) -> Option<SystemTime> {
+        match (self.expires_at, self.deadline_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 /// Who is running a run, until when. A lease that is not renewed expires, and the run
@@ -169,6 +184,14 @@ pub struct RunRecord {
     /// Whether an interrupt was requested (by another process).
     #[serde(default)]
     pub interrupt_requested: bool,
+    /// A queued run (running, held by no one) that must not start before this time: a
+    /// scheduled start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<SystemTime>,
+    /// The key the run was submitted with: a second submission with the same key finds
+    /// this run instead of creating another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
     /// When it started.
     pub created_at: SystemTime,
     /// When it last changed.
@@ -482,23 +505,186 @@ pub trait RunStore: Send + Sync {
     /// Called periodically by the process running a run: renews its lease to `renew_until`
     /// (when given) if `owner` still holds it, and reports whether it does and whether an
     /// interrupt was requested. Touches nothing else, so it never races a commit.
-    ///
-    /// The default reads the record and renews nothing; backends override it.
     fn heartbeat<'a>(
         &'a self,
         run_id: &'a str,
         owner: &'a str,
         renew_until: Option<SystemTime>,
-    ) -> StoreFuture<'a, Heartbeat> {
-        let _ = renew_until;
-        Box::pin(async move {
-            let record = self.run(run_id).await?;
-            Ok(Heartbeat {
-                held: record.lease.as_ref().is_some_and(|l| l.owner == owner),
-                interrupt_requested: record.interrupt_requested,
-            })
-        })
+    ) -> StoreFuture<'a, Heartbeat>;
+
+    /// The queue, for workers: takes over up to `limit` runs that need a worker now, for
+    /// `owner` until `until`, and returns them as they were before (so a suspended run's
+    /// wait is known): queued runs (submitted, answered, scheduled and due), runs whose
+    /// owner died (an expired lease, or an owner in `dead_owners`; a child only when its
+    /// parent is not running, else its parent continues it), suspended runs whose wait
+    /// expired or whose deadline passed, and runs waiting for children of which one ended
+    /// since. Concurrent claimers never take the same run (PostgreSQL: rows locked with
+    /// `SKIP LOCKED`; SQLite: one writer at a time).
+    fn claim_due<'a>(
+        &'a self,
+        owner: &'a str,
+        until: SystemTime,
+        limit: u32,
+        dead_owners: &'a [String],
+    ) -> StoreFuture<'a, Vec<RunRecord>>;
+
+    /// Whether any run needs a worker now, and when the next one will (a scheduled start,
+    /// a wait's expiry, a deadline, a lease's end): what a worker with nothing to do sleeps
+    /// until. One statement.
+    fn due(&self) -> StoreFuture<'_, Due>;
+
+    /// Renews, in one statement, the lease of every running run `owner` holds, and the
+    /// worker's own record (`holding`: how many runs it drives); returns the runs it still
+    /// holds, with whether an interrupt was requested for each.
+    fn renew_leases<'a>(
+        &'a self,
+        owner: &'a str,
+        until: SystemTime,
+        holding: u32,
+    ) -> StoreFuture<'a, Vec<HeldLease>>;
+
+    /// Hands a running run back to the queue (its lease released, if `owner` holds it), so
+    /// that another worker takes it up at once; returns whether it did.
+    fn release<'a>(&'a self, run_id: &'a str, owner: &'a str) -> StoreFuture<'a, bool>;
+
+    /// Records a worker (or its new start).
+    fn put_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()>;
+
+    /// Every recorded worker, oldest first.
+    fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>>;
+
+    /// Forgets a worker (stopped, or found dead); returns whether it was recorded.
+    fn remove_worker<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool>;
+
+    /// The queue's depth: queued runs, the oldest of them, scheduled starts and timers.
+    fn queue(&self) -> StoreFuture<'_, QueueStats>;
+
+    /// The run submitted with `key`, if there is one.
+    fn run_by_key<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<RunRecord>>;
+
+    /// Tells every listening worker (other processes included) about `notice`. Best
+    /// effort: a notice that is lost delays work until the workers' next poll, never more.
+    /// A no-op where the backend has no notifications (SQLite: workers poll).
+    fn notify<'a>(&'a self, notice: &'a Notice) -> StoreFuture<'a, ()>;
+
+    /// A subscription to the notices of [`notify`](Self::notify), from any process:
+    /// `None` where the backend has none.
+    fn listen(&self) -> StoreFuture<'_, Option<Box<dyn Doorbell>>>;
+}
+
+/// Notices delivered to a worker, one at a time.
+pub trait Doorbell: Send {
+    /// The next notice (waits for it). An error means the subscription broke; the caller
+    /// polls, and may listen again.
+    fn next(&mut self) -> StoreFuture<'_, Notice>;
+}
+
+/// What a worker is told about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// There is work: now, or (a scheduled start, a wait's expiry) at this time.
+    Work {
+        /// When it is due (`None`: now).
+        at: Option<SystemTime>,
+    },
+    /// An interrupt was requested for a run.
+    Interrupt {
+        /// The run.
+        run_id: String,
+    },
+}
+
+impl Notice {
+    /// The notice as a short text (a notification's payload): `work`, `work MICROS`,
+    /// `interrupt RUN`.
+    pub fn to_payload(&self) -> String {
+        match self {
+            Notice::Work { at: None } => "work".into(),
+            Notice::Work { at: Some(at) } => {
+                let micros = at
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_micros())
+                    .unwrap_or(0);
+                format!("work {micros}")
+            }
+            Notice::Interrupt { run_id } => format!("interrupt {run_id}"),
+        }
     }
+
+    /// A notice from its payload; `None` for text that is none.
+    pub fn from_payload(payload: &str) -> Option<Notice> {
+        let (word, rest) = payload.split_once(' ').unwrap_or((payload, ""));
+        match (word, rest) {
+            ("work", "") => Some(Notice::Work { at: None }),
+            ("work", micros) => {
+                let micros: u64 = micros.parse().ok()?;
+                Some(Notice::Work {
+                    at: Some(std::time::UNIX_EPOCH + std::time::Duration::from_micros(micros)),
+                })
+            }
+            ("interrupt", run) if !run.is_empty() => Some(Notice::Interrupt {
+                run_id: run.to_owned(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// What [`RunStore::due`] found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Due {
+    /// Whether a run needs a worker now.
+    pub now: bool,
+    /// When the next one will (the earliest future timer or lease end).
+    pub next: Option<SystemTime>,
+}
+
+/// A run a worker holds, as its lease renewal found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldLease {
+    /// The run.
+    pub run_id: String,
+    /// Whether an interrupt was requested for it.
+    pub interrupt_requested: bool,
+}
+
+/// A worker process as the store knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerRecord {
+    /// Its lease owner id (`host:pid:started`).
+    pub id: String,
+    /// Its host.
+    pub host: String,
+    /// How many runs it drives at once, at most.
+    pub concurrency: u32,
+    /// How many it drove at its last renewal.
+    pub holding: u32,
+    /// When it started.
+    pub started_at: SystemTime,
+    /// When it last renewed its leases.
+    pub renewed_at: SystemTime,
+}
+
+/// The queue's depth.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueStats {
+    /// Runs waiting for a worker now (submitted, answered, scheduled and due, or left by
+    /// a dead owner whose lease expired).
+    pub queued: u64,
+    /// When the oldest of them was created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_queued: Option<SystemTime>,
+    /// Scheduled starts not due yet.
+    pub scheduled: u64,
+    /// Suspended runs whose wait expiry or deadline has passed (due now).
+    pub timers_due: u64,
+    /// Suspended runs with a timer still to come.
+    pub timers_pending: u64,
+    /// The earliest timer or scheduled start still to come.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_timer: Option<SystemTime>,
+    /// Runs held by a live lease (being driven).
+    pub held: u64,
 }
 
 /// What a heartbeat found.

@@ -70,6 +70,8 @@ pub struct RunScope<'a> {
     pub owner: Option<&'a str>,
     /// The run's lease length, for durable runs.
     pub lease: Option<Duration>,
+    /// Who keeps the run's lease, when not its own heartbeat (a worker's keeper).
+    pub lease_keeper: Option<&'a crate::durable::LeaseKeeper>,
 }
 
 impl<'a> ActionInput<'a> {

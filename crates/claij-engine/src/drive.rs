@@ -265,6 +265,12 @@ impl<'e> RunState<'e> {
         self.fsm.transition_idx(&last.from, last.to.as_deref()?)
     }
 
+    /// Commits what is not committed yet and hands the run back to the queue, running and
+    /// held by no one, in `state` (an answered wait, for a worker to continue).
+    pub(crate) async fn hand_back(mut self, state: &str) -> Result<(), StoreError> {
+        self.commit(RunStatus::Running, state, None, None).await
+    }
+
     /// Ends the run `failed` in `state` (an expired wait with nowhere to go).
     pub(crate) async fn fail_here(self, state: &State) -> Result<RunOutcome, StoreError> {
         let _heartbeat = self
@@ -302,6 +308,9 @@ impl<'e> RunState<'e> {
             on_expiry: suspension.on_expiry,
             prompt: suspension.prompt,
             children: suspension.children,
+            deadline_at: self
+                .deadline
+                .map(|(at, _)| SystemTime::now() + at.saturating_duration_since(Instant::now())),
         }
     }
 
@@ -346,7 +355,11 @@ impl<'e> RunState<'e> {
     }
 
     /// Attempts ran out: follow `on_failure` with an event carrying the failure.
-    fn on_failure_route(&mut self, state: &State, failure: Option<Failure>) -> Option<usize> {
+    pub(crate) fn on_failure_route(
+        &mut self,
+        state: &State,
+        failure: Option<Failure>,
+    ) -> Option<usize> {
         let target = state.settings.on_failure.as_ref()?;
         self.clock.stamp = Instant::now();
         let t = self.fsm.transition_idx(&state.id, target)?;
@@ -402,6 +415,7 @@ impl<'e> RunState<'e> {
                 store: self.durable.as_ref().map(|d| &d.store),
                 owner: self.durable.as_ref().map(|d| d.owner.as_str()),
                 lease: self.durable.as_ref().map(|d| d.lease),
+                lease_keeper: self.durable.as_ref().and_then(|d| d.keeper.as_ref()),
             },
             observers: &self.observers,
         };

@@ -2,8 +2,9 @@
 //! renews the lease and notices interrupts requested by other processes, and the
 //! identity of this process.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use claij_core::store::RunStore;
@@ -90,6 +91,131 @@ pub(crate) struct Durable {
     pub lease: Duration,
     /// Set when the heartbeat found the lease taken over: the run stops writing.
     pub lost: Arc<AtomicBool>,
+    /// Who keeps the lease, when not the run's own heartbeat.
+    pub keeper: Option<LeaseKeeper>,
+}
+
+/// The leases of many runs kept by their owner at once — a worker renews all of them in
+/// one statement ([`RunStore::renew_leases`])
+/// instead of each run polling its store. Runs driven with a keeper
+/// ([`RunOptions::lease_keeper`](crate::RunOptions::lease_keeper)) are entered here while
+/// they are driven; the owner tells the keeper what each renewal found, and the keeper
+/// stops the runs that were interrupted or whose lease was taken over.
+#[derive(Clone, Default)]
+pub struct LeaseKeeper {
+    book: Arc<Mutex<Book>>,
+}
+
+#[derive(Default)]
+struct Book {
+    /// Runs being driven: by id, each entry with its key, handles, and the book's
+    /// generation when it was entered.
+    runs: HashMap<String, Vec<Kept>>,
+    /// Counts entries; a renewal remembers it before it is sent.
+    generation: u64,
+}
+
+struct Kept {
+    key: u64,
+    cancel: CancellationToken,
+    lost: Arc<AtomicBool>,
+}
+
+impl LeaseKeeper {
+    /// An empty keeper.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn book(&self) -> std::sync::MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How many runs are driven now.
+    pub fn holding(&self) -> usize {
+        self.book().runs.len()
+    }
+
+    /// The runs driven now.
+    pub fn run_ids(&self) -> Vec<String> {
+        self.book().runs.keys().cloned().collect()
+    }
+
+    /// Taken just before a renewal is sent, and given back to [`renewed`](Self::renewed):
+    /// runs entered after it may be missing from the renewal's answer without being lost.
+    pub fn mark(&self) -> u64 {
+        self.book().generation
+    }
+
+    /// What a renewal sent after `mark` found: the runs still held (`held`: run id and
+    /// whether an interrupt was requested). Runs entered before the mark and missing from
+    /// it lost their lease and are stopped without writing; interrupted ones are stopped.
+    pub fn renewed(&self, mark: u64, held: &[claij_core::store::HeldLease]) {
+        let held: HashMap<&str, bool> = held
+            .iter()
+            .map(|h| (h.run_id.as_str(), h.interrupt_requested))
+            .collect();
+        for (run_id, kept) in &self.book().runs {
+            match held.get(run_id.as_str()) {
+                Some(true) => kept.iter().for_each(|k| k.cancel.cancel()),
+                Some(false) => {}
+                None => {
+                    for k in kept.iter().filter(|k| k.key <= mark) {
+                        k.lost.store(true, Ordering::SeqCst);
+                        k.cancel.cancel();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops `run_id` if it is driven here (an interrupt was requested); returns whether
+    /// it was.
+    pub fn interrupt(&self, run_id: &str) -> bool {
+        match self.book().runs.get(run_id) {
+            Some(kept) => {
+                kept.iter().for_each(|k| k.cancel.cancel());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Enters a run while it is driven; it leaves when the guard is dropped.
+    fn keep(&self, run_id: &str, cancel: &CancellationToken, lost: &Arc<AtomicBool>) -> KeptRun {
+        let mut book = self.book();
+        book.generation += 1;
+        let key = book.generation;
+        book.runs.entry(run_id.to_owned()).or_default().push(Kept {
+            key,
+            cancel: cancel.clone(),
+            lost: lost.clone(),
+        });
+        KeptRun {
+            keeper: self.clone(),
+            run_id: run_id.to_owned(),
+            key,
+        }
+    }
+}
+
+/// A run's place in a [`LeaseKeeper`], left when dropped.
+pub(crate) struct KeptRun {
+    keeper: LeaseKeeper,
+    run_id: String,
+    key: u64,
+}
+
+impl Drop for KeptRun {
+    fn drop(&mut self) {
+        let mut book = self.keeper.book();
+        if let Some(kept) = book.runs.get_mut(&self.run_id) {
+            kept.retain(|k| k.key != self.key);
+            if kept.is_empty() {
+                book.runs.remove(&self.run_id);
+            }
+        }
+    }
 }
 
 impl Durable {
@@ -102,6 +228,9 @@ impl Durable {
     /// interrupts every [`HEARTBEAT_INTERVAL`]; cancels `cancel` on an interrupt request
     /// or a lost lease. Stops when the returned guard is dropped.
     pub(crate) fn heartbeat(&self, run_id: &str, cancel: &CancellationToken) -> HeartbeatGuard {
+        if let Some(keeper) = &self.keeper {
+            return HeartbeatGuard::Kept(keeper.keep(run_id, cancel, &self.lost));
+        }
         let link = self.clone();
         let run_id = run_id.to_owned();
         let cancel = cancel.clone();
@@ -131,22 +260,75 @@ impl Durable {
                 }
             }
         });
-        HeartbeatGuard(task)
+        HeartbeatGuard::Task(task)
     }
 }
 
-/// Stops the heartbeat when dropped.
-pub(crate) struct HeartbeatGuard(tokio::task::JoinHandle<()>);
+/// Stops the heartbeat (or leaves the keeper) when dropped.
+pub(crate) enum HeartbeatGuard {
+    /// The run's own heartbeat task.
+    Task(tokio::task::JoinHandle<()>),
+    /// The run's place in its owner's keeper.
+    Kept(#[allow(dead_code)] KeptRun),
+}
 
 impl Drop for HeartbeatGuard {
     fn drop(&mut self) {
-        self.0.abort();
+        if let HeartbeatGuard::Task(task) = self {
+            task.abort();
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use claij_core::store::HeldLease;
+
+    fn held(run_id: &str, interrupt_requested: bool) -> HeldLease {
+        HeldLease {
+            run_id: run_id.into(),
+            interrupt_requested,
+        }
+    }
+
+    #[test]
+    fn a_keeper_stops_interrupted_and_lost_runs_and_spares_new_ones() {
+        let keeper = LeaseKeeper::new();
+        let handles = |_: &str| (CancellationToken::new(), Arc::new(AtomicBool::new(false)));
+        let (a_cancel, a_lost) = handles("a");
+        let (b_cancel, b_lost) = handles("b");
+        let (c_cancel, c_lost) = handles("c");
+        let a = keeper.keep("a", &a_cancel, &a_lost);
+        let _b = keeper.keep("b", &b_cancel, &b_lost);
+        let mark = keeper.mark();
+        // Entered after the renewal was sent: its absence from the answer means nothing.
+        let _c = keeper.keep("c", &c_cancel, &c_lost);
+        assert_eq!(keeper.holding(), 3);
+        keeper.renewed(mark, &[held("a", true)]);
+        assert!(
+            a_cancel.is_cancelled() && !a_lost.load(Ordering::SeqCst),
+            "interrupted"
+        );
+        assert!(
+            b_cancel.is_cancelled() && b_lost.load(Ordering::SeqCst),
+            "lost"
+        );
+        assert!(
+            !c_cancel.is_cancelled() && !c_lost.load(Ordering::SeqCst),
+            "new"
+        );
+        assert!(keeper.interrupt("c") && c_cancel.is_cancelled());
+        assert!(!keeper.interrupt("elsewhere"));
+        drop(a);
+        let mut ids = keeper.run_ids();
+        ids.sort();
+        assert_eq!(
+            ids,
+            ["b", "c"],
+            "a run leaves the keeper when it is no longer driven"
+        );
+    }
 
     #[test]
     fn this_process_is_alive_and_made_up_or_reused_pids_are_not() {

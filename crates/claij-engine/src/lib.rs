@@ -53,13 +53,14 @@ pub use action::{
     Action, ActionError, ActionInput, ActionOutput, BoxFuture, ModelCall, Outcome, RunScope,
     Suspension, TextSink,
 };
-pub use durable::{is_dead_local_owner, process_owner};
+pub use durable::{LeaseKeeper, is_dead_local_owner, process_owner};
 pub use observer::Observer;
 pub use privilege::{Privilege, PrivilegedUse, privileged_uses};
 pub use recover::{continues_without_input, runs_to_continue};
 pub use registry::ActionRegistry;
 pub use run::{
-    Engine, InputError, RunError, RunOptions, RunOutcome, RunStatus, interrupt, new_run_id,
+    Engine, InputError, RunError, RunOptions, RunOutcome, RunStatus, Submission, Submitted,
+    interrupt, new_run_id,
 };
 pub use tokio_util::sync::CancellationToken;
 pub use tree::ChildRun;

@@ -97,6 +97,7 @@ impl Engine {
             store: scope.store.cloned(),
             owner: scope.owner.map(str::to_owned),
             lease: scope.lease,
+            lease_keeper: scope.lease_keeper.cloned(),
             parent: Some(parent.to_owned()),
             prior_trail: child.prior_trail,
         };

@@ -334,6 +334,7 @@ where
             .bind(checkpoint.run_id.clone())
             .bind(checkpoint.owner.clone())
             .bind(checkpoint.first_seq)
+            .bind(checkpoint.wake_at)
             .fetch_optional(&mut *conn)
             .await?;
         if updated.is_none() {
@@ -363,6 +364,7 @@ where
             .bind(checkpoint.lease_until)
             .bind(now)
             .bind(entries)
+            .bind(checkpoint.wake_at)
             .execute(&mut *conn)
             .await;
         match written {
@@ -450,10 +452,10 @@ where
 }
 
 /// The guarded update of a checkpoint: changes the run only if `$9` holds its lease and
-/// (with new entries) its trail is `$10` entries long.
+/// (with new entries) its trail is `$10` entries long; `$11` is its new wake time.
 const UPDATE_RUN: &str = "UPDATE runs SET status = $1, state = $2, \
      context = COALESCE($3, context), wait = $4, \
      lease_owner = CASE WHEN $5 IS NULL THEN NULL ELSE lease_owner END, lease_until = $5, \
-     trail_len = trail_len + $6, updated_at = $7 \
+     trail_len = trail_len + $6, updated_at = $7, wake_at = $11 \
      WHERE id = $8 AND lease_owner = $9 AND ($10 IS NULL OR trail_len = $10) \
      RETURNING trail_len";

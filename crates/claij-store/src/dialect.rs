@@ -1,6 +1,8 @@
 //! What differs between the backends, as constants: everything else (queries, grouped
 //! commits, migrations) is written once, generic over the database.
 
+use claij_core::store::{Doorbell, StoreFuture};
+
 use crate::migrate::Migration;
 
 /// A database claij can keep runs in: implemented for [`sqlx::Sqlite`] and
@@ -21,12 +23,29 @@ pub trait Dialect: sqlx::Database + private::Sealed {
     /// Appended to a `SELECT` whose rows must stay locked until the transaction ends.
     #[doc(hidden)]
     const FOR_UPDATE: &'static str;
+    /// Appended to the `SELECT` of a claim: rows another claimer has locked are passed
+    /// over rather than waited for.
+    #[doc(hidden)]
+    const SKIP_LOCKED: &'static str;
+    /// The statement that sends a notice (`$1`, its payload) to every listening worker;
+    /// `None` where the backend has no notifications.
+    #[doc(hidden)]
+    const NOTIFY: Option<&'static str>;
+    /// One statement renewing a worker's leases (`$2`, the new end, for the running runs
+    /// `$1` holds, returning `id, interrupt_requested`) and its record (`renewed_at = $3`,
+    /// `holding = $4`); `None`: two statements in a transaction.
+    #[doc(hidden)]
+    const RENEW_WITH_WORKER: Option<&'static str>;
+    /// Subscribes to the workers' notices on a connection of its own (`None` where the
+    /// backend has none).
+    #[doc(hidden)]
+    fn listen(pool: &sqlx::Pool<Self>) -> StoreFuture<'_, Option<Box<dyn Doorbell>>>;
     /// A query returning the connection's durability setting, as text.
     #[doc(hidden)]
     const DURABILITY_PROBE: &'static str;
-    /// One statement that writes a whole checkpoint (parameters `$1`–`$10`: run id, owner,
+    /// One statement that writes a whole checkpoint (parameters `$1`–`$11`: run id, owner,
     /// first sequence number, status, state, context, wait, lease end, time, entries as a
-    /// JSON array of `[seq, entry]`), failing with `claij: checkpoint refused` in its message
+    /// JSON array of `[seq, entry]`, wake time), failing with `claij: checkpoint refused` in its message
     /// when the guard refuses it; `None` where a checkpoint is a guarded `UPDATE` and an
     /// `INSERT`.
     #[doc(hidden)]

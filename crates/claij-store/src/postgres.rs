@@ -3,12 +3,37 @@
 
 use std::str::FromStr;
 
-use claij_core::store::{Durability, StoreError};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use claij_core::store::{Doorbell, Durability, Notice, StoreError, StoreFuture};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, Pool, Postgres};
 
 use crate::dialect::Dialect;
 use crate::migrate::Migration;
+
+/// The channel workers listen on (`NOTIFY claij_work`).
+const CHANNEL: &str = "claij_work";
+
+/// A worker's subscription: `LISTEN claij_work` on a connection of its own (sqlx listens
+/// again after reconnecting; notices sent meanwhile are lost, which the workers' polls
+/// make up for).
+struct Listener(PgListener);
+
+impl Doorbell for Listener {
+    fn next(&mut self) -> StoreFuture<'_, Notice> {
+        Box::pin(async move {
+            loop {
+                let notification = self
+                    .0
+                    .recv()
+                    .await
+                    .map_err(|e| StoreError::Backend(format!("listening for work: {e}")))?;
+                if let Some(notice) = Notice::from_payload(notification.payload()) {
+                    return Ok(notice);
+                }
+            }
+        })
+    }
+}
 
 /// Connections in the pool.
 const MAX_CONNECTIONS: u32 = 10;
@@ -26,12 +51,36 @@ impl Dialect for Postgres {
             name: "server",
             sql: include_str!("../migrations/postgres/0002_server.sql"),
         },
+        Migration {
+            version: 3,
+            name: "workers",
+            sql: include_str!("../migrations/postgres/0003_workers.sql"),
+        },
     ];
     const BEGIN_WRITE: &'static str = "BEGIN";
     // A transaction-scoped advisory lock (key: "claij" in ASCII) serializes concurrent
     // openers, so two workers starting at once do not both create the tables.
     const MIGRATION_LOCK: Option<&'static str> = Some("SELECT pg_advisory_xact_lock(427020085610)");
     const FOR_UPDATE: &'static str = " FOR UPDATE";
+    const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
+    const NOTIFY: Option<&'static str> = Some("SELECT pg_notify('claij_work', $1)");
+    const RENEW_WITH_WORKER: Option<&'static str> = Some(
+        "WITH worker AS (UPDATE workers SET renewed_at = $3, holding = $4 WHERE id = $1) \
+         UPDATE runs SET lease_until = $2 WHERE lease_owner = $1 AND status = 'running' \
+         RETURNING id, interrupt_requested",
+    );
+    fn listen(pool: &Pool<Postgres>) -> StoreFuture<'_, Option<Box<dyn Doorbell>>> {
+        Box::pin(async move {
+            let mut listener = PgListener::connect_with(pool)
+                .await
+                .map_err(|e| StoreError::Backend(format!("listening for work: {e}")))?;
+            listener
+                .listen(CHANNEL)
+                .await
+                .map_err(|e| StoreError::Backend(format!("listening for work: {e}")))?;
+            Ok(Some(Box::new(Listener(listener)) as Box<dyn Doorbell>))
+        })
+    }
     const DURABILITY_PROBE: &'static str =
         "SELECT 'synchronous_commit=' || current_setting('synchronous_commit')";
     const CHECKPOINT_STATEMENT: Option<&'static str> = None;

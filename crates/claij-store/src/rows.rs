@@ -15,7 +15,11 @@ use serde::de::DeserializeOwned;
 /// The columns of `runs`, in the order [`RunRow`] reads them.
 pub(crate) const RUN_COLUMNS: &str = "id, fsm_id, version, hash, parent_id, status, state, \
      context, trail_len, wait, lease_owner, lease_until, interrupt_requested, created_at, \
-     updated_at";
+     updated_at, wake_at, idempotency_key";
+
+/// The `wake_at` of a suspended run waiting for its children: the largest BIGINT (it is
+/// due when one of them ends, not at a time).
+pub(crate) const WAKE_ON_CHILD: i64 = i64::MAX;
 
 /// The columns of `definitions`, in the order [`DefinitionRow`] reads them.
 pub(crate) const DEFINITION_COLUMNS: &str = "fsm_id, version, hash, document, created_at";
@@ -41,6 +45,8 @@ pub(crate) struct RunRow {
     pub interrupt_requested: bool,
     pub created_at: i64,
     pub updated_at: i64,
+    pub wake_at: Option<i64>,
+    pub idempotency_key: Option<String>,
 }
 
 /// A `definitions` row as read from the database.
@@ -71,6 +77,8 @@ pub(crate) struct EncodedRun {
     pub interrupt_requested: bool,
     pub created_at: i64,
     pub updated_at: i64,
+    pub wake_at: Option<i64>,
+    pub idempotency_key: Option<String>,
 }
 
 /// A checkpoint ready to write (encoded by the committing task, so that whoever holds the
@@ -88,6 +96,22 @@ pub(crate) struct EncodedCheckpoint {
     pub context: Option<String>,
     pub wait: Option<String>,
     pub lease_until: Option<i64>,
+    pub wake_at: Option<i64>,
+}
+
+/// When a run in `status` needs a worker without anyone asking (the `wake_at` column): a
+/// queued run's scheduled start, a suspended run's timer (or [`WAKE_ON_CHILD`]).
+pub(crate) fn wake_at(
+    status: RunStatus,
+    wait: Option<&Wait>,
+    not_before: Option<SystemTime>,
+) -> Result<Option<i64>, StoreError> {
+    match (status, wait) {
+        (RunStatus::Running, _) => not_before.map(micros).transpose(),
+        (RunStatus::Suspended, Some(wait)) if !wait.children.is_empty() => Ok(Some(WAKE_ON_CHILD)),
+        (RunStatus::Suspended, Some(wait)) => wait.wakes_at().map(micros).transpose(),
+        _ => Ok(None),
+    }
 }
 
 /// Microseconds since the Unix epoch (negative before it), truncated to the microsecond.
@@ -174,6 +198,8 @@ pub(crate) fn encode_run(record: &RunRecord) -> Result<EncodedRun, StoreError> {
         interrupt_requested: record.interrupt_requested,
         created_at: micros(record.created_at)?,
         updated_at: micros(record.updated_at)?,
+        wake_at: wake_at(record.status, record.wait.as_ref(), record.not_before)?,
+        idempotency_key: record.idempotency_key.clone(),
     })
 }
 
@@ -214,6 +240,11 @@ pub(crate) fn decode_run(row: RunRow) -> Result<RunRecord, StoreError> {
         wait,
         lease,
         interrupt_requested: row.interrupt_requested,
+        not_before: match status {
+            RunStatus::Running => row.wake_at.map(time),
+            _ => None,
+        },
+        idempotency_key: row.idempotency_key,
         created_at: time(row.created_at),
         updated_at: time(row.updated_at),
         id,
@@ -282,6 +313,7 @@ pub(crate) fn encode_checkpoint(
             .map(|w| to_json(&format!("run `{run}` wait"), w))
             .transpose()?,
         lease_until: checkpoint.lease_until.map(micros).transpose()?,
+        wake_at: wake_at(checkpoint.status, checkpoint.wait.as_ref(), None)?,
     }))
 }
 
@@ -331,6 +363,8 @@ mod tests {
             interrupt_requested: false,
             created_at: 0,
             updated_at: 0,
+            wake_at: None,
+            idempotency_key: None,
         };
         let err = decode_run(row)
             .err()

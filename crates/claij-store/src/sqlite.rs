@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use claij_core::store::{Durability, StoreError};
+use claij_core::store::{Doorbell, Durability, StoreError, StoreFuture};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Pool, Sqlite};
 
@@ -35,17 +35,30 @@ impl Dialect for Sqlite {
             name: "server",
             sql: include_str!("../migrations/sqlite/0003_server.sql"),
         },
+        Migration {
+            version: 4,
+            name: "workers",
+            sql: include_str!("../migrations/sqlite/0004_workers.sql"),
+        },
     ];
     const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
     const MIGRATION_LOCK: Option<&'static str> = None;
     const FOR_UPDATE: &'static str = "";
+    // One writer at a time: a claim's transaction (`BEGIN IMMEDIATE`) has the rows alone.
+    const SKIP_LOCKED: &'static str = "";
+    const NOTIFY: Option<&'static str> = None;
+    const RENEW_WITH_WORKER: Option<&'static str> = None;
+    fn listen(_pool: &Pool<Sqlite>) -> StoreFuture<'_, Option<Box<dyn Doorbell>>> {
+        Box::pin(async { Ok(None) })
+    }
     const DURABILITY_PROBE: &'static str = "SELECT 'journal_mode=' || j.journal_mode || \
          ' synchronous=' || CASE s.synchronous WHEN 0 THEN 'off' WHEN 1 THEN 'normal' \
          WHEN 2 THEN 'full' ELSE 'extra' END FROM pragma_journal_mode AS j, pragma_synchronous AS s";
-    // The view and trigger of migration 2.
+    // The view and trigger of migrations 2 and 4.
     const CHECKPOINT_STATEMENT: Option<&'static str> = Some(
         "INSERT INTO checkpoint_writes (run_id, owner, first_seq, status, state, context, \
-         wait, lease_until, updated_at, entries) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+         wait, lease_until, updated_at, entries, wake_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
     );
 }
 

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use claij_core::store::{
-    Checkpoint, ClaimFrom, Definition, Delivery, Heartbeat, Hook, RunFilter, RunRecord, RunStatus,
-    RunStore, StoreError, StoreFuture,
+    Checkpoint, ClaimFrom, Definition, Delivery, Doorbell, Due, Heartbeat, HeldLease, Hook, Notice,
+    QueueStats, RunFilter, RunRecord, RunStatus, RunStore, StoreError, StoreFuture, WorkerRecord,
 };
 use claij_core::trail::TrailEntry;
 use sqlx::error::ErrorKind;
@@ -38,6 +38,7 @@ impl<DB: Dialect> std::fmt::Debug for SqlStore<DB> {
     }
 }
 
+mod queue;
 mod serving;
 
 fn backend(what: &str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
@@ -186,6 +187,8 @@ where
             interrupt_requested: row.try_get(12)?,
             created_at: row.try_get(13)?,
             updated_at: row.try_get(14)?,
+            wake_at: row.try_get(15)?,
+            idempotency_key: row.try_get(16)?,
         })
     }
 
@@ -341,8 +344,8 @@ where
         let inserted = sqlx::query(
             "INSERT INTO runs (id, fsm_id, version, hash, parent_id, status, state, context, \
              trail_len, wait, lease_owner, lease_until, interrupt_requested, created_at, \
-             updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+             updated_at, wake_at, idempotency_key) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
         )
         .bind(run.id)
         .bind(run.fsm_id)
@@ -359,14 +362,25 @@ where
         .bind(run.interrupt_requested)
         .bind(run.created_at)
         .bind(run.updated_at)
+        .bind(run.wake_at)
+        .bind(run.idempotency_key)
         .execute(&mut *tx)
         .await;
         match inserted {
             Ok(_) => {}
             Err(e) if db_error_kind(&e) == Some(ErrorKind::UniqueViolation) => {
+                let reason = match (
+                    &record.idempotency_key,
+                    self.run_now(&record.id, what).await,
+                ) {
+                    (Some(key), Err(StoreError::NotFound { .. })) => {
+                        format!("was not created: a run with the key `{key}` exists")
+                    }
+                    _ => "already exists".into(),
+                };
                 return Err(StoreError::Conflict {
                     run: record.id.clone(),
-                    reason: "already exists".into(),
+                    reason,
                 });
             }
             Err(e) if db_error_kind(&e) == Some(ErrorKind::ForeignKeyViolation) => {
@@ -383,6 +397,17 @@ where
         Writer::<DB>::insert_entries(&mut *tx, &record.id, &entries)
             .await
             .map_err(backend(what))?;
+        // A queued run (held by no one): the workers hear of it when it is committed.
+        if let (None, Some(notify)) = (&record.lease, DB::NOTIFY) {
+            let notice = Notice::Work {
+                at: record.not_before,
+            };
+            sqlx::query(notify)
+                .bind(notice.to_payload())
+                .execute(&mut *tx)
+                .await
+                .map_err(backend(what))?;
+        }
         tx.commit().await.map_err(backend(what))
     }
 
@@ -423,7 +448,7 @@ where
         let what = "claiming a run";
         let now = rows::now_micros()?;
         let set = "SET status = 'running', lease_owner = $1, lease_until = $2, wait = NULL, \
-                   updated_at = $3 WHERE id = $4";
+                   wake_at = NULL, updated_at = $3 WHERE id = $4";
         let (sql, dead) = match &from {
             ClaimFrom::Suspended => (
                 format!("UPDATE runs {set} AND status = 'suspended' RETURNING {RUN_COLUMNS}"),
@@ -525,7 +550,16 @@ where
         .await
         .map_err(backend(what))?;
         match row {
-            Some(row) => Self::record(&row, what),
+            Some(row) => {
+                let record = Self::record(&row, what)?;
+                // Workers hear of it at once. A notice that fails is no error: the
+                // request is stored, and workers find it when they renew their leases.
+                let notice = Notice::Interrupt {
+                    run_id: run_id.to_owned(),
+                };
+                let _ = self.notify_now(&notice).await;
+                Ok(record)
+            }
             None => {
                 let current = self.run_now(run_id, what).await?;
                 Err(StoreError::Conflict {
@@ -790,5 +824,60 @@ where
         renew_until: Option<SystemTime>,
     ) -> StoreFuture<'a, Heartbeat> {
         Box::pin(self.heartbeat_now(run_id, owner, renew_until))
+    }
+
+    fn claim_due<'a>(
+        &'a self,
+        owner: &'a str,
+        until: SystemTime,
+        limit: u32,
+        dead_owners: &'a [String],
+    ) -> StoreFuture<'a, Vec<RunRecord>> {
+        Box::pin(self.claim_due_now(owner, until, limit, dead_owners))
+    }
+
+    fn due(&self) -> StoreFuture<'_, Due> {
+        Box::pin(self.due_now())
+    }
+
+    fn renew_leases<'a>(
+        &'a self,
+        owner: &'a str,
+        until: SystemTime,
+        holding: u32,
+    ) -> StoreFuture<'a, Vec<HeldLease>> {
+        Box::pin(self.renew_leases_now(owner, until, holding))
+    }
+
+    fn release<'a>(&'a self, run_id: &'a str, owner: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(self.release_now(run_id, owner))
+    }
+
+    fn put_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()> {
+        Box::pin(self.put_worker_now(worker))
+    }
+
+    fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>> {
+        Box::pin(self.workers_now())
+    }
+
+    fn remove_worker<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(self.remove_worker_now(id))
+    }
+
+    fn queue(&self) -> StoreFuture<'_, QueueStats> {
+        Box::pin(self.queue_now())
+    }
+
+    fn run_by_key<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<RunRecord>> {
+        Box::pin(self.run_by_key_now(key))
+    }
+
+    fn notify<'a>(&'a self, notice: &'a Notice) -> StoreFuture<'a, ()> {
+        Box::pin(self.notify_now(notice))
+    }
+
+    fn listen(&self) -> StoreFuture<'_, Option<Box<dyn Doorbell>>> {
+        DB::listen(&self.pool)
     }
 }

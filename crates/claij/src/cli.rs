@@ -149,12 +149,77 @@ pub(crate) enum Command {
   claij serve examples/human-approval.yaml --bind 127.0.0.1:0
   CLAIJ_API_TOKEN=$(openssl rand -hex 32) claij serve examples/ --bind 0.0.0.0:8080")]
     Serve(ServeArgs),
+    /// Work: take runs from the store's queue and drive them, until stopped.
+    ///
+    /// Any number of workers, on any number of machines, share one store (PostgreSQL;
+    /// or one SQLite file on one machine): each claims what needs a worker — runs
+    /// submitted with `claij run --submit`, waits answered with `claij runs resume
+    /// --submit`, runs whose process died, expired waits, passed deadlines, scheduled
+    /// starts, parents whose children ended — and drives it under one lease renewal for
+    /// all it holds. PostgreSQL wakes idle workers with NOTIFY; SQLite's poll. SIGTERM
+    /// (or Ctrl-C) drains: no more claims, the runs under way get --grace to finish, the
+    /// rest are handed back to the queue. See docs/WORKERS.md.
+    #[command(after_help = "Examples:
+  claij worker --store postgres://claij@db.example/claij --concurrency 32
+  claij run examples/human-approval.yaml --submit --input '{\"change\": \"deploy\"}'
+  claij runs wait 0192f3a4-…")]
+    Worker(WorkerArgs),
+    /// The workers sharing a store: who is alive, what each holds, and the queue.
+    Workers {
+        /// What to do.
+        #[command(subcommand)]
+        command: WorkersCommand,
+        /// Where runs are kept.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
     /// MCP: serve workflows and bots as MCP tools, and talk to MCP servers.
     Mcp {
         /// What to do.
         #[command(subcommand)]
         command: McpCommand,
     },
+}
+
+/// `claij workers …`
+#[derive(Debug, Subcommand)]
+pub(crate) enum WorkersCommand {
+    /// The live workers (each with what it holds and when it last renewed its leases) and
+    /// the queue (runs waiting for a worker, the oldest, scheduled starts, timers).
+    List {
+        /// As one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The options of `claij worker`.
+#[derive(Debug, Args)]
+pub(crate) struct WorkerArgs {
+    /// Runs driven at once, at most.
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: u32,
+    /// How long the runs under way may go on after SIGTERM before they are handed back.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub grace: std::time::Duration,
+    /// How long a lease lasts unless renewed (renewed every third of it): how soon other
+    /// workers take over the runs of a worker on another machine that died.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub lease: std::time::Duration,
+    /// How often an idle worker looks for work (default: 30s on PostgreSQL, whose
+    /// notices wake workers at once; 1s on SQLite, which has none).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub poll: Option<std::time::Duration>,
+    /// Where runs are kept.
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Models for `llm` states (the configuration; the run model for states that name none).
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// The model configuration (default: $CLAIJ_CONFIG, ./claij.toml,
+    /// ~/.config/claij/claij.toml).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// `claij mcp …`
@@ -398,9 +463,29 @@ pub(crate) enum RunsCommand {
         /// Write the trail (all of it) to FILE as JSON lines as the run goes.
         #[arg(long, value_name = "FILE", conflicts_with = "all")]
         trail: Option<PathBuf>,
+        /// With --input: check and record the answer, then leave the run to `claij worker`
+        /// processes instead of driving it here.
+        #[arg(long, requires = "input", conflicts_with = "trail")]
+        submit: bool,
         /// No progress on stderr.
         #[arg(long, short)]
         quiet: bool,
+    },
+    /// Wait for a run to end (driven by a worker, or elsewhere), then report it as `claij
+    /// run` does: exit 0 completed, 1 failed or interrupted; 3 if --timeout passed first
+    /// (or, with --until-suspended, the run waits for input).
+    Wait {
+        /// The run's id.
+        run: String,
+        /// Give up after this long (default: wait as long as it takes).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        timeout: Option<std::time::Duration>,
+        /// Stop waiting when the run suspends for input, too.
+        #[arg(long)]
+        until_suspended: bool,
+        /// As JSON (the run's record).
+        #[arg(long)]
+        json: bool,
     },
     /// Stop a running or suspended run; it records `interrupted`.
     Interrupt {
@@ -481,6 +566,21 @@ pub(crate) struct RunArgs {
     /// The run's id (default: generated).
     #[arg(long)]
     pub run_id: Option<String>,
+    /// Queue the run for `claij worker` processes instead of driving it here: prints its
+    /// id and exits (follow it with `claij runs wait RUN`).
+    #[arg(long, conflicts_with_all = ["then", "trail"])]
+    pub submit: bool,
+    /// With --submit: start no earlier than this time (RFC 3339, e.g.
+    /// 2026-12-01T09:00:00Z).
+    #[arg(long, requires = "submit", conflicts_with = "after", value_parser = humantime::parse_rfc3339_weak)]
+    pub at: Option<std::time::SystemTime>,
+    /// With --submit: start no earlier than this long from now (e.g. 10m).
+    #[arg(long, requires = "submit", value_parser = humantime::parse_duration)]
+    pub after: Option<std::time::Duration>,
+    /// With --submit: a key that makes submitting idempotent: a second submission with
+    /// the same key creates nothing and prints the first run's id.
+    #[arg(long, requires = "submit", value_name = "KEY")]
+    pub idempotency_key: Option<String>,
     /// No progress on stderr.
     #[arg(long, short)]
     pub quiet: bool,

@@ -938,9 +938,18 @@ async fn a_resume_link_answers_its_wait_once_with_no_other_credential() {
             &by_api
         ),
     );
+    // The loser is refused as a conflict, or — a link that looks after the winner moved
+    // the run on — as gone.
     let mut statuses = [x.status, y.status];
     statuses.sort();
-    assert_eq!(statuses, [200, 409], "{} / {}", x.body, y.body);
+    assert!(
+        statuses == [200, 409] || (statuses == [200, 410] && x.status == 410),
+        "exactly one answer is taken: link {} {} / API {} {}",
+        x.status,
+        x.body,
+        y.status,
+        y.body
+    );
     // Both of B's links are spent now.
     for l in [&b_link, &b_link2] {
         assert_problem(&post(&http, server.url(l), &by_link).await, 410);

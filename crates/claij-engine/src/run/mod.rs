@@ -6,6 +6,7 @@
 //! - `start`: a new run, from its input's entry transition;
 //! - `resume`: a stored run continued;
 //! - `interrupt`: a stored run stopped;
+//! - `queue`: runs put in the store's queue for workers (submitted, answered);
 //! - `options`, `outcome`, `error`: what a run is given, how it ends, why it could not run;
 //! - `id`: run ids.
 
@@ -26,6 +27,7 @@ mod id;
 mod interrupt;
 mod options;
 mod outcome;
+mod queue;
 mod resume;
 mod start;
 
@@ -35,6 +37,7 @@ pub use id::new_run_id;
 pub use interrupt::interrupt;
 pub use options::RunOptions;
 pub use outcome::RunOutcome;
+pub use queue::{Submission, Submitted};
 
 /// Compiled dynamic schemas by (schema name, from, to), with the provider value each was
 /// compiled from (recompiled when the provider hands out a new value).
@@ -100,6 +103,7 @@ impl Engine {
                 owner: options.owner.clone().unwrap_or_else(process_owner),
                 lease: options.lease.unwrap_or(DEFAULT_LEASE),
                 lost: Arc::new(AtomicBool::new(false)),
+                keeper: options.lease_keeper.clone(),
             }),
             committed: 0,
             context_dirty: false,

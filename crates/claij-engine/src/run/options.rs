@@ -1,5 +1,5 @@
 //! [`RunOptions`]: how a run is started or resumed (its id, context, deadline,
-//! cancellation, observers, store and lease, parent and prior trail).
+//! cancellation, observers, store, lease and its keeper, parent and prior trail).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +9,7 @@ use claij_core::store::RunStore;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::durable::LeaseKeeper;
 use crate::observer::Observer;
 
 /// How to run.
@@ -33,6 +34,10 @@ pub struct RunOptions {
     pub owner: Option<String>,
     /// How long a lease lasts unless renewed (default 30 s).
     pub lease: Option<Duration>,
+    /// Who renews the lease: by default each run renews its own (and checks for
+    /// interrupts) from a heartbeat task; a worker driving many runs keeps all of them in
+    /// one [`LeaseKeeper`] instead, renewed together. Child runs share their parent's.
+    pub lease_keeper: Option<LeaseKeeper>,
     /// The parent run, for child runs.
     pub parent: Option<String>,
     /// Entries of earlier runs this run continues (a chain: the next FSM sees the whole

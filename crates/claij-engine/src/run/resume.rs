@@ -98,8 +98,9 @@ impl Engine {
                         )
                         .await;
                 }
-                let expired = wait.expires_at.is_some_and(|at| at <= SystemTime::now());
-                let taking = match (&input, expired) {
+                let now = SystemTime::now();
+                let due = wait.wakes_at().is_some_and(|at| at <= now);
+                let taking = match (&input, due) {
                     (Some(input), _) => Some(self.waited_transition(&fsm, run_id, &wait, input)?),
                     (None, true) => None,
                     (None, false) => {
@@ -110,7 +111,7 @@ impl Engine {
                         )));
                     }
                 };
-                let claimed = store
+                store
                     .claim(
                         run_id,
                         ClaimFrom::Suspended,
@@ -118,44 +119,9 @@ impl Engine {
                         SystemTime::now() + lease,
                     )
                     .await?;
-                let mut run = self
-                    .resumed_state(&fsm, &claimed, store, &owner, lease, &options)
-                    .await?;
-                let state = fsm.state(&wait.state).ok_or_else(|| {
-                    not_resumable(format!("waits in unknown state `{}`", wait.state))
-                })?;
-                let attempt = run.attempts_here() + 1;
-                match (taking, input) {
-                    (Some(t), Some(input)) => {
-                        run.append_full(t, input, attempt, None, None, None, None);
-                        Ok(run.drive(t, 1).await?)
-                    }
-                    _ => {
-                        let failure = Failure {
-                            kind: FailureKind::Timeout,
-                            message: "the wait for input expired".into(),
-                            errors: Vec::new(),
-                            attempt,
-                        };
-                        run.append_failure(state, Value::Null, failure.clone(), None, None);
-                        let route = wait
-                            .on_expiry
-                            .as_deref()
-                            .and_then(|target| fsm.transition_idx(&state.id, target));
-                        match route {
-                            Some(t) => {
-                                let event = json!({
-                                    "id": fsm.transitions[t].id_value,
-                                    "failure": failure,
-                                    "state": &*state.id,
-                                });
-                                run.append_full(t, event, attempt, None, None, None, None);
-                                Ok(run.drive(t, 1).await?)
-                            }
-                            None => Ok(run.fail_here(state).await?),
-                        }
-                    }
-                }
+                let given = taking.zip(input);
+                self.continue_claimed_run(&fsm, &record, given, store, &owner, lease, &options)
+                    .await
             }
             // Running with an input: another resume may have just won the race, or the
             // run never waited; either way the input cannot be used.
@@ -194,7 +160,7 @@ impl Engine {
 
     /// The transition a resume input takes, checked against the run's wait and the
     /// transition's schema.
-    fn waited_transition(
+    pub(super) fn waited_transition(
         &self,
         fsm: &Fsm,
         run_id: &str,
@@ -251,9 +217,126 @@ impl Engine {
         let claimed = store
             .claim(run_id, from, owner, SystemTime::now() + lease)
             .await?;
-        let run = self
-            .resumed_state(fsm, &claimed, store, owner, lease, options)
+        self.continue_claimed_run(fsm, &claimed, None, store, owner, lease, options)
+            .await
+    }
+
+    /// Continues a run a worker took from the queue
+    /// ([`RunStore::claim_due`]) for
+    /// `options.owner`: `before` is its record as it was before the claim. A queued or
+    /// crashed run continues from its last transition; a suspended run whose wait expired
+    /// follows `on_expiry` (or fails), one whose deadline passed follows its deadline's
+    /// failure, one waiting for children tries again. A child that ends wakes its parent,
+    /// as with [`resume`](Self::resume).
+    pub async fn continue_claimed(
+        &self,
+        fsm: Arc<Fsm>,
+        before: &RunRecord,
+        options: RunOptions,
+    ) -> Result<RunOutcome, RunError> {
+        let Some(store) = options.store.clone() else {
+            return Err(RunError::NotResumable {
+                run: before.id.clone(),
+                reason: "cannot be continued without a store".into(),
+            });
+        };
+        let owner = options.owner.clone().unwrap_or_else(process_owner);
+        let lease = options.lease.unwrap_or(DEFAULT_LEASE);
+        let mut outcome = self
+            .continue_claimed_run(&fsm, before, None, store.clone(), &owner, lease, &options)
             .await?;
+        if outcome.status.is_final()
+            && let Some(parent) = &before.parent
+        {
+            outcome.parent = self.wake(&store, parent, &options).await?.map(Box::new);
+        }
+        Ok(outcome)
+    }
+
+    /// Continues a run this process has just claimed (`before`: its record before the
+    /// claim), with the input that took one of its waited transitions, if it was given one.
+    #[allow(clippy::too_many_arguments)]
+    async fn continue_claimed_run(
+        &self,
+        fsm: &Fsm,
+        before: &RunRecord,
+        given: Option<(usize, Value)>,
+        store: Arc<dyn RunStore>,
+        owner: &str,
+        lease: Duration,
+        options: &RunOptions,
+    ) -> Result<RunOutcome, RunError> {
+        let run_id = before.id.as_str();
+        let mut run = self
+            .resumed_state(fsm, before, store, owner, lease, options)
+            .await?;
+        let now = SystemTime::now();
+        let waited = match (&before.status, &before.wait) {
+            (RunStatus::Suspended, Some(wait)) if wait.children.is_empty() => Some(wait),
+            _ => None,
+        };
+        if let Some(wait) = waited {
+            let state = fsm
+                .state(&wait.state)
+                .ok_or_else(|| RunError::NotResumable {
+                    run: run_id.to_owned(),
+                    reason: format!("waits in unknown state `{}`", wait.state),
+                })?;
+            let attempt = run.attempts_here() + 1;
+            if let Some((t, input)) = given {
+                run.append_full(t, input, attempt, None, None, None, None);
+                return Ok(run.drive(t, 1).await?);
+            }
+            let expired = wait.expires_at.is_some_and(|at| at <= now);
+            let deadline_passed = wait.deadline_at.is_some_and(|at| at <= now);
+            if expired {
+                let failure = Failure {
+                    kind: FailureKind::Timeout,
+                    message: "the wait for input expired".into(),
+                    errors: Vec::new(),
+                    attempt,
+                };
+                run.append_failure(state, Value::Null, failure.clone(), None, None);
+                let route = wait
+                    .on_expiry
+                    .as_deref()
+                    .and_then(|target| fsm.transition_idx(&state.id, target));
+                return match route {
+                    Some(t) => {
+                        let event = json!({
+                            "id": fsm.transitions[t].id_value,
+                            "failure": failure,
+                            "state": &*state.id,
+                        });
+                        run.append_full(t, event, attempt, None, None, None, None);
+                        Ok(run.drive(t, 1).await?)
+                    }
+                    None => Ok(run.fail_here(state).await?),
+                };
+            }
+            if deadline_passed {
+                let limit = options
+                    .deadline
+                    .or(fsm.settings.deadline)
+                    .unwrap_or_default();
+                let failure = Failure {
+                    kind: FailureKind::Timeout,
+                    message: format!(
+                        "the run's deadline of {} passed",
+                        humantime::format_duration(limit)
+                    ),
+                    errors: Vec::new(),
+                    attempt,
+                };
+                run.append_failure(state, Value::Null, failure.clone(), None, None);
+                // Its `on_failure` route is followed once, as in a running run.
+                run.deadline_routed = true;
+                return match run.on_failure_route(state, Some(failure)) {
+                    Some(t) => Ok(run.drive(t, 1).await?),
+                    None => Ok(run.fail_here(state).await?),
+                };
+            }
+        }
         let Some(into) = run.current_transition() else {
             return Err(RunError::NotResumable {
                 run: run_id.to_owned(),
@@ -266,7 +349,7 @@ impl Engine {
 
     /// The in-memory state of a claimed run, rebuilt from its stored trail (checked
     /// against the record's count), its deadline counted from the run's creation.
-    async fn resumed_state<'e>(
+    pub(super) async fn resumed_state<'e>(
         &'e self,
         fsm: &'e Fsm,
         record: &RunRecord,

@@ -8,7 +8,10 @@ use claij_core::Fsm;
 use claij_core::store::{Definition, RunRecord, RunStore, StoreError};
 use serde_json::Value;
 
-use super::{Engine, InputError, RunError, RunOptions, RunOutcome, RunStatus, kind_of, new_run_id};
+use super::{
+    Engine, InputError, RunError, RunOptions, RunOutcome, RunStatus, Submission, kind_of,
+    new_run_id,
+};
 use crate::drive::RunState;
 
 /// The trail entries a new run has room for before its trail first grows.
@@ -28,17 +31,19 @@ impl Engine {
     ) -> Result<RunOutcome, RunError> {
         // Boxed: starting needs its records and store calls once, not for the run's whole
         // life (a run's future is held for as long as the run lives).
-        let (run, entry) = Box::pin(self.start(&fsm, input, options)).await?;
+        let (run, entry) = Box::pin(self.start(&fsm, input, options, None)).await?;
         Ok(run.drive(entry, 1).await?)
     }
 
     /// A new run of `fsm` with its input appended (and, with a store, created there),
-    /// ready to be driven from the entry transition returned with it.
-    async fn start<'e>(
+    /// ready to be driven from the entry transition returned with it — or, `queued`, put
+    /// in the store's queue for a worker (held by no one).
+    pub(super) async fn start<'e>(
         &'e self,
         fsm: &'e Fsm,
         input: Value,
         options: RunOptions,
+        queued: Option<&Submission>,
     ) -> Result<(RunState<'e>, usize), RunError> {
         let run_id = options.run_id.clone().unwrap_or_else(new_run_id);
         let (entry, input) = self.entry(fsm, input)?;
@@ -73,19 +78,26 @@ impl Engine {
                 context: run.context.clone(),
                 trail_len: run.trail.len() as u64,
                 wait: None,
-                lease: Some(claij_core::store::Lease {
-                    owner: durable.owner.clone(),
-                    until: durable.lease_until(),
-                }),
+                lease: match queued {
+                    Some(_) => None,
+                    None => Some(claij_core::store::Lease {
+                        owner: durable.owner.clone(),
+                        until: durable.lease_until(),
+                    }),
+                },
                 interrupt_requested: false,
+                not_before: queued.and_then(|q| q.not_before),
+                idempotency_key: queued.and_then(|q| q.idempotency_key.clone()),
                 created_at: now,
                 updated_at: now,
             };
             durable.store.create_run(&record, &run.trail).await?;
             run.committed = run.trail.len();
         }
-        for o in &run.observers {
-            o.run_started(&run.run_id);
+        if queued.is_none() {
+            for o in &run.observers {
+                o.run_started(&run.run_id);
+            }
         }
         Ok((run, entry))
     }

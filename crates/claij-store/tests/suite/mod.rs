@@ -8,7 +8,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use claij_core::store::{
     Checkpoint, ClaimFrom, Definition, Delivery, DeliveryStatus, Durability, Heartbeat, Hook,
-    Lease, RunCursor, RunFilter, RunRecord, RunStatus, RunStore, StoreError, Wait, content_hash,
+    Lease, Notice, RunCursor, RunFilter, RunRecord, RunStatus, RunStore, StoreError, Wait,
+    WorkerRecord, content_hash,
 };
 use claij_core::trail::{Failure, FailureKind, TrailEntry, Usage};
 use serde_json::{Value, json};
@@ -37,13 +38,18 @@ macro_rules! store_suite {
             a_newer_database_is_refused,
             durability_settings_reach_the_database,
             unreadable_rows_are_reported_as_corrupt,
-            descriptions_are_plain
+            descriptions_are_plain,
+            due_says_what_needs_a_worker_and_when,
+            leases_are_renewed_together_and_runs_handed_back,
+            idempotency_keys_find_the_first_run,
+            a_parent_is_due_once_a_child_ends
         );
         // These race spawned tasks against each other (claims, recoveries, commits that
         // group): two worker threads make the tasks run in parallel, not only take turns
         // on one thread, on any machine.
         store_suite!(@tests $harness; tokio::test(flavor = "multi_thread", worker_threads = 2);
             one_of_eight_concurrent_claims_wins,
+            the_queue_gives_each_due_run_to_one_worker,
             stale_claims_respect_leases_and_dead_owners,
             concurrent_commits_are_grouped,
             a_refused_commit_does_not_fail_its_group,
@@ -166,6 +172,8 @@ fn record(
             until: in_an_hour(),
         }),
         interrupt_requested: false,
+        not_before: None,
+        idempotency_key: None,
         created_at: at(created),
         updated_at: at(created),
     }
@@ -180,6 +188,7 @@ fn a_wait() -> Wait {
         on_expiry: Some("human-end".into()),
         prompt: Some("Approve?".into()),
         children: vec!["r-child.1".into()],
+        deadline_at: None,
     }
 }
 
@@ -1099,6 +1108,9 @@ pub(crate) async fn a_sqlite_file_of_schema_1_is_upgraded(h: Harness) {
     };
     h.execute(
         "DROP TRIGGER checkpoint_write; DROP VIEW checkpoint_writes; DROP TABLE hooks; DROP TABLE callbacks; DROP TABLE deliveries; \
+         DROP TABLE workers; DROP INDEX runs_idempotency_key; DROP INDEX runs_wake; DROP INDEX runs_queued; \
+         DROP INDEX runs_parent; DROP INDEX runs_lease_owner; \
+         ALTER TABLE runs DROP COLUMN wake_at; ALTER TABLE runs DROP COLUMN idempotency_key; \
          DELETE FROM claij_migrations WHERE version >= 2",
     )
     .await;
@@ -1114,7 +1126,8 @@ pub(crate) async fn a_sqlite_file_of_schema_1_is_upgraded(h: Harness) {
         [
             (1, "initial".into()),
             (2, "checkpoint_statement".into()),
-            (3, "server".into())
+            (3, "server".into()),
+            (4, "workers".into())
         ]
     );
     let store = upgraded.store();
@@ -1320,4 +1333,362 @@ pub(crate) async fn descriptions_are_plain(h: Harness) {
             );
         }
     }
+}
+
+/// A run for the queue tests: `status`, held by `owner` until `until`, with `wait`.
+async fn queued(
+    store: &Arc<dyn RunStore>,
+    id: &str,
+    status: RunStatus,
+    lease: Option<(&str, SystemTime)>,
+    wait: Option<Wait>,
+) {
+    let def = definition("review", 1, T0);
+    store.put_definition(&def).await.expect("put definition");
+    let mut run = record(id, &def, status, None, T0);
+    run.lease = lease.map(|(owner, until)| Lease {
+        owner: owner.into(),
+        until,
+    });
+    run.wait = wait;
+    run.trail_len = 1;
+    store
+        .create_run(&run, &entries(0, 1))
+        .await
+        .unwrap_or_else(|e| panic!("create {id}: {e}"));
+}
+
+/// A wait for a person, expiring at `expires_at`.
+fn wait_until(expires_at: Option<SystemTime>) -> Wait {
+    Wait {
+        children: Vec::new(),
+        expires_at,
+        ..a_wait()
+    }
+}
+
+pub(crate) async fn the_queue_gives_each_due_run_to_one_worker(h: Harness) {
+    let store = h.open().await;
+    let mut due = std::collections::BTreeSet::new();
+    for i in 0..24 {
+        let id = format!("q{i:02}");
+        queued(&store, &id, RunStatus::Running, None, None).await;
+        due.insert(id);
+    }
+    // Left by a dead owner (lease over), and a wait that expired: due.
+    queued(
+        &store,
+        "stale",
+        RunStatus::Running,
+        Some(("gone", an_hour_ago())),
+        None,
+    )
+    .await;
+    due.insert("stale".to_owned());
+    let expired = wait_until(Some(an_hour_ago()));
+    queued(
+        &store,
+        "expired",
+        RunStatus::Suspended,
+        None,
+        Some(expired.clone()),
+    )
+    .await;
+    due.insert("expired".to_owned());
+    // Not due: held by a live owner, waiting for a person, scheduled for later, a child
+    // whose parent is running.
+    queued(
+        &store,
+        "held",
+        RunStatus::Running,
+        Some(("alive", in_an_hour())),
+        None,
+    )
+    .await;
+    queued(
+        &store,
+        "waiting",
+        RunStatus::Suspended,
+        None,
+        Some(wait_until(Some(in_an_hour()))),
+    )
+    .await;
+    let def = definition("review", 1, T0);
+    let mut later = record("later", &def, RunStatus::Running, None, T0);
+    later.not_before = Some(in_an_hour());
+    later.trail_len = 1;
+    store
+        .create_run(&later, &entries(0, 1))
+        .await
+        .expect("create later");
+    let mut child = record("held.1", &def, RunStatus::Running, None, T0);
+    child.parent = Some("held".into());
+    child.trail_len = 1;
+    store
+        .create_run(&child, &entries(0, 1))
+        .await
+        .expect("create child");
+
+    // Four workers claim three at a time, at once, until nothing is left.
+    let claimers: Vec<_> = (0..4)
+        .map(|w| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let owner = format!("worker-{w}");
+                let mut got = Vec::new();
+                loop {
+                    let claimed = store
+                        .claim_due(&owner, in_an_hour(), 3, &[])
+                        .await
+                        .expect("claim");
+                    if claimed.is_empty() && !store.due().await.expect("due").now {
+                        return (owner, got);
+                    }
+                    got.extend(claimed);
+                }
+            })
+        })
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    for claimer in claimers {
+        let (owner, got) = claimer.await.expect("claimer");
+        for before in got {
+            assert!(
+                seen.insert(before.id.clone()),
+                "{} claimed twice",
+                before.id
+            );
+            let now = store.run(&before.id).await.expect("run");
+            assert_eq!(now.status, RunStatus::Running);
+            assert_eq!(now.lease.map(|l| l.owner), Some(owner.clone()));
+            assert_eq!(now.wait, None, "a claim clears the wait");
+            if before.id == "expired" {
+                // Returned as it was: the worker needs the wait to follow its expiry.
+                assert_eq!(before.status, RunStatus::Suspended);
+                assert_eq!(before.wait.as_ref(), Some(&expired));
+            }
+        }
+    }
+    assert_eq!(seen, due);
+    // The child of a live parent is left to its parent; the others are where they were.
+    assert_eq!(store.run("held.1").await.expect("child").lease, None);
+    assert_eq!(
+        store.run("waiting").await.expect("waiting").status,
+        RunStatus::Suspended
+    );
+    let later = store.run("later").await.expect("later");
+    assert_eq!(later.lease, None);
+    assert!(later.not_before.is_some(), "the scheduled start is kept");
+    // A dead owner named in the claim is taken over before its lease ends.
+    let claimed = store
+        .claim_due("worker-9", in_an_hour(), 10, &["alive".to_owned()])
+        .await
+        .expect("claim the dead owner's");
+    let ids: Vec<&str> = claimed.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["held"], "the parent only; its child waits for it");
+}
+
+pub(crate) async fn due_says_what_needs_a_worker_and_when(h: Harness) {
+    let store = h.open().await;
+    let due = store.due().await.expect("due");
+    assert!(!due.now);
+    assert_eq!(due.next, None);
+    let at_micros = now_micros() + 600_000_000;
+    queued(
+        &store,
+        "waiting",
+        RunStatus::Suspended,
+        None,
+        Some(wait_until(Some(at(at_micros)))),
+    )
+    .await;
+    let due = store.due().await.expect("due");
+    assert!(!due.now);
+    assert_eq!(
+        due.next,
+        Some(at(at_micros)),
+        "the wait's expiry is the next timer"
+    );
+    let queue = store.queue().await.expect("queue");
+    assert_eq!(
+        (queue.queued, queue.timers_pending, queue.timers_due),
+        (0, 1, 0)
+    );
+    assert_eq!(queue.next_timer, Some(at(at_micros)));
+    queued(&store, "queued", RunStatus::Running, None, None).await;
+    assert!(store.due().await.expect("due").now);
+    let queue = store.queue().await.expect("queue");
+    assert_eq!(queue.queued, 1);
+    assert_eq!(queue.oldest_queued, Some(at(T0)));
+}
+
+pub(crate) async fn leases_are_renewed_together_and_runs_handed_back(h: Harness) {
+    let store = h.open().await;
+    let now = SystemTime::now();
+    let worker = WorkerRecord {
+        id: "host:1:1".into(),
+        host: "host".into(),
+        concurrency: 4,
+        holding: 0,
+        started_at: at(now_micros()),
+        renewed_at: at(now_micros()),
+    };
+    store.put_worker(&worker).await.expect("put worker");
+    for id in ["r1", "r2", "r3"] {
+        queued(&store, id, RunStatus::Running, None, None).await;
+    }
+    let claimed = store
+        .claim_due(&worker.id, now + Duration::from_secs(5), 2, &[])
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 2);
+    store
+        .request_interrupt(&claimed[0].id)
+        .await
+        .expect("interrupt");
+    let until = in_an_hour();
+    let mut held = store
+        .renew_leases(&worker.id, until, 2)
+        .await
+        .expect("renew");
+    held.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+    let ids: Vec<(&str, bool)> = held
+        .iter()
+        .map(|h| (h.run_id.as_str(), h.interrupt_requested))
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            (claimed[0].id.as_str(), true),
+            (claimed[1].id.as_str(), false)
+        ]
+    );
+    for run in &claimed {
+        let lease = store.run(&run.id).await.expect("run").lease.expect("held");
+        assert_eq!(lease.until, at(rows_micros(until)), "renewed");
+    }
+    let workers = store.workers().await.expect("workers");
+    assert_eq!(workers.len(), 1);
+    assert_eq!(workers[0].holding, 2);
+    assert!(workers[0].renewed_at >= worker.renewed_at);
+    // Handed back: held by no one, and due again at once.
+    assert!(
+        store
+            .release(&claimed[1].id, &worker.id)
+            .await
+            .expect("release")
+    );
+    assert!(
+        !store
+            .release(&claimed[1].id, &worker.id)
+            .await
+            .expect("again"),
+        "not held any more"
+    );
+    assert_eq!(store.run(&claimed[1].id).await.expect("run").lease, None);
+    let again = store
+        .claim_due("other", in_an_hour(), 5, &[])
+        .await
+        .expect("claim");
+    let mut again: Vec<String> = again.into_iter().map(|r| r.id).collect();
+    again.sort();
+    // The one never claimed, and the one handed back; not the one still held.
+    let mut want: Vec<String> = ["r1", "r2", "r3"]
+        .iter()
+        .map(|s| s.to_string())
+        .filter(|id| *id != claimed[0].id)
+        .collect();
+    want.sort();
+    assert_eq!(again, want);
+    // The renewal no longer finds the run it lost.
+    let held = store
+        .renew_leases(&worker.id, until, 1)
+        .await
+        .expect("renew");
+    assert_eq!(held.len(), 1);
+    assert!(store.remove_worker(&worker.id).await.expect("remove"));
+    assert!(store.workers().await.expect("workers").is_empty());
+    // Notices are best effort, and never fail on a store without them.
+    store
+        .notify(&Notice::Work { at: None })
+        .await
+        .expect("notify");
+}
+
+/// Microseconds as stored (times are kept to the microsecond).
+fn rows_micros(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_micros() as i64
+}
+
+pub(crate) async fn idempotency_keys_find_the_first_run(h: Harness) {
+    let store = h.open().await;
+    let def = definition("review", 1, T0);
+    store.put_definition(&def).await.expect("put definition");
+    let mut first = record("first", &def, RunStatus::Running, None, T0);
+    first.idempotency_key = Some("order-7".into());
+    store.create_run(&first, &[]).await.expect("create");
+    assert_eq!(store.run_by_key("order-8").await.expect("by key"), None);
+    let mut second = record("second", &def, RunStatus::Running, None, T0);
+    second.idempotency_key = Some("order-7".into());
+    let refused = store.create_run(&second, &[]).await;
+    assert!(
+        matches!(&refused, Err(StoreError::Conflict { reason, .. }) if reason.contains("order-7")),
+        "{refused:?}"
+    );
+    assert!(matches!(
+        store.run("second").await,
+        Err(StoreError::NotFound { .. })
+    ));
+    let found = store
+        .run_by_key("order-7")
+        .await
+        .expect("by key")
+        .expect("found");
+    assert_eq!(found.id, "first");
+    assert_eq!(found.idempotency_key.as_deref(), Some("order-7"));
+}
+
+pub(crate) async fn a_parent_is_due_once_a_child_ends(h: Harness) {
+    let store = h.open().await;
+    let waits_for_child = Wait {
+        children: vec!["p.1".into()],
+        expires_at: None,
+        ..a_wait()
+    };
+    queued(
+        &store,
+        "p",
+        RunStatus::Suspended,
+        None,
+        Some(waits_for_child),
+    )
+    .await;
+    let def = definition("review", 1, T0);
+    let mut child = record("p.1", &def, RunStatus::Running, Some("w1"), T0);
+    child.parent = Some("p".into());
+    child.trail_len = 1;
+    store
+        .create_run(&child, &entries(0, 1))
+        .await
+        .expect("create child");
+    assert!(
+        !store.due().await.expect("due").now,
+        "the child is still running"
+    );
+    let mut done = checkpoint("p.1", "w1", entries(1, 2));
+    done.status = RunStatus::Completed;
+    done.lease_until = None;
+    store.commit(done).await.expect("commit the child's end");
+    assert!(
+        store.due().await.expect("due").now,
+        "its parent can continue"
+    );
+    let claimed = store
+        .claim_due("w2", in_an_hour(), 5, &[])
+        .await
+        .expect("claim");
+    let ids: Vec<&str> = claimed.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["p"]);
 }

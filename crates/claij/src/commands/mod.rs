@@ -12,6 +12,7 @@ mod run;
 mod runs;
 mod serve;
 mod validate;
+mod worker;
 
 use std::path::Path;
 
@@ -50,6 +51,11 @@ pub(crate) async fn dispatch(cli: Cli) -> u8 {
             Err(e) => return usage(e),
         },
         Command::Serve(args) => Ok(serve::serve(args).await),
+        Command::Worker(args) => Ok(worker::worker(args).await),
+        Command::Workers { command, store } => match store::open_required(&store).await {
+            Ok(store) => worker::workers(store, command).await,
+            Err(e) => return usage(e),
+        },
         Command::Mcp { command } => Ok(mcp::mcp(command).await),
         Command::Model { command } => model::model(command),
     };

@@ -3,7 +3,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use claij_engine::{ActionRegistry, Engine, Observer, RunError, RunOptions, RunOutcome, RunStatus};
+use claij_engine::{
+    ActionRegistry, Engine, Observer, RunError, RunOptions, RunOutcome, RunStatus, Submission,
+};
 use serde_json::{Value, json};
 
 use super::load;
@@ -146,6 +148,23 @@ pub(super) async fn run(args: RunArgs) -> u8 {
         (Some(_), Some(store)) => format!(" --store {}", store.describe()),
         _ => String::new(),
     };
+    if args.submit {
+        let submission = Submission {
+            not_before: args
+                .at
+                .or_else(|| args.after.map(|d| std::time::SystemTime::now() + d)),
+            idempotency_key: args.idempotency_key.clone(),
+        };
+        return super::worker::submit(
+            &engine,
+            fsms[0].clone(),
+            input,
+            options,
+            submission,
+            args.quiet,
+        )
+        .await;
+    }
     interrupt_on_ctrl_c(&options);
     let quiet = args.quiet;
     let result = match fsms.as_slice() {

@@ -34,6 +34,19 @@ pub(super) async fn runs(store: Arc<dyn RunStore>, command: RunsCommand) -> Resu
         RunsCommand::Trail { run, json } => trail(store.as_ref(), &run, json).await,
         RunsCommand::Resume {
             run: Some(run),
+            input: Some(input),
+            submit: true,
+            quiet,
+            ..
+        } => super::worker::answer(store, &run, &input, quiet).await,
+        RunsCommand::Wait {
+            run,
+            timeout,
+            until_suspended,
+            json,
+        } => super::worker::wait(store, &run, timeout, until_suspended, json).await,
+        RunsCommand::Resume {
+            run: Some(run),
             input,
             trail,
             quiet,

@@ -1,0 +1,145 @@
+//! Work for workers: [`Engine::submit`] puts a new run in its store's queue (validated,
+//! created held by no one, optionally for later and under an idempotency key), and
+//! [`Engine::answer`] gives a suspended run its input and queues it, instead of driving
+//! either here. Workers take both up with
+//! [`RunStore::claim_due`](claij_core::store::RunStore::claim_due) and
+//! [`Engine::continue_claimed`].
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use claij_core::Fsm;
+use claij_core::store::{ClaimFrom, Notice, StoreError};
+use serde_json::Value;
+
+use super::{Engine, RunError, RunOptions, RunStatus};
+use crate::durable::{DEFAULT_LEASE, process_owner};
+
+/// How a run is queued.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Submission {
+    /// Not before this time (a scheduled start); at once when `None`.
+    pub not_before: Option<SystemTime>,
+    /// A second submission with the same key finds the first run instead of creating
+    /// another.
+    pub idempotency_key: Option<String>,
+}
+
+/// What [`Engine::submit`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Submitted {
+    /// The run.
+    pub run_id: String,
+    /// Whether it was created now (`false`: its key found a run submitted before).
+    pub created: bool,
+}
+
+impl Engine {
+    /// Validates `input` as [`run`](Self::run) does and creates the run in
+    /// `options.store`'s queue, held by no one, for a worker to drive. With an idempotency
+    /// key already used, nothing is created and the earlier run is returned.
+    pub async fn submit(
+        &self,
+        fsm: Arc<Fsm>,
+        input: Value,
+        options: RunOptions,
+        submission: Submission,
+    ) -> Result<Submitted, RunError> {
+        let Some(store) = options.store.clone() else {
+            return Err(RunError::NotResumable {
+                run: options.run_id.clone().unwrap_or_default(),
+                reason: "cannot be queued without a store".into(),
+            });
+        };
+        let earlier = |record: claij_core::store::RunRecord| Submitted {
+            run_id: record.id,
+            created: false,
+        };
+        if let Some(key) = &submission.idempotency_key
+            && let Some(record) = store.run_by_key(key).await?
+        {
+            return Ok(earlier(record));
+        }
+        match Box::pin(self.start(&fsm, input, options, Some(&submission))).await {
+            Ok((run, _)) => Ok(Submitted {
+                run_id: run.run_id,
+                created: true,
+            }),
+            // Submitted twice at once: the other one created it.
+            Err(RunError::Store(StoreError::Conflict { .. }))
+                if let Some(key) = &submission.idempotency_key
+                    && let Ok(Some(record)) = store.run_by_key(key).await =>
+            {
+                Ok(earlier(record))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Gives the suspended run `run_id` of `fsm` its `input` and queues it for a worker:
+    /// the input is checked as [`resume`](Self::resume) checks it (refused, nothing
+    /// changes), committed to the trail, and the run handed back running and held by no
+    /// one. Of concurrent answers exactly one wins; the others get
+    /// [`StoreError::Conflict`].
+    pub async fn answer(
+        &self,
+        fsm: Arc<Fsm>,
+        run_id: &str,
+        input: Value,
+        options: RunOptions,
+    ) -> Result<(), RunError> {
+        let not_answerable = |reason: String| RunError::NotResumable {
+            run: run_id.to_owned(),
+            reason,
+        };
+        let Some(store) = options.store.clone() else {
+            return Err(not_answerable("cannot be answered without a store".into()));
+        };
+        let record = store.run(run_id).await?;
+        if record.hash != fsm.hash {
+            return Err(not_answerable(format!(
+                "is pinned to another definition of {} v{}",
+                record.fsm_id, record.version
+            )));
+        }
+        let wait = match (record.status, &record.wait) {
+            (RunStatus::Suspended, Some(wait)) if wait.children.is_empty() => wait.clone(),
+            (RunStatus::Suspended, Some(wait)) => {
+                return Err(not_answerable(format!(
+                    "waits for its child runs ({}), not for an input: answer those",
+                    wait.children.join(", ")
+                )));
+            }
+            (status, _) => {
+                return Err(StoreError::Conflict {
+                    run: run_id.to_owned(),
+                    reason: format!(
+                        "is {status}, not suspended: only a waiting run takes an input"
+                    ),
+                }
+                .into());
+            }
+        };
+        let t = self.waited_transition(&fsm, run_id, &wait, &input)?;
+        let owner = options.owner.clone().unwrap_or_else(process_owner);
+        let lease = options.lease.unwrap_or(DEFAULT_LEASE);
+        store
+            .claim(
+                run_id,
+                ClaimFrom::Suspended,
+                &owner,
+                SystemTime::now() + lease,
+            )
+            .await?;
+        let mut run = self
+            .resumed_state(&fsm, &record, store.clone(), &owner, lease, &options)
+            .await?;
+        let attempt = run.attempts_here() + 1;
+        run.append_full(t, input, attempt, None, None, None, None);
+        let to = fsm.transitions[t].to.to_string();
+        run.hand_back(&to).await?;
+        // Workers hear of it now; if the notice is lost, they find it at their next poll.
+        let _ = store.notify(&Notice::Work { at: None }).await;
+        Ok(())
+    }
+}

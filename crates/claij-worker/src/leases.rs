@@ -1,0 +1,40 @@
+//! The renewal task: every third of the lease, one statement renews the lease of every
+//! run the worker holds (and its own record), and the keeper stops the runs that were
+//! interrupted or taken over.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use claij_core::store::RunStore;
+use claij_engine::LeaseKeeper;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Starts renewing `owner`'s leases until `stop`.
+pub(crate) fn spawn(
+    store: Arc<dyn RunStore>,
+    owner: String,
+    keeper: LeaseKeeper,
+    lease: Duration,
+    stop: CancellationToken,
+) -> JoinHandle<()> {
+    let every = lease / 3;
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+            let mark = keeper.mark();
+            let holding = u32::try_from(keeper.holding()).unwrap_or(u32::MAX);
+            match store
+                .renew_leases(&owner, SystemTime::now() + lease, holding)
+                .await
+            {
+                Ok(held) => keeper.renewed(mark, &held),
+                // A passing failure: the lease has slack for two more tries.
+                Err(e) => tracing::warn!(error = %e, "renewing leases failed; trying again"),
+            }
+        }
+    })
+}

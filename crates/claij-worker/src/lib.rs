@@ -1,0 +1,305 @@
+//! The worker: a long-running process that takes runs from a shared store's queue and
+//! drives them — submitted runs, answered waits, runs whose owner died, due timers
+//! (expired waits, passed deadlines, scheduled starts), parents whose children ended —
+//! with any number of workers, on any number of machines, sharing one store (PostgreSQL;
+//! or one SQLite file on one machine).
+//!
+//! There is no broker: the store is the queue ([`RunStore::claim_due`]: locked rows
+//! skipped), the timer wheel (each run's wake time, [`RunStore::due`]) and the doorbell
+//! ([`RunStore::listen`]: PostgreSQL's `LISTEN`; SQLite's workers poll). A worker holds
+//! the runs it drives under one lease renewed for all of them in one statement
+//! ([`RunStore::renew_leases`]), hears interrupts by notice (or at that renewal), and on
+//! shutdown stops claiming, lets its runs finish within a grace period and hands back the
+//! rest. Like `claij-mcp-server` and `claij-server`, it receives an assembled engine and
+//! store from the binary.
+//!
+//! - `lib`: [`Worker`], [`WorkerConfig`], the claim loop, shutdown;
+//! - `leases`: the renewal task;
+//! - `bell`: notices forwarded from the store's subscription;
+//! - `dead`: other workers found dead, whose runs can be taken over at once.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use claij_core::store::{Due, Notice, RunRecord, RunStore, StoreError, WorkerRecord};
+use claij_engine::{Engine, LeaseKeeper, RunOptions, process_owner};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+mod bell;
+mod dead;
+mod leases;
+
+/// How a worker works.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Runs driven at once, at most.
+    pub concurrency: u32,
+    /// How long a lease lasts unless renewed (renewed every third of it).
+    pub lease: Duration,
+    /// How often an idle worker looks for work when no notice comes (PostgreSQL's
+    /// notices make this a fallback; SQLite's workers rely on it).
+    pub poll: Duration,
+    /// How long a stopping worker lets its runs go on before handing them back.
+    pub grace: Duration,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            concurrency: 16,
+            lease: Duration::from_secs(30),
+            poll: Duration::from_secs(30),
+            grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What a worker did, when it stops.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkerReport {
+    /// Runs it took from the queue.
+    pub claimed: u64,
+    /// Runs it drove to an end or a suspension.
+    pub finished: u64,
+    /// Runs it handed back when it stopped (the grace period ran out).
+    pub handed_back: u64,
+}
+
+/// A worker could not start: its store refused to record it.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The store failed.
+    #[error("worker: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// A worker: an engine and a store, and how it works.
+pub struct Worker {
+    engine: Arc<Engine>,
+    store: Arc<dyn RunStore>,
+    config: WorkerConfig,
+    id: String,
+}
+
+/// The longest pause between claims when the store says work is due but none could be
+/// claimed (another worker holds it locked for a moment).
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+impl Worker {
+    /// A worker driving runs of `store` with `engine` (whose registry must have the
+    /// actions the stored definitions use). Its id, the lease owner of what it drives,
+    /// is this process's (`host:pid:started`).
+    pub fn new(engine: Arc<Engine>, store: Arc<dyn RunStore>, config: WorkerConfig) -> Self {
+        Worker {
+            engine,
+            store,
+            config: WorkerConfig {
+                concurrency: config.concurrency.max(1),
+                ..config
+            },
+            id: process_owner(),
+        }
+    }
+
+    /// The worker's id: the lease owner of the runs it drives.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Works until `shutdown` is cancelled, then drains: stops claiming, lets the runs it
+    /// drives go on for the grace period, hands back those still going, forgets itself and
+    /// returns. Nothing is lost either way: a handed-back run continues on another worker
+    /// from its last committed transition.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<WorkerReport, WorkerError> {
+        let now = SystemTime::now();
+        self.store
+            .put_worker(&WorkerRecord {
+                id: self.id.clone(),
+                host: self.id.split(':').next().unwrap_or_default().to_owned(),
+                concurrency: self.config.concurrency,
+                holding: 0,
+                started_at: now,
+                renewed_at: now,
+            })
+            .await?;
+        tracing::info!(worker = %self.id, store = %self.store.describe(), concurrency = self.config.concurrency, "worker started");
+        let keeper = LeaseKeeper::new();
+        let stop_renewing = CancellationToken::new();
+        let renewals = leases::spawn(
+            self.store.clone(),
+            self.id.clone(),
+            keeper.clone(),
+            self.config.lease,
+            stop_renewing.clone(),
+        );
+        let (notices_tx, mut notices) = mpsc::channel::<Notice>(64);
+        let stop_listening = CancellationToken::new();
+        let listener = bell::spawn(self.store.clone(), notices_tx, stop_listening.clone());
+        let mut dead = dead::DeadOwners::new(self.config.lease);
+        let mut tasks: JoinSet<()> = JoinSet::new();
+        let mut report = WorkerReport::default();
+        let mut backoff = Duration::from_millis(50);
+        let mut listening = true;
+        // The earliest timer announced by a notice.
+        let mut announced: Option<SystemTime> = None;
+        while !shutdown.is_cancelled() {
+            while tasks.try_join_next().is_some() {
+                report.finished += 1;
+            }
+            let found_dead = dead.refresh(self.store.as_ref(), &self.id).await;
+            let free = self.config.concurrency.saturating_sub(tasks.len() as u32);
+            // Asleep by default until the poll: a timer, a notice, a run ending or
+            // shutdown wakes it sooner.
+            let mut sleep_for = self.config.poll;
+            if free > 0 {
+                // One statement tells whether anything is due and when the next timer is;
+                // a claim is made only when something is (a dead worker's runs are due
+                // before their leases end, which only a claim naming it finds).
+                let due = match self.store.due().await {
+                    Ok(due) => due,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "looking for due runs failed; trying again");
+                        Due {
+                            now: true,
+                            next: None,
+                        }
+                    }
+                };
+                if due.now || found_dead {
+                    let until = SystemTime::now() + self.config.lease;
+                    let claimed = match self
+                        .store
+                        .claim_due(&self.id, until, free, dead.owners())
+                        .await
+                    {
+                        Ok(runs) => {
+                            let claimed = runs.len() as u32;
+                            report.claimed += u64::from(claimed);
+                            for record in runs {
+                                tasks.spawn(self.drive(record, keeper.clone()));
+                            }
+                            claimed
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "claiming runs failed; trying again");
+                            0
+                        }
+                    };
+                    if claimed > 0 {
+                        backoff = Duration::from_millis(50);
+                        // There may be more: look again at once.
+                        continue;
+                    }
+                    if due.now {
+                        // Due, but locked by another claimer for a moment.
+                        sleep_for = backoff;
+                        backoff = (backoff * 2).min(MAX_BACKOFF);
+                    }
+                }
+                if let Some(next) = due.next {
+                    let until = next.duration_since(SystemTime::now()).unwrap_or_default();
+                    sleep_for = sleep_for.min(until + Duration::from_millis(5));
+                }
+            }
+            if let Some(at) = announced.take() {
+                let until = at.duration_since(SystemTime::now()).unwrap_or_default();
+                sleep_for = sleep_for.min(until + Duration::from_millis(5));
+                if !until.is_zero() {
+                    announced = Some(at);
+                }
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(sleep_for) => {}
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => report.finished += 1,
+                notice = notices.recv(), if listening => match notice {
+                    Some(Notice::Interrupt { run_id }) => {
+                        keeper.interrupt(&run_id);
+                    }
+                    Some(Notice::Work { at: Some(at) }) => {
+                        announced = Some(announced.map_or(at, |a| a.min(at)));
+                    }
+                    Some(Notice::Work { at: None }) => {}
+                    // No notices from this store (SQLite): the poll does.
+                    None => listening = false,
+                },
+            }
+        }
+        // Draining: no more claims; the runs under way get the grace period.
+        tracing::info!(worker = %self.id, running = tasks.len(), grace = ?self.config.grace, "worker stopping");
+        stop_listening.cancel();
+        let drained = tokio::time::timeout(self.config.grace, async {
+            while tasks.join_next().await.is_some() {
+                report.finished += 1;
+            }
+        })
+        .await;
+        if drained.is_err() {
+            let held = keeper.run_ids();
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+            stop_renewing.cancel();
+            let _ = renewals.await;
+            for run_id in held {
+                match self.store.release(&run_id, &self.id).await {
+                    Ok(true) => report.handed_back += 1,
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::warn!(run = %run_id, error = %e, "handing a run back failed; its lease will expire")
+                    }
+                }
+            }
+        } else {
+            stop_renewing.cancel();
+            let _ = renewals.await;
+        }
+        let _ = listener.await;
+        if let Err(e) = self.store.remove_worker(&self.id).await {
+            tracing::warn!(error = %e, "forgetting this worker failed");
+        }
+        tracing::info!(worker = %self.id, claimed = report.claimed, finished = report.finished, handed_back = report.handed_back, "worker stopped");
+        Ok(report)
+    }
+
+    /// Drives one claimed run to its end or suspension (errors are logged: the run is
+    /// where its last commit left it, and another worker or a later claim continues it).
+    fn drive(
+        &self,
+        record: RunRecord,
+        keeper: LeaseKeeper,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let engine = self.engine.clone();
+        let store = self.store.clone();
+        let owner = self.id.clone();
+        let lease = self.config.lease;
+        async move {
+            let fsm = match engine.stored_fsm(store.as_ref(), &record).await {
+                Ok(fsm) => fsm,
+                Err(e) => {
+                    tracing::error!(run = %record.id, error = %e, "cannot load the run's definition; handing it back");
+                    let _ = store.release(&record.id, &owner).await;
+                    return;
+                }
+            };
+            let options = RunOptions {
+                store: Some(store.clone()),
+                owner: Some(owner),
+                lease: Some(lease),
+                lease_keeper: Some(keeper),
+                ..RunOptions::default()
+            };
+            match engine.continue_claimed(fsm, &record, options).await {
+                Ok(outcome) => {
+                    tracing::debug!(run = %record.id, status = %outcome.status, "run driven");
+                    // A new timer: every worker should know when it is due.
+                    if let Some(at) = outcome.wait.as_ref().and_then(|w| w.wakes_at()) {
+                        let _ = store.notify(&Notice::Work { at: Some(at) }).await;
+                    }
+                }
+                Err(e) => tracing::warn!(run = %record.id, error = %e, "run stopped"),
+            }
+        }
+    }
+}

@@ -1,0 +1,316 @@
+//! `claij worker` (claij-worker, given the engine and store assembled here), `claij
+//! workers list`, and the commands that leave runs to workers: `claij run --submit`,
+//! `claij runs resume --submit`, `claij runs wait`.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Result;
+use claij_core::Fsm;
+use claij_core::store::{RunRecord, RunStatus, RunStore, StoreError};
+use claij_engine::{Engine, RunError, RunOptions, RunOutcome, Submission};
+use claij_worker::{Worker, WorkerConfig};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::mcp_serve::stop_on_signals;
+use super::run::{engine, engine_with, report};
+use crate::cli::{WorkerArgs, WorkersCommand};
+use crate::{EXIT_FAILED, EXIT_OK, EXIT_SUSPENDED, EXIT_USAGE, input, store};
+use claij_llm::providers::embedded::default_model_file;
+
+/// `claij worker`.
+pub(super) async fn worker(args: WorkerArgs) -> u8 {
+    super::mcp_serve::init_logging();
+    let store = match store::open(&args.store).await {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            note!(
+                "claij: `claij worker` takes runs from a store's queue; `--store memory` has none"
+            );
+            return EXIT_USAGE;
+        }
+        Err(e) => {
+            note!("claij: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    let layer = match claij_llm::LlmLayer::discover(args.config.as_deref()) {
+        Ok(mut layer) => {
+            layer.set_run_model(args.model.clone());
+            layer.default_to_embedded(default_model_file());
+            layer
+        }
+        Err(e) => {
+            note!("claij: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    let engine = Arc::new(engine_with(true, layer));
+    let notices = store.describe().starts_with("postgres");
+    let config = WorkerConfig {
+        concurrency: args.concurrency,
+        lease: args.lease,
+        poll: args.poll.unwrap_or(if notices {
+            Duration::from_secs(30)
+        } else {
+            Duration::from_secs(1)
+        }),
+        grace: args.grace,
+    };
+    let shutdown = CancellationToken::new();
+    stop_on_signals(shutdown.clone());
+    let worker = Worker::new(engine, store, config);
+    note!("claij: worker {} started", worker.id());
+    match worker.run(shutdown).await {
+        Ok(report) => {
+            note!(
+                "claij: worker stopped: {} run(s) claimed, {} driven, {} handed back",
+                report.claimed,
+                report.finished,
+                report.handed_back
+            );
+            EXIT_OK
+        }
+        Err(e) => {
+            note!("claij: {e}");
+            EXIT_FAILED
+        }
+    }
+}
+
+/// `claij workers …`.
+pub(super) async fn workers(store: Arc<dyn RunStore>, command: WorkersCommand) -> Result<u8> {
+    let WorkersCommand::List { json: as_json } = command;
+    let workers = store.workers().await?;
+    let queue = store.queue().await?;
+    if as_json {
+        out!(
+            "{}",
+            json!({
+                "workers": workers.iter().map(|w| json!({
+                    "id": w.id,
+                    "host": w.host,
+                    "concurrency": w.concurrency,
+                    "holding": w.holding,
+                    "started_at": at(w.started_at),
+                    "renewed_at": at(w.renewed_at),
+                })).collect::<Vec<_>>(),
+                "queue": queue_json(&queue),
+            })
+        )?;
+        return Ok(EXIT_OK);
+    }
+    if workers.is_empty() {
+        out!("no workers")?;
+    } else {
+        out!(
+            "{:<44} {:>8} {:>11} {:<20} {:<20}",
+            "WORKER",
+            "HOLDING",
+            "CONCURRENCY",
+            "STARTED",
+            "RENEWED"
+        )?;
+        for w in &workers {
+            out!(
+                "{:<44} {:>8} {:>11} {:<20} {:<20}",
+                w.id,
+                w.holding,
+                w.concurrency,
+                at(w.started_at),
+                at(w.renewed_at)
+            )?;
+        }
+    }
+    out!("{}", queue_line(&queue))?;
+    Ok(EXIT_OK)
+}
+
+/// The queue as JSON (times in RFC 3339).
+fn queue_json(queue: &claij_core::store::QueueStats) -> Value {
+    json!({
+        "queued": queue.queued,
+        "oldest_queued": queue.oldest_queued.map(at),
+        "scheduled": queue.scheduled,
+        "timers_due": queue.timers_due,
+        "timers_pending": queue.timers_pending,
+        "next_timer": queue.next_timer.map(at),
+        "held": queue.held,
+    })
+}
+
+/// The queue in one line: `queue: 3 waiting for a worker (oldest since …), …`.
+pub(super) fn queue_line(queue: &claij_core::store::QueueStats) -> String {
+    let oldest = queue
+        .oldest_queued
+        .map(|t| format!(" (oldest created {})", at(t)))
+        .unwrap_or_default();
+    let next = queue
+        .next_timer
+        .map(|t| format!(", next at {}", at(t)))
+        .unwrap_or_default();
+    format!(
+        "queue: {} waiting for a worker{oldest}, {} being driven, {} scheduled, {} timer(s) due, {} to come{next}",
+        queue.queued, queue.held, queue.scheduled, queue.timers_due, queue.timers_pending
+    )
+}
+
+fn at(time: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(time).to_string()
+}
+
+/// `claij run --submit`: the run validated and queued; its id printed.
+pub(super) async fn submit(
+    engine: &Engine,
+    fsm: Arc<Fsm>,
+    input: Value,
+    options: RunOptions,
+    submission: Submission,
+    quiet: bool,
+) -> u8 {
+    if options.store.is_none() {
+        note!("claij: --submit queues the run in a store for workers; `--store memory` has none");
+        return EXIT_USAGE;
+    }
+    // Nothing runs here: no progress to show.
+    let options = RunOptions {
+        observers: Vec::new(),
+        ..options
+    };
+    match engine.submit(fsm, input, options, submission).await {
+        Ok(submitted) => {
+            if !quiet {
+                if submitted.created {
+                    note!(
+                        "claij: run {} queued for a worker (follow it: claij runs wait {})",
+                        submitted.run_id,
+                        submitted.run_id
+                    );
+                } else {
+                    note!(
+                        "claij: a run with this idempotency key was submitted before: {}; nothing new was queued",
+                        submitted.run_id
+                    );
+                }
+            }
+            println!("{}", submitted.run_id);
+            EXIT_OK
+        }
+        Err(e @ RunError::Input(_)) => {
+            note!("claij: {e}");
+            EXIT_USAGE
+        }
+        Err(e) => {
+            note!("claij: {e}");
+            EXIT_FAILED
+        }
+    }
+}
+
+/// `claij runs resume RUN --input … --submit`: the answer checked and recorded, the run
+/// left to the workers.
+pub(super) async fn answer(
+    store: Arc<dyn RunStore>,
+    run: &str,
+    input_text: &str,
+    quiet: bool,
+) -> Result<u8> {
+    let input = match input::json_argument("input", input_text) {
+        Ok(i) => i,
+        Err(e) => {
+            note!("claij: {e:#}");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let engine = engine(true);
+    let record = store.run(run).await?;
+    let fsm = engine.stored_fsm(store.as_ref(), &record).await?;
+    let options = RunOptions {
+        store: Some(store.clone()),
+        ..RunOptions::default()
+    };
+    match engine.answer(fsm, run, input, options).await {
+        Ok(()) => {
+            if !quiet {
+                note!(
+                    "claij: run {run} answered and queued for a worker (follow it: claij runs wait {run})"
+                );
+            }
+            Ok(EXIT_OK)
+        }
+        Err(e @ RunError::Input(_)) => {
+            note!("claij: {e}");
+            Ok(EXIT_USAGE)
+        }
+        Err(RunError::Store(StoreError::Conflict { reason, .. })) => {
+            note!("claij: run `{run}` {reason}; this input was not used");
+            Ok(EXIT_FAILED)
+        }
+        Err(e) => {
+            note!("claij: {e}");
+            Ok(EXIT_FAILED)
+        }
+    }
+}
+
+/// How often `claij runs wait` looks at the run.
+const WAIT_POLL: Duration = Duration::from_millis(200);
+
+/// `claij runs wait RUN`: follows the run until it ends (or suspends, when asked), then
+/// reports it as `claij run` does.
+pub(super) async fn wait(
+    store: Arc<dyn RunStore>,
+    run: &str,
+    timeout: Option<Duration>,
+    until_suspended: bool,
+    as_json: bool,
+) -> Result<u8> {
+    let give_up = timeout.map(|t| tokio::time::Instant::now() + t);
+    let record = loop {
+        let record = store.run(run).await?;
+        let done =
+            record.status.is_final() || (until_suspended && record.status == RunStatus::Suspended);
+        if done {
+            break record;
+        }
+        if give_up.is_some_and(|at| tokio::time::Instant::now() >= at) {
+            note!(
+                "claij: run {run} is still {} in `{}` after {}",
+                record.status,
+                record.state,
+                humantime::format_duration(timeout.unwrap_or_default())
+            );
+            return Ok(EXIT_SUSPENDED);
+        }
+        tokio::time::sleep(WAIT_POLL).await;
+    };
+    if as_json {
+        out!("{}", serde_json::to_string(&record)?)?;
+        return Ok(match record.status {
+            RunStatus::Completed => EXIT_OK,
+            RunStatus::Suspended => EXIT_SUSPENDED,
+            _ => EXIT_FAILED,
+        });
+    }
+    let outcome = outcome_of(store.as_ref(), record).await?;
+    Ok(report(Ok(outcome), false, ""))
+}
+
+/// A stored run as the outcome `claij run` reports.
+async fn outcome_of(store: &dyn RunStore, record: RunRecord) -> Result<RunOutcome, RunError> {
+    let trail = store.trail(&record.id, 0).await?;
+    let result = (record.status == RunStatus::Completed)
+        .then(|| claij_core::trail::last_event(&trail).cloned())
+        .flatten();
+    Ok(RunOutcome {
+        run_id: record.id,
+        status: record.status,
+        trail,
+        context: record.context,
+        result,
+        state: record.state,
+        wait: record.wait,
+        parent: None,
+    })
+}
