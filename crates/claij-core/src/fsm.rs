@@ -53,7 +53,48 @@ pub struct Fsm {
     pub document: Value,
     /// The SHA-256 of the document's compact JSON (hex): runs are pinned to it.
     pub hash: String,
+    /// The topics whose events start runs of this FSM.
+    pub triggers: Vec<Trigger>,
     pub(crate) state_index: HashMap<Arc<str>, StateIdx>,
+}
+
+/// A topic an FSM subscribes to (`triggers` in the document): a published event on it that
+/// satisfies `schema` starts one run, with the event as its input.
+#[derive(Debug, Clone)]
+pub struct Trigger {
+    /// The topic.
+    pub topic: String,
+    /// What an event must satisfy, as written (`true` when absent).
+    pub schema: Value,
+    /// The schema compiled (the shared `schemas` beside it); `None` only in a document
+    /// with errors.
+    pub compiled: Option<Arc<crate::CompiledSchema>>,
+    /// The entry transition an event without `id` takes.
+    pub entry: Option<TransitionIdx>,
+}
+
+impl Trigger {
+    /// The input a run started by `event` gets: the event with the trigger's entry `id`
+    /// added when it has none; `Err` with the problems when the event does not satisfy the
+    /// trigger's schema.
+    pub fn input_for(&self, fsm: &Fsm, event: &Value) -> Result<Value, String> {
+        if let Some(compiled) = &self.compiled
+            && let Err(issues) = compiled.check(event)
+        {
+            return Err(issues
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "));
+        }
+        let mut input = event.clone();
+        if let (Some(t), Value::Object(map)) = (self.entry, &mut input)
+            && !map.contains_key("id")
+        {
+            map.insert("id".into(), fsm.transitions[t].id_value.clone());
+        }
+        Ok(input)
+    }
 }
 
 /// FSM-wide defaults (`config` at the top of the document).

@@ -47,7 +47,7 @@ pub mod trail;
 pub use diagnostic::{Diagnostic, Diagnostics, JsonPath, Problem};
 pub use fsm::{
     DEFAULT_MAX_ATTEMPTS, END_ACTION, Example, Fsm, FsmSettings, START, State, StateIdx,
-    StateSettings, Transition, TransitionIdx, TransitionSchema,
+    StateSettings, Transition, TransitionIdx, TransitionSchema, Trigger,
 };
 pub use graph::{to_dot, to_mermaid};
 pub use known_actions::{BuiltinNames, ConfigIssue, KnownActions};

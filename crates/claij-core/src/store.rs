@@ -220,6 +220,95 @@ pub struct Checkpoint {
     pub wait: Option<Wait>,
     /// The renewed lease end while running (`None` releases the lease: suspended or final).
     pub lease_until: Option<SystemTime>,
+    /// Events published by the new entries (`publish` states): written in the same
+    /// transaction as the rest (the outbox), for workers to dispatch to the FSMs whose
+    /// triggers subscribe to their topics.
+    pub published: Vec<Published>,
+}
+
+/// An event published by a run (a `publish` state), as its checkpoint writes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Published {
+    /// The event's id: `RUN:SEQ` (the trail entry that published it), so an attempt made
+    /// again after a crash publishes the same event, not a second one.
+    pub id: String,
+    /// The topic.
+    pub topic: String,
+    /// The event.
+    pub event: Value,
+}
+
+/// A published event as the store keeps it, with what its dispatch did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// The event's id (`RUN:SEQ`).
+    pub id: String,
+    /// The topic.
+    pub topic: String,
+    /// The event.
+    pub event: Value,
+    /// The run that published it.
+    pub run_id: String,
+    /// Where its dispatch stands.
+    pub status: EventStatus,
+    /// The runs it started (one per subscribed FSM whose trigger it satisfied).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<String>,
+    /// Why it started nothing, or which triggers refused it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// When it was published.
+    pub created_at: SystemTime,
+    /// When it was dispatched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled_at: Option<SystemTime>,
+}
+
+/// Where a published event's dispatch stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EventStatus {
+    /// Not dispatched yet.
+    Pending,
+    /// It started a run of every subscribed FSM whose trigger it satisfied (at least one).
+    Dispatched,
+    /// No subscribed FSM's trigger took it: kept, and reported.
+    Unmatched,
+}
+
+impl EventStatus {
+    /// The word stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventStatus::Pending => "pending",
+            EventStatus::Dispatched => "dispatched",
+            EventStatus::Unmatched => "unmatched",
+        }
+    }
+
+    /// The status a stored word names.
+    pub fn parse(word: &str) -> Option<Self> {
+        match word {
+            "pending" => Some(EventStatus::Pending),
+            "dispatched" => Some(EventStatus::Dispatched),
+            "unmatched" => Some(EventStatus::Unmatched),
+            _ => None,
+        }
+    }
+}
+
+/// An FSM's subscription to a topic: the definition whose `triggers` name it (the newest
+/// registered of that FSM).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subscription {
+    /// The topic.
+    pub topic: String,
+    /// The FSM's id.
+    pub fsm_id: String,
+    /// Its version.
+    pub version: u32,
+    /// Its content hash.
+    pub hash: String,
 }
 
 /// How a claim takes a run over.
@@ -570,6 +659,34 @@ pub trait RunStore: Send + Sync {
     /// A subscription to the notices of [`notify`](Self::notify), from any process:
     /// `None` where the backend has none.
     fn listen(&self) -> StoreFuture<'_, Option<Box<dyn Doorbell>>>;
+
+    /// Subscribes a definition (stored already) to a topic, replacing the subscription of
+    /// an earlier definition of the same FSM.
+    fn put_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, ()>;
+
+    /// The subscriptions to `topic`.
+    fn subscriptions<'a>(&'a self, topic: &'a str) -> StoreFuture<'a, Vec<Subscription>>;
+
+    /// Takes up to `limit` published events not yet dispatched (nor being dispatched by a
+    /// live claimer) for `owner` until `until`, oldest first.
+    fn claim_events<'a>(
+        &'a self,
+        owner: &'a str,
+        until: SystemTime,
+        limit: u32,
+    ) -> StoreFuture<'a, Vec<EventRecord>>;
+
+    /// Records what an event's dispatch did (`status`, the runs it started, a note).
+    fn settle_event<'a>(
+        &'a self,
+        id: &'a str,
+        status: EventStatus,
+        runs: &'a [String],
+        note: Option<&'a str>,
+    ) -> StoreFuture<'a, ()>;
+
+    /// Published events, oldest first; only those with `status` when given.
+    fn events<'a>(&'a self, status: Option<EventStatus>) -> StoreFuture<'a, Vec<EventRecord>>;
 }
 
 /// Notices delivered to a worker, one at a time.

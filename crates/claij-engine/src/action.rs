@@ -150,6 +150,10 @@ pub struct ActionOutput {
     pub model: Option<String>,
     /// Tokens and cost, when a model was called.
     pub usage: Option<Usage>,
+    /// Events to publish (a `publish` state): committed with the transition this output
+    /// takes, in the same transaction, and dispatched by workers to the FSMs whose
+    /// triggers subscribe to their topics.
+    pub published: Vec<claij_core::store::Published>,
 }
 
 impl ActionOutput {
@@ -160,6 +164,7 @@ impl ActionOutput {
             context: None,
             model: None,
             usage: None,
+            published: Vec::new(),
         }
     }
 }

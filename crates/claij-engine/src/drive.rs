@@ -50,6 +50,8 @@ pub(crate) struct RunState<'e> {
     pub clock: Clock,
     /// Whether an `on_failure` route was already taken because the deadline passed.
     pub deadline_routed: bool,
+    /// Events published by entries not committed yet (written with them).
+    pub published: Vec<claij_core::store::Published>,
     /// The store and lease, for durable runs.
     pub durable: Option<Durable>,
     /// How many trail entries the store holds.
@@ -149,7 +151,9 @@ impl<'e> RunState<'e> {
                                 context,
                                 model,
                                 usage,
+                                published,
                             } = output;
+                            self.published.extend(published);
                             if let Some(context) = context {
                                 self.context = context;
                                 self.context_dirty = true;
@@ -304,13 +308,16 @@ impl<'e> RunState<'e> {
                 })
                 .collect(),
             schema: fsm.output_schema(&state.id),
-            expires_at: suspension.expires_in.map(|d| SystemTime::now() + d),
+            // To the microsecond, as stores keep times (the wait's timer is `wake_at` too).
+            expires_at: suspension
+                .expires_in
+                .map(|d| to_micros(SystemTime::now() + d)),
             on_expiry: suspension.on_expiry,
             prompt: suspension.prompt,
             children: suspension.children,
-            deadline_at: self
-                .deadline
-                .map(|(at, _)| SystemTime::now() + at.saturating_duration_since(Instant::now())),
+            deadline_at: self.deadline.map(|(at, _)| {
+                to_micros(SystemTime::now() + at.saturating_duration_since(Instant::now()))
+            }),
         }
     }
 
@@ -347,6 +354,7 @@ impl<'e> RunState<'e> {
                 context: self.context_dirty.then(|| self.context.clone()),
                 wait,
                 lease_until,
+                published: std::mem::take(&mut self.published),
             })
             .await?;
         self.committed = self.trail.len();

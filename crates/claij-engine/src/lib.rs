@@ -42,6 +42,7 @@ pub mod action;
 pub mod actions;
 mod drive;
 pub mod durable;
+pub mod events;
 pub mod observer;
 pub mod privilege;
 pub mod recover;
@@ -54,6 +55,7 @@ pub use action::{
     Suspension, TextSink,
 };
 pub use durable::{LeaseKeeper, is_dead_local_owner, process_owner};
+pub use events::Dispatch;
 pub use observer::Observer;
 pub use privilege::{Privilege, PrivilegedUse, privileged_uses};
 pub use recover::{continues_without_input, runs_to_continue};

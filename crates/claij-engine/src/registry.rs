@@ -46,13 +46,14 @@ impl ActionRegistry {
     /// `mcp:…`.
     pub fn with_builtins() -> Self {
         let mut registry = Self::empty();
-        let builtins: [(&str, Arc<dyn Action>); 6] = [
+        let builtins: [(&str, Arc<dyn Action>); 7] = [
             ("end", Arc::new(actions::End)),
             ("fsm", Arc::new(actions::SubFsm)),
             ("fork", Arc::new(actions::Fork)),
             ("transform", Arc::new(actions::Transform::default())),
             ("command", Arc::new(actions::Command)),
             ("human", Arc::new(actions::Human::terminal())),
+            ("publish", Arc::new(actions::Publish)),
         ];
         for (name, action) in builtins {
             registry.insert(name, action);

@@ -46,30 +46,48 @@ impl Engine {
         store: &dyn RunStore,
         record: &RunRecord,
     ) -> Result<Arc<Fsm>, RunError> {
+        self.stored_definition(store, &record.fsm_id, record.version, &record.hash)
+            .await
+            .map_err(|e| match e {
+                RunError::NotResumable { reason, .. } => RunError::NotResumable {
+                    run: record.id.clone(),
+                    reason: format!("is pinned to {reason}"),
+                },
+                e => e,
+            })
+    }
+
+    /// A stored definition by id, version and hash, loaded (and checked) with this
+    /// engine's registry; cached by content hash.
+    pub async fn stored_definition(
+        &self,
+        store: &dyn RunStore,
+        fsm_id: &str,
+        version: u32,
+        hash: &str,
+    ) -> Result<Arc<Fsm>, RunError> {
         if let Some(fsm) = self
             .loaded
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&record.hash)
+            .get(hash)
         {
             return Ok(fsm.clone());
         }
-        let definition = store
-            .definition(&record.fsm_id, record.version, Some(&record.hash))
-            .await?;
+        let definition = store.definition(fsm_id, version, Some(hash)).await?;
         let name = format!("{}@v{} (stored)", definition.fsm_id, definition.version);
         let fsm =
             claij_core::load_value(&name, definition.document, self.registry()).map_err(|d| {
                 RunError::NotResumable {
-                    run: record.id.clone(),
-                    reason: format!("is pinned to a definition that no longer loads: {d}"),
+                    run: String::new(),
+                    reason: format!("a definition that no longer loads: {d}"),
                 }
             })?;
         let fsm = Arc::new(fsm);
         self.loaded
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(record.hash.clone(), fsm.clone());
+            .insert(hash.to_owned(), fsm.clone());
         Ok(fsm)
     }
 

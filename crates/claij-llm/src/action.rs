@@ -171,6 +171,7 @@ impl LlmAction {
             context: None,
             model: Some(model.name.clone()),
             usage: Some(usage),
+            published: Vec::new(),
         })
     }
 

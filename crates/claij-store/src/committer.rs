@@ -265,7 +265,9 @@ where
         isolate: bool,
         now: i64,
     ) -> Result<Vec<Result<(), StoreError>>, GroupFailure> {
-        if let ([lone], false, Some(_)) = (group, isolate, DB::CHECKPOINT_STATEMENT) {
+        if let ([lone], false, Some(_)) = (group, isolate, DB::CHECKPOINT_STATEMENT)
+            && lone.checkpoint.published.is_empty()
+        {
             // One statement is its own transaction: no BEGIN and COMMIT round trips.
             return match Self::apply(conn, &lone.checkpoint, now).await {
                 Ok(result) => Ok(vec![result]),
@@ -316,6 +318,49 @@ where
     /// Writes one checkpoint inside the group's transaction. The outer error is a failed
     /// statement; the inner one a refusal (nothing was written).
     async fn apply(
+        conn: &mut DB::Connection,
+        checkpoint: &EncodedCheckpoint,
+        now: i64,
+    ) -> Result<Result<(), StoreError>, sqlx::Error> {
+        let written = Self::apply_checkpoint(conn, checkpoint, now).await?;
+        if written.is_ok() && !checkpoint.published.is_empty() {
+            Self::insert_published(conn, checkpoint, now).await?;
+        }
+        Ok(written)
+    }
+
+    /// The outbox: a checkpoint's published events, in its transaction, and a notice for
+    /// the workers (sent when the transaction commits). An event written before (the same
+    /// attempt, committed twice) is left as it is.
+    async fn insert_published(
+        conn: &mut DB::Connection,
+        checkpoint: &EncodedCheckpoint,
+        now: i64,
+    ) -> Result<(), sqlx::Error> {
+        for (id, topic, event) in &checkpoint.published {
+            sqlx::query(
+                "INSERT INTO events (id, topic, event, run_id, status, created_at) \
+                 VALUES ($1, $2, $3, $4, 'pending', $5) ON CONFLICT (id) DO NOTHING",
+            )
+            .bind(id.clone())
+            .bind(topic.clone())
+            .bind(event.clone())
+            .bind(checkpoint.run_id.clone())
+            .bind(now)
+            .execute(&mut *conn)
+            .await?;
+        }
+        if let Some(notify) = DB::NOTIFY {
+            sqlx::query(notify)
+                .bind("work".to_owned())
+                .execute(&mut *conn)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Writes one checkpoint's run update and trail entries.
+    async fn apply_checkpoint(
         conn: &mut DB::Connection,
         checkpoint: &EncodedCheckpoint,
         now: i64,

@@ -56,6 +56,11 @@ impl Dialect for Postgres {
             name: "workers",
             sql: include_str!("../migrations/postgres/0003_workers.sql"),
         },
+        Migration {
+            version: 4,
+            name: "events",
+            sql: include_str!("../migrations/postgres/0004_events.sql"),
+        },
     ];
     const BEGIN_WRITE: &'static str = "BEGIN";
     // A transaction-scoped advisory lock (key: "claij" in ASCII) serializes concurrent

@@ -97,6 +97,8 @@ pub(crate) struct EncodedCheckpoint {
     pub wait: Option<String>,
     pub lease_until: Option<i64>,
     pub wake_at: Option<i64>,
+    /// Published events: `(id, topic, event JSON)`.
+    pub published: Vec<(String, String, String)>,
 }
 
 /// When a run in `status` needs a worker without anyone asking (the `wake_at` column): a
@@ -314,6 +316,14 @@ pub(crate) fn encode_checkpoint(
             .transpose()?,
         lease_until: checkpoint.lease_until.map(micros).transpose()?,
         wake_at: wake_at(checkpoint.status, checkpoint.wait.as_ref(), None)?,
+        published: checkpoint
+            .published
+            .iter()
+            .map(|p| {
+                let event = to_json(&format!("event `{}`", p.id), &p.event)?;
+                Ok((p.id.clone(), p.topic.clone(), event))
+            })
+            .collect::<Result<_, StoreError>>()?,
     }))
 }
 

@@ -40,6 +40,11 @@ impl Dialect for Sqlite {
             name: "workers",
             sql: include_str!("../migrations/sqlite/0004_workers.sql"),
         },
+        Migration {
+            version: 5,
+            name: "events",
+            sql: include_str!("../migrations/sqlite/0005_events.sql"),
+        },
     ];
     const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
     const MIGRATION_LOCK: Option<&'static str> = None;

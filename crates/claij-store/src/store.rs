@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use claij_core::store::{
-    Checkpoint, ClaimFrom, Definition, Delivery, Doorbell, Due, Heartbeat, HeldLease, Hook, Notice,
-    QueueStats, RunFilter, RunRecord, RunStatus, RunStore, StoreError, StoreFuture, WorkerRecord,
+    Checkpoint, ClaimFrom, Definition, Delivery, Doorbell, Due, EventRecord, EventStatus,
+    Heartbeat, HeldLease, Hook, Notice, QueueStats, RunFilter, RunRecord, RunStatus, RunStore,
+    StoreError, StoreFuture, Subscription, WorkerRecord,
 };
 use claij_core::trail::TrailEntry;
 use sqlx::error::ErrorKind;
@@ -38,6 +39,7 @@ impl<DB: Dialect> std::fmt::Debug for SqlStore<DB> {
     }
 }
 
+mod events;
 mod queue;
 mod serving;
 
@@ -879,5 +881,36 @@ where
 
     fn listen(&self) -> StoreFuture<'_, Option<Box<dyn Doorbell>>> {
         DB::listen(&self.pool)
+    }
+
+    fn put_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, ()> {
+        Box::pin(self.put_subscription_now(subscription))
+    }
+
+    fn subscriptions<'a>(&'a self, topic: &'a str) -> StoreFuture<'a, Vec<Subscription>> {
+        Box::pin(self.subscriptions_now(topic))
+    }
+
+    fn claim_events<'a>(
+        &'a self,
+        owner: &'a str,
+        until: SystemTime,
+        limit: u32,
+    ) -> StoreFuture<'a, Vec<EventRecord>> {
+        Box::pin(self.claim_events_now(owner, until, limit))
+    }
+
+    fn settle_event<'a>(
+        &'a self,
+        id: &'a str,
+        status: EventStatus,
+        runs: &'a [String],
+        note: Option<&'a str>,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(self.settle_event_now(id, status, runs, note))
+    }
+
+    fn events<'a>(&'a self, status: Option<EventStatus>) -> StoreFuture<'a, Vec<EventRecord>> {
+        Box::pin(self.events_now(status))
     }
 }

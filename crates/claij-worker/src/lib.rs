@@ -13,7 +13,8 @@
 //! rest. Like `claij-mcp-server` and `claij-server`, it receives an assembled engine and
 //! store from the binary.
 //!
-//! - `lib`: [`Worker`], [`WorkerConfig`], the claim loop, shutdown;
+//! - `lib`: [`Worker`], [`WorkerConfig`], the claim loop (runs, and published events
+//!   dispatched to the FSMs that subscribe to their topics), shutdown;
 //! - `leases`: the renewal task;
 //! - `bell`: notices forwarded from the store's subscription;
 //! - `dead`: other workers found dead, whose runs can be taken over at once.
@@ -21,7 +22,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use claij_core::store::{Due, Notice, RunRecord, RunStore, StoreError, WorkerRecord};
+use claij_core::store::{Due, EventStatus, Notice, RunRecord, RunStore, StoreError, WorkerRecord};
 use claij_engine::{Engine, LeaseKeeper, RunOptions, process_owner};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -65,6 +66,8 @@ pub struct WorkerReport {
     pub finished: u64,
     /// Runs it handed back when it stopped (the grace period ran out).
     pub handed_back: u64,
+    /// Published events it dispatched.
+    pub dispatched: u64,
 }
 
 /// A worker could not start: its store refused to record it.
@@ -167,6 +170,9 @@ impl Worker {
                         }
                     }
                 };
+                if due.now {
+                    report.dispatched += self.dispatch_events(free).await;
+                }
                 if due.now || found_dead {
                     let until = SystemTime::now() + self.config.lease;
                     let claimed = match self
@@ -261,6 +267,37 @@ impl Worker {
         }
         tracing::info!(worker = %self.id, claimed = report.claimed, finished = report.finished, handed_back = report.handed_back, "worker stopped");
         Ok(report)
+    }
+
+    /// Dispatches up to `limit` published events (each starts one run of every FSM whose
+    /// trigger takes it); returns how many were settled. A failure leaves an event
+    /// pending: its claim ends with the lease, and it is dispatched again.
+    async fn dispatch_events(&self, limit: u32) -> u64 {
+        let until = SystemTime::now() + self.config.lease;
+        let events = match self.store.claim_events(&self.id, until, limit).await {
+            Ok(events) => events,
+            Err(e) => {
+                tracing::warn!(error = %e, "claiming published events failed; trying again");
+                return 0;
+            }
+        };
+        let mut settled = 0;
+        for event in &events {
+            match self.engine.dispatch(&self.store, event).await {
+                Ok(dispatch) => {
+                    settled += 1;
+                    if dispatch.status == EventStatus::Unmatched {
+                        tracing::warn!(event = %event.id, topic = %event.topic, note = dispatch.note.as_deref().unwrap_or(""), "an event started nothing; kept as unmatched");
+                    } else {
+                        tracing::debug!(event = %event.id, runs = ?dispatch.runs, "event dispatched");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(event = %event.id, error = %e, "dispatching an event failed; it will be dispatched again")
+                }
+            }
+        }
+        settled
     }
 
     /// Drives one claimed run to its end or suspension (errors are logged: the run is

@@ -161,6 +161,7 @@ pub(crate) enum Command {
     /// rest are handed back to the queue. See docs/WORKERS.md.
     #[command(after_help = "Examples:
   claij worker --store postgres://claij@db.example/claij --concurrency 32
+  claij worker examples/events/ --store postgres://…       # subscribe the FSMs' triggers
   claij run examples/human-approval.yaml --submit --input '{\"change\": \"deploy\"}'
   claij runs wait 0192f3a4-…")]
     Worker(WorkerArgs),
@@ -173,11 +174,36 @@ pub(crate) enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Events published by `publish` states, and the runs they started in the FSMs whose
+    /// `triggers` subscribe to their topics (see docs/WORKERS.md).
+    Events {
+        /// What to do.
+        #[command(subcommand)]
+        command: EventsCommand,
+        /// Where runs are kept.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
     /// MCP: serve workflows and bots as MCP tools, and talk to MCP servers.
     Mcp {
         /// What to do.
         #[command(subcommand)]
         command: McpCommand,
+    },
+}
+
+/// `claij events …`
+#[derive(Debug, Subcommand)]
+pub(crate) enum EventsCommand {
+    /// Published events, oldest first: topic, publishing run, status (pending,
+    /// dispatched, unmatched), the runs each started, and why an unmatched one started none.
+    List {
+        /// Only events with this status: pending, dispatched or unmatched.
+        #[arg(long)]
+        status: Option<String>,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -196,6 +222,9 @@ pub(crate) enum WorkersCommand {
 /// The options of `claij worker`.
 #[derive(Debug, Args)]
 pub(crate) struct WorkerArgs {
+    /// FSM documents, or folders of them, whose `triggers` subscribe them to topics:
+    /// stored, so that events published on those topics start their runs.
+    pub files: Vec<PathBuf>,
     /// Runs driven at once, at most.
     #[arg(long, default_value_t = 16)]
     pub concurrency: u32,

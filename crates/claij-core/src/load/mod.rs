@@ -98,6 +98,61 @@ struct RawDocument {
     xitions: Vec<RawTransition>,
     #[serde(default)]
     servers: Map<String, Value>,
+    #[serde(default)]
+    triggers: Vec<RawTrigger>,
+}
+
+#[derive(Deserialize)]
+struct RawTrigger {
+    on: String,
+    schema: Option<Value>,
+    entry: Option<(String, String)>,
+}
+
+/// The document's `triggers`: each schema checked and compiled beside the shared schemas,
+/// each `entry` an entry transition.
+fn build_triggers(
+    fsm: &Fsm,
+    raw: Vec<RawTrigger>,
+    shared: &SharedSchemas,
+    found: &mut Collector,
+) -> Vec<crate::Trigger> {
+    raw.into_iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let at = JsonPath::root().join("triggers").join(i);
+            let schema = t.schema.unwrap_or(Value::Bool(true));
+            let compiled = shared.compile_at(&schema, &at.join("schema"), found);
+            let entry = t.entry.and_then(|(from, to)| {
+                let idx = fsm
+                    .entries
+                    .iter()
+                    .copied()
+                    .find(|&e| fsm.transitions[e].from.as_ref() == from && fsm.transitions[e].to.as_ref() == to);
+                if idx.is_none() {
+                    found.push(
+                        Problem::BadRoute,
+                        at.join("entry"),
+                        format!("[{from}, {to}] is not an entry transition of this FSM"),
+                    );
+                }
+                idx
+            });
+            if entry.is_none() && fsm.entries.len() > 1 {
+                found.push(
+                    Problem::BadRoute,
+                    at.clone(),
+                    "this FSM has several entries: name the one events take with `entry`, or publish events with an `id`".to_owned(),
+                );
+            }
+            crate::Trigger {
+                topic: t.on,
+                schema,
+                compiled: compiled.map(Arc::new),
+                entry: entry.or_else(|| (fsm.entries.len() == 1).then(|| fsm.entries[0])),
+            }
+        })
+        .collect()
 }
 
 fn one() -> u32 {
@@ -201,9 +256,11 @@ fn build(
         source: name.to_owned(),
         hash: crate::store::content_hash(&document),
         document,
+        triggers: Vec::new(),
         state_index,
     };
     build_transitions(&mut fsm, raw.xitions, xitions_key, &shared, actions, found);
+    fsm.triggers = build_triggers(&fsm, raw.triggers, &shared, found);
     check_graph(&fsm, xitions_key, found);
     check_routes(&fsm, actions, found);
     check_examples(&fsm, found);

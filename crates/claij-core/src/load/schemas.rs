@@ -50,6 +50,20 @@ impl SharedSchemas {
             sound,
         }
     }
+
+    /// A schema written elsewhere in the document (a trigger's), checked and compiled with
+    /// the shared schemas beside it; `None` (with the problems reported) when it cannot be.
+    pub(super) fn compile_at(
+        &self,
+        schema: &Value,
+        at: &JsonPath,
+        found: &mut Collector,
+    ) -> Option<CompiledSchema> {
+        if !check_schema(schema, &self.root, at, found) || !self.sound {
+            return None;
+        }
+        compile_authored(schema, &self.defs, at, found)
+    }
 }
 
 /// Checks a schema written at `at`: its `$ref`s resolve and it is a valid JSON Schema

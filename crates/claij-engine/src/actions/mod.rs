@@ -10,12 +10,14 @@ mod command;
 mod fork;
 mod fsm;
 mod human;
+mod publish;
 mod transform;
 
 pub use command::Command;
 pub use fork::Fork;
 pub use fsm::SubFsm;
 pub use human::{Human, HumanIo, TerminalIo};
+pub use publish::Publish;
 pub use transform::Transform;
 
 use serde_json::{Value, json};

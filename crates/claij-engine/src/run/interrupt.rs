@@ -82,6 +82,7 @@ async fn interrupt_one(store: &dyn RunStore, run_id: &str) -> Result<RunRecord, 
             context: None,
             wait: None,
             lease_until: None,
+            published: Vec::new(),
         })
         .await?;
     Ok(store.run(run_id).await?)

@@ -98,6 +98,7 @@ impl Engine {
             observers: options.observers.clone(),
             clock: Clock::start(),
             deadline_routed: false,
+            published: Vec::new(),
             durable: options.store.clone().map(|store| Durable {
                 store,
                 owner: options.owner.clone().unwrap_or_else(process_owner),

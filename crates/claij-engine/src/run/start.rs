@@ -103,7 +103,11 @@ impl Engine {
     }
 
     /// Stores `fsm`'s definition once per store and process.
-    async fn store_definition(&self, store: &dyn RunStore, fsm: &Fsm) -> Result<(), StoreError> {
+    pub(crate) async fn store_definition(
+        &self,
+        store: &dyn RunStore,
+        fsm: &Fsm,
+    ) -> Result<(), StoreError> {
         let key = (store.describe(), fsm.hash.clone());
         if self
             .stored

@@ -108,7 +108,9 @@ where
     pub(super) async fn due_now(&self) -> Result<Due, StoreError> {
         let what = "looking for due runs";
         let sql = format!(
-            "SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM runs WHERE {} LIMIT 1) AS d), \
+            "SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM runs WHERE {} LIMIT 1) AS d) \
+               + (SELECT COUNT(*) FROM (SELECT 1 FROM events WHERE status = 'pending' \
+                  AND (claimed_until IS NULL OR claimed_until < $1) LIMIT 1) AS e), \
              (SELECT MIN(t) FROM ( \
                 SELECT MIN(wake_at) AS t FROM runs WHERE status = 'suspended' \
                     AND wake_at > $1 AND wake_at < {WAKE_ON_CHILD} \

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use claij_core::store::{
-    Checkpoint, ClaimFrom, Definition, Delivery, DeliveryStatus, Durability, Heartbeat, Hook,
-    Lease, Notice, RunCursor, RunFilter, RunRecord, RunStatus, RunStore, StoreError, Wait,
-    WorkerRecord, content_hash,
+    Checkpoint, ClaimFrom, Definition, Delivery, DeliveryStatus, Durability, EventStatus,
+    Heartbeat, Hook, Lease, Notice, Published, RunCursor, RunFilter, RunRecord, RunStatus,
+    RunStore, StoreError, Subscription, Wait, WorkerRecord, content_hash,
 };
 use claij_core::trail::{Failure, FailureKind, TrailEntry, Usage};
 use serde_json::{Value, json};
@@ -42,7 +42,8 @@ macro_rules! store_suite {
             due_says_what_needs_a_worker_and_when,
             leases_are_renewed_together_and_runs_handed_back,
             idempotency_keys_find_the_first_run,
-            a_parent_is_due_once_a_child_ends
+            a_parent_is_due_once_a_child_ends,
+            published_events_are_written_with_their_checkpoint
         );
         // These race spawned tasks against each other (claims, recoveries, commits that
         // group): two worker threads make the tasks run in parallel, not only take turns
@@ -224,6 +225,7 @@ fn checkpoint(run: &str, owner: &str, entries: Vec<TrailEntry>) -> Checkpoint {
         context: None,
         wait: None,
         lease_until: Some(in_an_hour()),
+        published: Vec::new(),
     }
 }
 
@@ -1108,6 +1110,7 @@ pub(crate) async fn a_sqlite_file_of_schema_1_is_upgraded(h: Harness) {
     };
     h.execute(
         "DROP TRIGGER checkpoint_write; DROP VIEW checkpoint_writes; DROP TABLE hooks; DROP TABLE callbacks; DROP TABLE deliveries; \
+         DROP TABLE events; DROP TABLE subscriptions; \
          DROP TABLE workers; DROP INDEX runs_idempotency_key; DROP INDEX runs_wake; DROP INDEX runs_queued; \
          DROP INDEX runs_parent; DROP INDEX runs_lease_owner; \
          ALTER TABLE runs DROP COLUMN wake_at; ALTER TABLE runs DROP COLUMN idempotency_key; \
@@ -1127,7 +1130,8 @@ pub(crate) async fn a_sqlite_file_of_schema_1_is_upgraded(h: Harness) {
             (1, "initial".into()),
             (2, "checkpoint_statement".into()),
             (3, "server".into()),
-            (4, "workers".into())
+            (4, "workers".into()),
+            (5, "events".into())
         ]
     );
     let store = upgraded.store();
@@ -1691,4 +1695,99 @@ pub(crate) async fn a_parent_is_due_once_a_child_ends(h: Harness) {
         .expect("claim");
     let ids: Vec<&str> = claimed.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, ["p"]);
+}
+
+pub(crate) async fn published_events_are_written_with_their_checkpoint(h: Harness) {
+    let store = h.open().await;
+    create(&store, "pub", RunStatus::Running, Some("w1"), 2).await;
+    let event = |n: u64| Published {
+        id: format!("pub:{n}"),
+        topic: "orders.created".into(),
+        event: json!({"order_id": n, "zeta": 1, "alpha": 2}),
+    };
+    // A checkpoint refused (another owner) writes no event either: one transaction.
+    let mut refused = checkpoint("pub", "w2", entries(2, 3));
+    refused.published = vec![event(2)];
+    assert!(matches!(
+        store.commit(refused).await,
+        Err(StoreError::LostLease { .. })
+    ));
+    assert!(store.events(None).await.expect("events").is_empty());
+    assert!(!store.due().await.expect("due").now);
+    let mut written = checkpoint("pub", "w1", entries(2, 3));
+    written.published = vec![event(2)];
+    store.commit(written).await.expect("commit");
+    let pending = store
+        .events(Some(EventStatus::Pending))
+        .await
+        .expect("events");
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].id, "pub:2");
+    assert_eq!(pending[0].run_id, "pub");
+    assert_eq!(
+        serde_json::to_string(&pending[0].event).expect("json"),
+        r#"{"order_id":2,"zeta":1,"alpha":2}"#,
+        "read back as written"
+    );
+    assert!(
+        store.due().await.expect("due").now,
+        "a pending event is work"
+    );
+    // One claimer gets it; the other finds nothing until the claim ends.
+    let first = store
+        .claim_events("w1", in_an_hour(), 10)
+        .await
+        .expect("claim");
+    let second = store
+        .claim_events("w2", in_an_hour(), 10)
+        .await
+        .expect("claim");
+    assert_eq!((first.len(), second.len()), (1, 0));
+    store
+        .settle_event(
+            "pub:2",
+            EventStatus::Unmatched,
+            &[],
+            Some("no FSM subscribes"),
+        )
+        .await
+        .expect("settle");
+    let unmatched = store
+        .events(Some(EventStatus::Unmatched))
+        .await
+        .expect("events");
+    assert_eq!(unmatched[0].note.as_deref(), Some("no FSM subscribes"));
+    assert!(unmatched[0].settled_at.is_some());
+    assert!(
+        store
+            .claim_events("w1", in_an_hour(), 10)
+            .await
+            .expect("claim")
+            .is_empty()
+    );
+    // Subscriptions: the newest definition of an FSM replaces the older one.
+    for (version, hash) in [(1, "h1"), (2, "h2")] {
+        store
+            .put_subscription(&Subscription {
+                topic: "orders.created".into(),
+                fsm_id: "shipping".into(),
+                version,
+                hash: hash.into(),
+            })
+            .await
+            .expect("subscribe");
+    }
+    let subs = store
+        .subscriptions("orders.created")
+        .await
+        .expect("subscriptions");
+    assert_eq!(subs.len(), 1);
+    assert_eq!((subs[0].version, subs[0].hash.as_str()), (2, "h2"));
+    assert!(
+        store
+            .subscriptions("other")
+            .await
+            .expect("subscriptions")
+            .is_empty()
+    );
 }

@@ -56,6 +56,10 @@ pub(crate) async fn dispatch(cli: Cli) -> u8 {
             Ok(store) => worker::workers(store, command).await,
             Err(e) => return usage(e),
         },
+        Command::Events { command, store } => match store::open_required(&store).await {
+            Ok(store) => worker::events(store.as_ref(), command).await,
+            Err(e) => return usage(e),
+        },
         Command::Mcp { command } => Ok(mcp::mcp(command).await),
         Command::Model { command } => model::model(command),
     };

@@ -74,7 +74,7 @@ impl Engines for ServeEngines {
 }
 
 /// The documents named: files, and the `*.yaml`, `*.yml` and `*.json` files of folders.
-fn documents(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
+pub(super) fn documents(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for path in paths {
         if path.is_dir() {

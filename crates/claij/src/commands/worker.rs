@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Result;
 use claij_core::Fsm;
-use claij_core::store::{RunRecord, RunStatus, RunStore, StoreError};
+use claij_core::store::{EventStatus, RunRecord, RunStatus, RunStore, StoreError};
 use claij_engine::{Engine, RunError, RunOptions, RunOutcome, Submission};
 use claij_worker::{Worker, WorkerConfig};
 use serde_json::{Value, json};
@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::mcp_serve::stop_on_signals;
 use super::run::{engine, engine_with, report};
-use crate::cli::{WorkerArgs, WorkersCommand};
+use crate::cli::{EventsCommand, WorkerArgs, WorkersCommand};
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_SUSPENDED, EXIT_USAGE, input, store};
 use claij_llm::providers::embedded::default_model_file;
 
@@ -47,6 +47,34 @@ pub(super) async fn worker(args: WorkerArgs) -> u8 {
         }
     };
     let engine = Arc::new(engine_with(true, layer));
+    // The documents named: their triggers subscribe them to topics.
+    let files = match super::serve::documents(&args.files) {
+        Ok(f) => f,
+        Err(e) => {
+            note!("claij: cannot list the documents: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    for file in &files {
+        let fsm = match super::load(&engine, file) {
+            Ok(fsm) => fsm,
+            Err(d) => {
+                note!("claij: {d}");
+                return EXIT_USAGE;
+            }
+        };
+        match engine.subscribe(store.as_ref(), &fsm).await {
+            Ok(0) => note!(
+                "claij: {} has no triggers: its runs are started by submitting them",
+                file.display()
+            ),
+            Ok(n) => note!("claij: {} subscribed to {n} topic(s)", fsm.id),
+            Err(e) => {
+                note!("claij: {e}");
+                return EXIT_FAILED;
+            }
+        }
+    }
     let notices = store.describe().starts_with("postgres");
     let config = WorkerConfig {
         concurrency: args.concurrency,
@@ -65,10 +93,11 @@ pub(super) async fn worker(args: WorkerArgs) -> u8 {
     match worker.run(shutdown).await {
         Ok(report) => {
             note!(
-                "claij: worker stopped: {} run(s) claimed, {} driven, {} handed back",
+                "claij: worker stopped: {} run(s) claimed, {} driven, {} handed back, {} event(s) dispatched",
                 report.claimed,
                 report.finished,
-                report.handed_back
+                report.handed_back,
+                report.dispatched
             );
             EXIT_OK
         }
@@ -124,6 +153,54 @@ pub(super) async fn workers(store: Arc<dyn RunStore>, command: WorkersCommand) -
         }
     }
     out!("{}", queue_line(&queue))?;
+    Ok(EXIT_OK)
+}
+
+/// `claij events …`.
+pub(super) async fn events(store: &dyn RunStore, command: EventsCommand) -> Result<u8> {
+    let EventsCommand::List {
+        status,
+        json: as_json,
+    } = command;
+    let status = match status.as_deref().map(|s| (s, EventStatus::parse(s))) {
+        None => None,
+        Some((_, Some(status))) => Some(status),
+        Some((word, None)) => {
+            note!("claij: unknown event status `{word}`; one of pending, dispatched, unmatched");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let events = store.events(status).await?;
+    if as_json {
+        for e in &events {
+            out!("{}", serde_json::to_string(e)?)?;
+        }
+        return Ok(EXIT_OK);
+    }
+    if events.is_empty() {
+        out!("no events")?;
+        return Ok(EXIT_OK);
+    }
+    out!(
+        "{:<44} {:<20} {:<10} {:<20} RUNS / NOTE",
+        "EVENT",
+        "TOPIC",
+        "STATUS",
+        "PUBLISHED"
+    )?;
+    for e in &events {
+        let detail = match (&e.runs[..], &e.note) {
+            ([], Some(note)) => note.clone(),
+            (runs, _) => runs.join(", "),
+        };
+        out!(
+            "{:<44} {:<20} {:<10} {:<20} {detail}",
+            e.id,
+            e.topic,
+            e.status.as_str(),
+            at(e.created_at)
+        )?;
+    }
     Ok(EXIT_OK)
 }
 
