@@ -8,6 +8,8 @@
 //! claij-bench w4     [--runs 10000] [--transitions 10] [--reps 5] --mode seq|concurrent
 //! claij-bench w4mem  [--runs 10000] [--transitions 10] [--at 5]
 //! claij-bench w5     --server …/server-everything/dist/index.js [--reps 5] [--calls 200]
+//! claij-bench workers --claij target/release/claij [--runs 400] [--rounds 20] [--workers 1,2,4]
+//!                     [--starts 1000] [--samples 20] [--suspended 10000] [--idle 60]
 //! ```
 //!
 //! The loop is the two-state ping-pong of `crates/claij-engine/benches`: a deterministic
@@ -39,6 +41,7 @@ use tokio::runtime::Runtime;
 use tokio::sync::watch;
 
 mod mcp;
+mod workers;
 
 /// The ping-pong loop (the same document as the engine's criterion benchmarks).
 const LOOP: &str = include_str!("../../workloads/ping-pong.yaml");
@@ -567,8 +570,9 @@ fn main() -> ExitCode {
         "w4" => w4(&args),
         "w4mem" => w4mem(&args),
         "w5" => mcp::w5(&args),
+        "workers" => workers::workers(&args),
         other => Err(format!(
-            "unknown workload `{other}`: use w1, w2, w3, w4, w4mem or w5 (see the source's header)"
+            "unknown workload `{other}`: use w1, w2, w3, w4, w4mem, w5 or workers (see the source's header)"
         )),
     });
     match result {

@@ -175,7 +175,8 @@ pub struct RunRecord {
     pub context: Value,
     /// How many trail entries are stored (the next entry's sequence number).
     pub trail_len: u64,
-    /// What a suspended run waits for.
+    /// What a suspended run waits for (kept on a claimed run until its claimer's first
+    /// commit: a claimer that died before it leaves the wait to the next one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait: Option<Wait>,
     /// Who runs it, while it runs.

@@ -275,6 +275,15 @@ impl<'e> RunState<'e> {
         self.commit(RunStatus::Running, state, None, None).await
     }
 
+    /// Suspends the run again in `state` with the wait it had (a claim that was not used).
+    pub(crate) async fn suspend_again(
+        self,
+        state: &State,
+        wait: Wait,
+    ) -> Result<RunOutcome, StoreError> {
+        Box::pin(self.finish(RunStatus::Suspended, &state.id, Some(wait))).await
+    }
+
     /// Ends the run `failed` in `state` (an expired wait with nowhere to go).
     pub(crate) async fn fail_here(self, state: &State) -> Result<RunOutcome, StoreError> {
         let _heartbeat = self

@@ -366,3 +366,98 @@ fn triggers_are_checked_when_documents_load() {
         .to_string();
     assert!(err.contains("on"), "{err}");
 }
+
+#[tokio::test]
+async fn a_claimer_that_dies_before_its_first_commit_leaves_the_wait_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(&dir).await;
+    let engine = Engine::new(Arc::new(ActionRegistry::durable()));
+    let short = WAITING
+        .replace("deadline: 1s", "deadline: 1h")
+        .replace("expires: 30s", "expires: 1s");
+    let fsm = load(&engine, &short);
+    let expiring = engine
+        .submit(
+            fsm.clone(),
+            json!({"n": 1}),
+            options(&store, "cli"),
+            Submission::default(),
+        )
+        .await
+        .unwrap();
+    work(&engine, &store, "w1").await;
+    let expires_at = store
+        .run(&expiring.run_id)
+        .await
+        .unwrap()
+        .wait
+        .unwrap()
+        .expires_at;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // w1 claims the expired wait and dies before acting on it.
+    let claimed = store.claim_due("w1", far(), 10, &[]).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    let left = store.run(&expiring.run_id).await.unwrap();
+    assert_eq!(left.status, RunStatus::Running);
+    assert_eq!(
+        left.wait.as_ref().and_then(|w| w.expires_at),
+        expires_at,
+        "the wait is kept"
+    );
+    // w2 takes over w1's runs: the expiry is followed now, not waited for again.
+    let taken = store
+        .claim_due("w2", far(), 10, &["w1".to_owned()])
+        .await
+        .unwrap();
+    assert_eq!(taken.len(), 1);
+    let fsm2 = engine.stored_fsm(store.as_ref(), &taken[0]).await.unwrap();
+    let out = engine
+        .continue_claimed(fsm2, &taken[0], options(&store, "w2"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.status, out.state.as_str()),
+        (RunStatus::Completed, "late")
+    );
+    let expiries = out
+        .trail
+        .iter()
+        .filter(|e| {
+            e.failure
+                .as_ref()
+                .is_some_and(|f| f.message.contains("expired"))
+        })
+        .count();
+    assert_eq!(expiries, 1);
+
+    // An answer lost with the claimer that had it: the run waits again, for the same wait.
+    let waiting = engine
+        .submit(
+            fsm,
+            json!({"n": 2}),
+            options(&store, "cli"),
+            Submission::default(),
+        )
+        .await
+        .unwrap();
+    work(&engine, &store, "w1").await;
+    let wait = store.run(&waiting.run_id).await.unwrap().wait.unwrap();
+    store
+        .claim(
+            &waiting.run_id,
+            claij_core::store::ClaimFrom::Suspended,
+            "answerer",
+            SystemTime::now(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        work(&engine, &store, "w2").await,
+        vec![waiting.run_id.clone()]
+    );
+    let again = store.run(&waiting.run_id).await.unwrap();
+    assert_eq!(again.status, RunStatus::Suspended);
+    assert_eq!(again.wait, Some(wait), "its expiry is not pushed back");
+    assert_eq!(again.trail_len, 1, "nothing was appended: the input only");
+}

@@ -449,7 +449,9 @@ where
     ) -> Result<RunRecord, StoreError> {
         let what = "claiming a run";
         let now = rows::now_micros()?;
-        let set = "SET status = 'running', lease_owner = $1, lease_until = $2, wait = NULL, \
+        // The wait stays until the claimer's first commit replaces it: a claimer that dies
+        // before then leaves it for the next one (an expired wait is not waited for again).
+        let set = "SET status = 'running', lease_owner = $1, lease_until = $2, \
                    wake_at = NULL, updated_at = $3 WHERE id = $4";
         let (sql, dead) = match &from {
             ClaimFrom::Suspended => (

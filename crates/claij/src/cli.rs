@@ -606,6 +606,11 @@ pub(crate) struct RunArgs {
     /// With --submit: start no earlier than this long from now (e.g. 10m).
     #[arg(long, requires = "submit", value_parser = humantime::parse_duration)]
     pub after: Option<std::time::Duration>,
+    /// With --submit: one run per line of FILE (JSON lines, each an input event) instead of
+    /// --input; prints one run id per line. Runs are named RUN-ID-N with --run-id, keyed
+    /// KEY.N with --idempotency-key (N counted from 1).
+    #[arg(long, value_name = "FILE", requires = "submit")]
+    pub inputs: Option<PathBuf>,
     /// With --submit: a key that makes submitting idempotent: a second submission with
     /// the same key creates nothing and prints the first run's id.
     #[arg(long, requires = "submit", value_name = "KEY")]

@@ -271,8 +271,12 @@ impl Engine {
             .resumed_state(fsm, before, store, owner, lease, options)
             .await?;
         let now = SystemTime::now();
+        // A suspended run, or a running one whose claimer died before its first commit
+        // (its wait is still there): the wait is acted on as it stands.
         let waited = match (&before.status, &before.wait) {
-            (RunStatus::Suspended, Some(wait)) if wait.children.is_empty() => Some(wait),
+            (RunStatus::Suspended | RunStatus::Running, Some(wait)) if wait.children.is_empty() => {
+                Some(wait)
+            }
             _ => None,
         };
         if let Some(wait) = waited {
@@ -336,6 +340,9 @@ impl Engine {
                     None => Ok(run.fail_here(state).await?),
                 };
             }
+            // Nothing due (an answer lost with the claimer that had it): the run waits
+            // again, for the same wait — its expiry is not pushed back.
+            return Ok(run.suspend_again(state, wait.clone()).await?);
         }
         let Some(into) = run.current_transition() else {
             return Err(RunError::NotResumable {

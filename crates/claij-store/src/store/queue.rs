@@ -89,8 +89,9 @@ where
             return Ok(claimed);
         }
         let sql = format!(
+            // The wait stays until the claimer's first commit (see `claim_now`).
             "UPDATE runs SET status = 'running', lease_owner = $1, lease_until = $2, \
-             wait = NULL, wake_at = NULL, updated_at = $3 WHERE id IN ({})",
+             wake_at = NULL, updated_at = $3 WHERE id IN ({})",
             placeholders(4, claimed.len())
         );
         let mut update = sqlx::query(AssertSqlSafe(sql))

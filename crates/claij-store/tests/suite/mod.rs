@@ -333,12 +333,14 @@ pub(crate) async fn create_commit_and_read_back(h: Harness) {
     assert_eq!(run.context["n"], 3);
     assert_eq!(run.trail_len, 6);
 
-    // Resuming clears the wait; finishing releases the lease.
+    // A claim keeps the wait (for a claimer that dies before using it) until the
+    // claimer's first commit; finishing clears it and releases the lease.
     let claimed = store
         .claim("r1", ClaimFrom::Suspended, "w2", until)
         .await
         .expect("claim");
-    assert_eq!(claimed.wait, None);
+    assert_eq!(claimed.status, RunStatus::Running);
+    assert_eq!(claimed.wait, Some(a_wait()));
     let mut finish = checkpoint("r1", "w2", entries(6, 7));
     finish.status = RunStatus::Completed;
     finish.state = "end".into();
@@ -512,7 +514,11 @@ pub(crate) async fn one_of_eight_concurrent_claims_wins(h: Harness) {
     assert_eq!(winners.len(), 1, "{winners:?}");
     let run = store.run("r1").await.expect("run");
     assert_eq!(run.status, RunStatus::Running);
-    assert_eq!(run.wait, None);
+    assert_eq!(
+        run.wait,
+        Some(a_wait()),
+        "kept until the winner's first commit"
+    );
     assert_eq!(
         run.lease,
         Some(Lease {
@@ -1465,7 +1471,10 @@ pub(crate) async fn the_queue_gives_each_due_run_to_one_worker(h: Harness) {
             let now = store.run(&before.id).await.expect("run");
             assert_eq!(now.status, RunStatus::Running);
             assert_eq!(now.lease.map(|l| l.owner), Some(owner.clone()));
-            assert_eq!(now.wait, None, "a claim clears the wait");
+            assert_eq!(
+                now.wait, before.wait,
+                "kept until the claimer's first commit"
+            );
             if before.id == "expired" {
                 // Returned as it was: the worker needs the wait to follow its expiry.
                 assert_eq!(before.status, RunStatus::Suspended);

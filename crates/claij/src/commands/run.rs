@@ -155,6 +155,17 @@ pub(super) async fn run(args: RunArgs) -> u8 {
                 .or_else(|| args.after.map(|d| std::time::SystemTime::now() + d)),
             idempotency_key: args.idempotency_key.clone(),
         };
+        if let Some(inputs) = &args.inputs {
+            return super::worker::submit_lines(
+                &engine,
+                fsms[0].clone(),
+                inputs,
+                options,
+                submission,
+                args.quiet,
+            )
+            .await;
+        }
         return super::worker::submit(
             &engine,
             fsms[0].clone(),

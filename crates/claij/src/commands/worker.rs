@@ -285,6 +285,76 @@ pub(super) async fn submit(
     }
 }
 
+/// `claij run --submit --inputs FILE`: one run per JSON line, each validated and queued;
+/// stops at the first line refused (those before it stay queued; the message says which
+/// line).
+pub(super) async fn submit_lines(
+    engine: &Engine,
+    fsm: Arc<Fsm>,
+    inputs: &std::path::Path,
+    options: RunOptions,
+    submission: Submission,
+    quiet: bool,
+) -> u8 {
+    if options.store.is_none() {
+        note!("claij: --submit queues runs in a store for workers; `--store memory` has none");
+        return EXIT_USAGE;
+    }
+    let text = match std::fs::read_to_string(inputs) {
+        Ok(t) => t,
+        Err(e) => {
+            note!("claij: cannot read {}: {e}", inputs.display());
+            return EXIT_USAGE;
+        }
+    };
+    let mut queued = 0u64;
+    let mut n = 0u64;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        n += 1;
+        let place = format!("{} line {}", inputs.display(), i + 1);
+        let input: Value = match serde_json::from_str(line) {
+            Ok(v) => v,
+            Err(e) => {
+                note!("claij: {place}: not JSON: {e} ({queued} run(s) queued before it)");
+                return EXIT_USAGE;
+            }
+        };
+        let options = RunOptions {
+            run_id: options.run_id.as_ref().map(|id| format!("{id}-{n}")),
+            observers: Vec::new(),
+            ..options.clone()
+        };
+        let submission = Submission {
+            idempotency_key: submission
+                .idempotency_key
+                .as_ref()
+                .map(|k| format!("{k}.{n}")),
+            ..submission.clone()
+        };
+        match engine.submit(fsm.clone(), input, options, submission).await {
+            Ok(submitted) => {
+                queued += u64::from(submitted.created);
+                println!("{}", submitted.run_id);
+            }
+            Err(e) => {
+                note!("claij: {place}: {e} ({queued} run(s) queued before it)");
+                return if matches!(e, RunError::Input(_)) {
+                    EXIT_USAGE
+                } else {
+                    EXIT_FAILED
+                };
+            }
+        }
+    }
+    if !quiet {
+        note!("claij: {queued} run(s) queued for workers");
+    }
+    EXIT_OK
+}
+
 /// `claij runs resume RUN --input … --submit`: the answer checked and recorded, the run
 /// left to the workers.
 pub(super) async fn answer(
