@@ -5,7 +5,7 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
 use crate::problem::{PlacedError, Problem};
-use crate::routes::{definitions, events, hooks, openai, runs};
+use crate::routes::{definitions, events, hooks, openai, queue, runs};
 use crate::views;
 
 /// The API's description.
@@ -18,6 +18,7 @@ use crate::views;
     paths(
         definitions::list, definitions::show, definitions::register,
         runs::start, runs::list, runs::show, runs::trail, runs::resume, runs::interrupt, runs::deliveries,
+        queue::show,
         events::events,
         hooks::show, hooks::answer, hooks::create,
         openai::models, openai::chat_completions,
@@ -27,6 +28,7 @@ use crate::views;
         views::RunSummary, views::TrailPage, views::StartRun, views::ResumeRun,
         views::DefinitionSummary, views::DefinitionView, views::Registered, views::Accepted, views::DeliveryView,
         hooks::NewHook, hooks::HookView, hooks::HookAnswered, openai::ChatRequest,
+        queue::QueueView, queue::WorkerView,
     )),
     modifiers(&BearerToken),
     security(("bearer" = [])),

@@ -14,6 +14,7 @@
 
 pub mod cache;
 pub mod postgres;
+pub mod postgres_tls;
 pub mod process;
 mod rng;
 mod store;

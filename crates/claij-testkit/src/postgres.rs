@@ -164,7 +164,7 @@ impl Cluster {
     }
 }
 
-fn check(output: &Output, what: &str) -> Result<(), String> {
+pub(crate) fn check(output: &Output, what: &str) -> Result<(), String> {
     if output.status.success() {
         return Ok(());
     }
@@ -188,7 +188,7 @@ fn cluster() -> Result<&'static Cluster, String> {
 
 /// The directory of PostgreSQL's server programs: `$CLAIJ_PG_BIN`, the newest
 /// `/usr/lib/postgresql/*/bin` (Debian), or wherever `pg_ctl` is on `PATH`.
-fn bin_dir() -> Result<PathBuf, String> {
+pub(crate) fn bin_dir() -> Result<PathBuf, String> {
     let has_server = |dir: &Path| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file();
     if let Some(dir) = std::env::var_os("CLAIJ_PG_BIN").map(PathBuf::from) {
         return if has_server(&dir) {
@@ -229,7 +229,7 @@ fn bin_dir() -> Result<PathBuf, String> {
         })
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     effective_uid() == 0
 }
 
@@ -247,7 +247,7 @@ fn effective_uid() -> u32 {
 }
 
 /// `(uid, gid)` of a user, from `/etc/passwd`.
-fn user_ids(name: &str) -> Option<(u32, u32)> {
+pub(crate) fn user_ids(name: &str) -> Option<(u32, u32)> {
     let passwd = fs::read_to_string("/etc/passwd").ok()?;
     passwd.lines().find_map(|line| {
         let mut fields = line.split(':');
@@ -275,7 +275,7 @@ pub fn base_dir() -> PathBuf {
 }
 
 /// Runs a server program as the cluster's owner (`postgres` when we are root).
-fn server_command(bin: &Path, program: &str) -> Command {
+pub(crate) fn server_command(bin: &Path, program: &str) -> Command {
     if is_root() {
         let mut command = Command::new("runuser");
         command
@@ -380,7 +380,7 @@ fn locked_start_or_reuse(bin: &Path, base: &Path) -> Result<Cluster, String> {
 
 /// Creates the cluster: superuser `claij`, trust authentication, loopback only, sockets
 /// in the base directory.
-fn init(bin: &Path, base: &Path, data: &Path) -> Result<(), String> {
+pub(crate) fn init(bin: &Path, base: &Path, data: &Path) -> Result<(), String> {
     if data.exists() {
         let _ = fs::remove_dir_all(data);
     }
@@ -410,7 +410,7 @@ fn init(bin: &Path, base: &Path, data: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot configure the test cluster: {e}"))
 }
 
-fn free_port() -> Result<u16, String> {
+pub(crate) fn free_port() -> Result<u16, String> {
     TcpListener::bind(("127.0.0.1", 0))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

@@ -783,11 +783,56 @@ async fn the_openapi_description_is_generated_and_lists_every_route() {
         "/runs/{id}/resume",
         "/runs/{id}/interrupt",
         "/runs/{id}/events",
+        "/queue",
     ] {
         assert!(paths.contains_key(path), "{path} missing from {paths:?}");
     }
     assert!(doc["components"]["schemas"]["Problem"].is_object());
     assert!(doc["paths"]["/runs"]["post"]["requestBody"].is_object());
+}
+
+#[tokio::test]
+async fn the_queue_shows_runs_submitted_for_workers_and_the_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("claij.db");
+    let server = Served::start(&db, &[&approval()]);
+    let http = client();
+    let empty = get(&http, server.url("/queue")).await;
+    assert_eq!(empty.status, 200, "{}", empty.body);
+    assert_eq!(empty.body["queued"], 0);
+    let submitted = std::process::Command::new(env!("CARGO_BIN_EXE_claij"))
+        .args([
+            "run",
+            &approval(),
+            "--submit",
+            "--after",
+            "1h",
+            "-q",
+            "--store",
+        ])
+        .arg(&db)
+        .args(["--input", &raw_request().to_string()])
+        .output()
+        .unwrap();
+    assert!(submitted.status.success(), "{submitted:?}");
+    let later = get(&http, server.url("/queue")).await.body;
+    assert_eq!(
+        (later["queued"].as_u64(), later["scheduled"].as_u64()),
+        (Some(0), Some(1)),
+        "{later}"
+    );
+    assert!(later["next_timer"].is_string(), "{later}");
+    let now = std::process::Command::new(env!("CARGO_BIN_EXE_claij"))
+        .args(["run", &approval(), "--submit", "-q", "--store"])
+        .arg(&db)
+        .args(["--input", &raw_request().to_string()])
+        .output()
+        .unwrap();
+    assert!(now.status.success(), "{now:?}");
+    let queued = get(&http, server.url("/queue")).await.body;
+    assert_eq!(queued["queued"], 1, "{queued}");
+    assert!(queued["oldest_queued"].is_string(), "{queued}");
+    assert_eq!(queued["workers"], json!([]), "no worker runs yet");
 }
 
 /// A request with the API token.

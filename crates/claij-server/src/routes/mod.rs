@@ -17,6 +17,7 @@ pub(crate) mod definitions;
 pub(crate) mod events;
 pub(crate) mod hooks;
 pub(crate) mod openai;
+pub(crate) mod queue;
 pub(crate) mod runs;
 
 /// The API's routes, the token check in front of all but `/health`.
@@ -36,6 +37,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/runs/{id}/events", get(events::events))
         .route("/runs/{id}/hooks", post(hooks::create))
         .route("/runs/{id}/deliveries", get(runs::deliveries))
+        .route("/queue", get(queue::show))
         .route("/v1/models", get(openai::models))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route_layer(axum::middleware::from_fn_with_state(

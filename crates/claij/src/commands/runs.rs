@@ -154,6 +154,11 @@ async fn list(store: &dyn RunStore, filter: &RunFilter, as_json: bool) -> Result
             store.describe()
         );
     }
+    // The work waiting for `claij worker` processes, when there is any.
+    let queue = store.queue().await?;
+    if queue != claij_core::store::QueueStats::default() {
+        note!("{}", super::worker::queue_line(&queue));
+    }
     Ok(EXIT_OK)
 }
 
