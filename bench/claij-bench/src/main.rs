@@ -9,7 +9,7 @@
 //! claij-bench w4mem  [--runs 10000] [--transitions 10] [--at 5]
 //! claij-bench w5     --server …/server-everything/dist/index.js [--reps 5] [--calls 200]
 //! claij-bench workers --claij target/release/claij [--runs 400] [--rounds 20] [--workers 1,2,4]
-//!                     [--starts 1000] [--samples 20] [--suspended 10000] [--idle 60]
+//!                     [--starts 1000] [--samples 20] [--suspended 10000] [--idle 60] [--settle 15]
 //! ```
 //!
 //! The loop is the two-state ping-pong of `crates/claij-engine/benches`: a deterministic

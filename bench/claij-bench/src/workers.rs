@@ -10,9 +10,12 @@
 //! - NOTIFY → claim: one idle worker (its poll 30 s, so only the notice wakes it); a run
 //!   submitted SAMPLES times; the time from the run's creation to its first transition
 //!   (the claim, a `transform` and a commit);
-//! - idle cost: SUSPENDED runs waiting for a person, 4 idle workers, the database's
-//!   transactions per second over IDLE seconds (`pg_stat_database`: every statement
-//!   outside a transaction is one; the bench's own two readings are taken out).
+//! - idle cost: SUSPENDED runs waiting for a person, 4 idle workers (their default poll),
+//!   the statements their sessions send over IDLE seconds, SETTLE seconds after the runs
+//!   suspended: counted in the cluster's log (`log_statement = 'all'` on the bench's
+//!   database, each line with its backend's pid; the bench's own queries are not its
+//!   sessions'). (`pg_stat_database`'s transaction count is no measure here: backends
+//!   report it late, and the extended protocol's prepare steps count as transactions.)
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -220,14 +223,21 @@ fn notify_latency(bench: &Bench, samples: u64) -> Result<Value, Fail> {
     Ok(json!({"samples": millis.len(), "p50_ms": at(0.5), "p95_ms": at(0.95), "max_ms": at(1.0)}))
 }
 
-fn idle_cost(bench: &Bench, suspended: u64, idle: u64) -> Result<Value, Fail> {
+fn idle_cost(bench: &Bench, suspended: u64, idle: u64, settle: u64) -> Result<Value, Fail> {
     let db = claij_testkit::postgres::database();
     let url = db.url();
+    // Every statement of this database's sessions is logged (with its backend's pid) in
+    // the cluster's log: the statements the idle workers send are counted there.
+    db.psql(&format!(
+        "ALTER DATABASE \"{}\" SET log_statement = 'all'",
+        db.name()
+    ))?;
+    let log = claij_testkit::postgres::base_dir().join("postgres.log");
     let document = bench.dir.path().join("waiting.yaml");
     std::fs::write(&document, WAITING).map_err(|e| e.to_string())?;
     let inputs: Vec<Value> = (0..suspended).map(|n| json!({"n": n})).collect();
     bench.submit(&url, &document.display().to_string(), &inputs)?;
-    let children = bench.workers(&url, 4, "30s")?;
+    let children = bench.workers(&url, 4, "60s")?;
     let result = (|| -> Result<Value, Fail> {
         wait_for(
             &db,
@@ -235,19 +245,31 @@ fn idle_cost(bench: &Bench, suspended: u64, idle: u64) -> Result<Value, Fail> {
             suspended as f64,
             Duration::from_secs(900),
         )?;
-        std::thread::sleep(Duration::from_secs(5));
-        let xacts = "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()";
-        let before = number(&db, xacts)?;
+        std::thread::sleep(Duration::from_secs(settle));
+        let pids = |db: &claij_testkit::postgres::TestDatabase| -> Result<Vec<String>, Fail> {
+            Ok(db
+                .psql("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")?
+                .lines()
+                .map(|l| format!("[{}]", l.trim()))
+                .collect())
+        };
+        let mut sessions = pids(&db)?;
+        let start = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
         std::thread::sleep(Duration::from_secs(idle));
-        let after = number(&db, xacts)?;
-        // The second reading counts the first.
-        let statements = (after - before - 1.0).max(0.0);
+        sessions.extend(pids(&db)?);
+        let text = std::fs::read(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let window = String::from_utf8_lossy(text.get(start as usize..).unwrap_or_default());
+        let statements = window
+            .lines()
+            .filter(|l| l.contains("LOG:  statement: ") || l.contains("LOG:  execute "))
+            .filter(|l| sessions.iter().any(|p| l.contains(p.as_str())))
+            .count();
         Ok(json!({
             "suspended": suspended,
             "workers": 4,
             "seconds": idle,
             "statements": statements,
-            "statements_per_s": statements / idle as f64,
+            "statements_per_s": statements as f64 / idle as f64,
         }))
     })();
     stop(children);
@@ -284,7 +306,7 @@ pub(crate) fn workers(args: &Args) -> Result<Value, Fail> {
     let suspended = args.u64("suspended", 10_000)?;
     let idle = args.u64("idle", 60)?;
     eprintln!("workers: {suspended} suspended runs, 4 idle workers, {idle} s …");
-    let idle = idle_cost(&bench, suspended, idle)?;
+    let idle = idle_cost(&bench, suspended, idle, args.u64("settle", 15)?)?;
     Ok(json!({
         "workload": "workers",
         "scaling": scaling,

@@ -51,7 +51,7 @@ impl Default for WorkerConfig {
         WorkerConfig {
             concurrency: 16,
             lease: Duration::from_secs(30),
-            poll: Duration::from_secs(30),
+            poll: Duration::from_secs(60),
             grace: Duration::from_secs(30),
         }
     }

@@ -235,7 +235,7 @@ pub(crate) struct WorkerArgs {
     /// workers take over the runs of a worker on another machine that died.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub lease: std::time::Duration,
-    /// How often an idle worker looks for work (default: 30s on PostgreSQL, whose
+    /// How often an idle worker looks for work (default: 60s on PostgreSQL, whose
     /// notices wake workers at once; 1s on SQLite, which has none).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub poll: Option<std::time::Duration>,

@@ -80,7 +80,7 @@ pub(super) async fn worker(args: WorkerArgs) -> u8 {
         concurrency: args.concurrency,
         lease: args.lease,
         poll: args.poll.unwrap_or(if notices {
-            Duration::from_secs(30)
+            Duration::from_secs(60)
         } else {
             Duration::from_secs(1)
         }),
