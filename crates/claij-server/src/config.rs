@@ -35,6 +35,9 @@ pub struct ServerConfig {
     /// The server's address as others reach it (`https://claij.example.com`), for the
     /// links callbacks carry; default `http://` and the address bound.
     pub public_url: Option<String>,
+    /// Leave runs to `claij worker` processes sharing the store: starts and answers are
+    /// queued (and followed in the store), not driven here.
+    pub queue: bool,
 }
 
 impl Default for ServerConfig {
@@ -48,6 +51,7 @@ impl Default for ServerConfig {
             webhook_secret: None,
             retry_delays: DEFAULT_RETRY_DELAYS.to_vec(),
             public_url: None,
+            queue: false,
         }
     }
 }

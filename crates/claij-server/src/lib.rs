@@ -23,6 +23,7 @@ mod live;
 mod openapi;
 mod page;
 mod problem;
+mod queued;
 mod routes;
 mod runner;
 mod state;
@@ -110,6 +111,10 @@ impl Server {
         self.state.load_stored().await?;
         for delivery in self.state.store.pending_deliveries().await? {
             tokio::spawn(callbacks::deliver(self.state.clone(), delivery));
+        }
+        if self.state.config.queue {
+            // The workers continue what can go on.
+            return Ok(0);
         }
         let runs = claij_engine::runs_to_continue(self.state.store.as_ref()).await?;
         let mut continued = 0;

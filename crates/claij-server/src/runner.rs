@@ -65,6 +65,9 @@ pub(crate) async fn launch(
     mut options: RunOptions,
     input_place: &str,
 ) -> Result<Launched, Problem> {
+    if state.config.queue {
+        return crate::queued::launch(state, engine, fsm, work, options, input_place).await;
+    }
     state
         .engines
         .prepare(&fsm)

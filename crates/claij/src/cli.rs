@@ -332,6 +332,11 @@ pub(crate) struct ServeArgs {
     /// The largest request body accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     pub body_limit: usize,
+    /// Leave runs to `claij worker` processes sharing the store: starts and answers over
+    /// HTTP are queued for them (and followed in the store: ?wait, event streams and
+    /// callbacks work the same), not driven by the server (see docs/WORKERS.md).
+    #[arg(long)]
+    pub queue: bool,
     /// Also accept MCP requests for this host name (repeatable; `name` or `name:port`).
     #[arg(long = "allow-host", value_name = "HOST")]
     pub allow_hosts: Vec<String>,

@@ -835,6 +835,63 @@ async fn the_queue_shows_runs_submitted_for_workers_and_the_workers() {
     assert_eq!(queued["workers"], json!([]), "no worker runs yet");
 }
 
+#[tokio::test]
+async fn with_queue_the_server_leaves_its_runs_to_the_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("claij.db");
+    let server = Served::start(&db, &["--queue", &approval()]);
+    let http = client();
+    // No worker yet: the run is queued, not driven; the wait runs out.
+    let started = post(
+        &http,
+        server.url("/runs?wait=1"),
+        &json!({"fsm": "human-approval", "input": raw_request()}),
+    )
+    .await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    let id = started.body["id"].as_str().expect("an id").to_owned();
+    let queued = get(&http, server.url(&format!("/runs/{id}"))).await.body;
+    assert_eq!(queued["status"], "running", "{queued}");
+    assert_eq!(get(&http, server.url("/queue")).await.body["queued"], 1);
+    // A refused input is refused by the server itself, and queues nothing.
+    let refused = post(
+        &http,
+        server.url("/runs"),
+        &json!({"fsm": "human-approval", "input": {"id": ["start", "summarise"]}}),
+    )
+    .await;
+    assert_problem(&refused, 422);
+    // A worker drives it to the person.
+    let mut worker = Command::new(CLAIJ)
+        .args(["worker", "--store"])
+        .arg(&db)
+        .env_remove("CLAIJ_STORE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let waiting = eventually(30, "a worker drives the queued run", || async {
+        let run = get(&http, server.url(&format!("/runs/{id}"))).await.body;
+        (run["status"] == "suspended").then_some(run)
+    })
+    .await;
+    assert_eq!(waiting["state"], "approve", "{waiting}");
+    // The answer is checked here, queued, and followed until the worker ends the run.
+    let answered = post(
+        &http,
+        server.url(&format!("/runs/{id}/resume?wait=30")),
+        &json!({"input": {"id": ["approve", "deploy"], "approver": "ada"}}),
+    )
+    .await;
+    assert_eq!(answered.status, 200, "{}", answered.body);
+    assert_eq!(answered.body["status"], "completed", "{}", answered.body);
+    assert_eq!(answered.body["state"], "deploy", "{}", answered.body);
+    let _ = Command::new("kill")
+        .args(["-TERM", &worker.id().to_string()])
+        .status();
+    assert!(worker.wait().unwrap().success());
+}
+
 /// A request with the API token.
 fn authed(request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
     request.bearer_auth(TOKEN)

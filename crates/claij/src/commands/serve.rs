@@ -184,6 +184,7 @@ pub(super) async fn serve(args: ServeArgs) -> u8 {
         allowed_hosts: args.allow_hosts.clone(),
         webhook_secret,
         public_url: args.public_url.clone(),
+        queue: args.queue,
         ..ServerConfig::default()
     };
     let mcp = match McpServer::new(

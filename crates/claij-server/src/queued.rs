@@ -1,0 +1,108 @@
+//! A server that leaves its runs to `claij worker` processes (`ServerConfig::queue`): a
+//! start is validated and queued, an answer checked, recorded and queued, and each is then
+//! followed in the store until the run ends or suspends — so that `?wait`, the event
+//! streams and the completion callbacks work as when the server drives its runs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use claij_core::Fsm;
+use claij_core::store::{RunStatus, RunStore};
+use claij_engine::{Engine, RunError, RunOptions, RunOutcome, Submission};
+
+use crate::problem::Problem;
+use crate::runner::{Launched, Work};
+use crate::state::AppState;
+
+/// How often a followed run is looked at first; the pause grows to [`SLOWEST`].
+const FIRST_LOOK: Duration = Duration::from_millis(50);
+/// The longest pause between two looks at a followed run.
+const SLOWEST: Duration = Duration::from_secs(1);
+
+/// Queues `work` for the workers and follows it (see the module).
+pub(crate) async fn launch(
+    state: &AppState,
+    engine: Arc<Engine>,
+    fsm: Arc<Fsm>,
+    work: Work,
+    options: RunOptions,
+    input_place: &str,
+) -> Result<Launched, Problem> {
+    let options = RunOptions {
+        store: Some(state.store.clone()),
+        observers: Vec::new(),
+        ..options
+    };
+    let run_id = match work {
+        Work::Start { input } => {
+            let submitted = engine
+                .submit(fsm, input, options, Submission::default())
+                .await
+                .map_err(|e| Problem::from_run(&e, input_place))?;
+            submitted.run_id
+        }
+        Work::Resume {
+            run_id,
+            input: Some(input),
+        } => {
+            engine
+                .answer(fsm, &run_id, input, options)
+                .await
+                .map_err(|e| Problem::from_run(&e, input_place))?;
+            run_id
+        }
+        // A run that can go on without input: the workers take it up themselves.
+        Work::Resume {
+            run_id,
+            input: None,
+        } => run_id,
+    };
+    state.live.observer().run_started(&run_id);
+    let task = tokio::spawn(follow(state.clone(), run_id.clone()));
+    Ok(Launched { run_id, task })
+}
+
+/// Looks at the run until it ends or suspends, then tells the live observers (event
+/// streams, callbacks) as a run driven here would, and gives its outcome.
+async fn follow(state: AppState, run_id: String) -> Result<RunOutcome, RunError> {
+    let mut pause = FIRST_LOOK;
+    let record = loop {
+        let record = state.store.run(&run_id).await?;
+        if record.status.is_final() || record.status == RunStatus::Suspended {
+            break record;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = state.shutdown.cancelled() => {
+                return Err(RunError::NotResumable {
+                    run: run_id,
+                    reason: "is still with the workers (the server stopped following it)".into(),
+                });
+            }
+        }
+        pause = (pause * 3 / 2).min(SLOWEST);
+    };
+    state.live.observer().run_finished(&run_id, record.status);
+    outcome(state.store.as_ref(), record).await
+}
+
+/// A stored run as an outcome.
+async fn outcome(
+    store: &dyn RunStore,
+    record: claij_core::store::RunRecord,
+) -> Result<RunOutcome, RunError> {
+    let trail = store.trail(&record.id, 0).await?;
+    let result = (record.status == RunStatus::Completed)
+        .then(|| claij_core::trail::last_event(&trail).cloned())
+        .flatten();
+    Ok(RunOutcome {
+        run_id: record.id,
+        status: record.status,
+        trail,
+        context: record.context,
+        result,
+        state: record.state,
+        wait: record.wait,
+        parent: None,
+    })
+}
