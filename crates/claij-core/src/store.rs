@@ -623,14 +623,15 @@ pub trait RunStore: Send + Sync {
     /// until. One statement.
     fn due(&self) -> StoreFuture<'_, Due>;
 
-    /// Renews, in one statement, the lease of every running run `owner` holds, and the
-    /// worker's own record (`holding`: how many runs it drives); returns the runs it still
-    /// holds, with whether an interrupt was requested for each.
+    /// Renews, in one statement, the leases `owner` holds on the runs it drives
+    /// (`runs`: a run it holds but no longer drives — its drive failed — is left to expire),
+    /// and the worker's own record (`renewed_at`, `holding`: how many runs); returns the
+    /// runs it still holds, with whether an interrupt was requested for each.
     fn renew_leases<'a>(
         &'a self,
         owner: &'a str,
         until: SystemTime,
-        holding: u32,
+        runs: &'a [String],
     ) -> StoreFuture<'a, Vec<HeldLease>>;
 
     /// Hands a running run back to the queue (its lease released, if `owner` holds it), so

@@ -31,9 +31,9 @@ pub trait Dialect: sqlx::Database + private::Sealed {
     /// `None` where the backend has no notifications.
     #[doc(hidden)]
     const NOTIFY: Option<&'static str>;
-    /// One statement renewing a worker's leases (`$2`, the new end, for the running runs
-    /// `$1` holds, returning `id, interrupt_requested`) and its record (`renewed_at = $3`,
-    /// `holding = $4`); `None`: two statements in a transaction.
+    /// The `WITH` that makes a lease renewal (an `UPDATE runs` of `$1`'s leases to `$2`)
+    /// also renew the worker's record (`renewed_at = $3`, `holding = $4`) in one
+    /// statement; `None`: two statements in a transaction.
     #[doc(hidden)]
     const RENEW_WITH_WORKER: Option<&'static str>;
     /// Subscribes to the workers' notices on a connection of its own (`None` where the

@@ -69,11 +69,8 @@ impl Dialect for Postgres {
     const FOR_UPDATE: &'static str = " FOR UPDATE";
     const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
     const NOTIFY: Option<&'static str> = Some("SELECT pg_notify('claij_work', $1)");
-    const RENEW_WITH_WORKER: Option<&'static str> = Some(
-        "WITH worker AS (UPDATE workers SET renewed_at = $3, holding = $4 WHERE id = $1) \
-         UPDATE runs SET lease_until = $2 WHERE lease_owner = $1 AND status = 'running' \
-         RETURNING id, interrupt_requested",
-    );
+    const RENEW_WITH_WORKER: Option<&'static str> =
+        Some("WITH worker AS (UPDATE workers SET renewed_at = $3, holding = $4 WHERE id = $1)");
     fn listen(pool: &Pool<Postgres>) -> StoreFuture<'_, Option<Box<dyn Doorbell>>> {
         Box::pin(async move {
             let mut listener = PgListener::connect_with(pool)

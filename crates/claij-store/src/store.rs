@@ -848,9 +848,9 @@ where
         &'a self,
         owner: &'a str,
         until: SystemTime,
-        holding: u32,
+        runs: &'a [String],
     ) -> StoreFuture<'a, Vec<HeldLease>> {
-        Box::pin(self.renew_leases_now(owner, until, holding))
+        Box::pin(self.renew_leases_now(owner, until, runs))
     }
 
     fn release<'a>(&'a self, run_id: &'a str, owner: &'a str) -> StoreFuture<'a, bool> {

@@ -1,6 +1,7 @@
-//! The renewal task: every third of the lease, one statement renews the lease of every
-//! run the worker holds (and its own record), and the keeper stops the runs that were
-//! interrupted or taken over.
+//! The renewal task: every third of the lease, one statement renews the leases of the runs
+//! the worker drives (and its own record), and the keeper stops the runs that were
+//! interrupted or taken over. A run it holds but no longer drives (its drive failed) is not
+//! renewed: its lease ends, and another worker takes it.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -26,9 +27,9 @@ pub(crate) fn spawn(
                 _ = tokio::time::sleep(every) => {}
             }
             let mark = keeper.mark();
-            let holding = u32::try_from(keeper.holding()).unwrap_or(u32::MAX);
+            let runs = keeper.run_ids();
             match store
-                .renew_leases(&owner, SystemTime::now() + lease, holding)
+                .renew_leases(&owner, SystemTime::now() + lease, &runs)
                 .await
             {
                 Ok(held) => keeper.renewed(mark, &held),

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use claij_core::store::{Due, EventStatus, Notice, RunRecord, RunStore, StoreError, WorkerRecord};
-use claij_engine::{Engine, LeaseKeeper, RunOptions, process_owner};
+use claij_engine::{Engine, LeaseKeeper, RunError, RunOptions, process_owner};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -322,7 +322,7 @@ impl Worker {
             };
             let options = RunOptions {
                 store: Some(store.clone()),
-                owner: Some(owner),
+                owner: Some(owner.clone()),
                 lease: Some(lease),
                 lease_keeper: Some(keeper),
                 ..RunOptions::default()
@@ -335,7 +335,16 @@ impl Worker {
                         let _ = store.notify(&Notice::Work { at: Some(at) }).await;
                     }
                 }
-                Err(e) => tracing::warn!(run = %record.id, error = %e, "run stopped"),
+                // Taken over by another worker: it is theirs now.
+                Err(RunError::Store(StoreError::LostLease { .. })) => {
+                    tracing::info!(run = %record.id, "run taken over by another worker")
+                }
+                // Anything else (the store failed, say): the run stays where its last commit
+                // left it, and is handed back for another try.
+                Err(e) => {
+                    tracing::warn!(run = %record.id, error = %e, "run stopped; handing it back");
+                    let _ = store.release(&record.id, &owner).await;
+                }
             }
         }
     }

@@ -138,41 +138,65 @@ where
         &self,
         owner: &str,
         until: SystemTime,
-        holding: u32,
+        runs: &[String],
     ) -> Result<Vec<HeldLease>, StoreError> {
         let what = "renewing a worker's leases";
         let now = rows::now_micros()?;
         let until = rows::micros(until)?;
-        let renew = "UPDATE runs SET lease_until = $2 WHERE lease_owner = $1 \
-                     AND status = 'running' RETURNING id, interrupt_requested";
-        let rows = match DB::RENEW_WITH_WORKER {
-            Some(sql) => sqlx::query(sql)
+        let holding = i64::try_from(runs.len()).unwrap_or(i64::MAX);
+        let worker = "UPDATE workers SET renewed_at = $2, holding = $3 WHERE id = $1";
+        if runs.is_empty() {
+            sqlx::query(worker)
                 .bind(owner.to_owned())
-                .bind(until)
                 .bind(now)
-                .bind(i64::from(holding))
-                .fetch_all(&self.pool)
+                .bind(holding)
+                .execute(&self.pool)
                 .await
-                .map_err(backend(what))?,
+                .map_err(backend(what))?;
+            return Ok(Vec::new());
+        }
+        // The ids' parameters start at `first` (after the worker statement's, in one).
+        let renew = |first: usize| {
+            format!(
+                "UPDATE runs SET lease_until = $2 WHERE lease_owner = $1 AND status = 'running' \
+                 AND id IN ({}) RETURNING id, interrupt_requested",
+                placeholders(first, runs.len())
+            )
+        };
+        let rows = match DB::RENEW_WITH_WORKER {
+            // One statement: the worker's record in a data-modifying `WITH`.
+            Some(with) => {
+                let sql = format!("{with} {}", renew(5));
+                let mut query = sqlx::query(AssertSqlSafe(sql))
+                    .bind(owner.to_owned())
+                    .bind(until)
+                    .bind(now)
+                    .bind(holding);
+                for run in runs {
+                    query = query.bind(run.clone());
+                }
+                query.fetch_all(&self.pool).await.map_err(backend(what))?
+            }
             None => {
                 let mut tx = self
                     .pool
                     .begin_with(DB::BEGIN_WRITE)
                     .await
                     .map_err(backend(what))?;
-                sqlx::query("UPDATE workers SET renewed_at = $2, holding = $3 WHERE id = $1")
+                sqlx::query(worker)
                     .bind(owner.to_owned())
                     .bind(now)
-                    .bind(i64::from(holding))
+                    .bind(holding)
                     .execute(&mut *tx)
                     .await
                     .map_err(backend(what))?;
-                let rows = sqlx::query(renew)
+                let mut query = sqlx::query(AssertSqlSafe(renew(3)))
                     .bind(owner.to_owned())
-                    .bind(until)
-                    .fetch_all(&mut *tx)
-                    .await
-                    .map_err(backend(what))?;
+                    .bind(until);
+                for run in runs {
+                    query = query.bind(run.clone());
+                }
+                let rows = query.fetch_all(&mut *tx).await.map_err(backend(what))?;
                 tx.commit().await.map_err(backend(what))?;
                 rows
             }

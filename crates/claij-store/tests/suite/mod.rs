@@ -1560,8 +1560,9 @@ pub(crate) async fn leases_are_renewed_together_and_runs_handed_back(h: Harness)
         .await
         .expect("interrupt");
     let until = in_an_hour();
+    let claimed_ids: Vec<String> = claimed.iter().map(|r| r.id.clone()).collect();
     let mut held = store
-        .renew_leases(&worker.id, until, 2)
+        .renew_leases(&worker.id, until, &claimed_ids)
         .await
         .expect("renew");
     held.sort_by(|a, b| a.run_id.cmp(&b.run_id));
@@ -1615,10 +1616,35 @@ pub(crate) async fn leases_are_renewed_together_and_runs_handed_back(h: Harness)
     assert_eq!(again, want);
     // The renewal no longer finds the run it lost.
     let held = store
-        .renew_leases(&worker.id, until, 1)
+        .renew_leases(&worker.id, until, &claimed_ids)
         .await
         .expect("renew");
     assert_eq!(held.len(), 1);
+    // A run held but not named (no longer driven) is not renewed: its lease runs out.
+    let before = store
+        .run(&claimed[0].id)
+        .await
+        .expect("run")
+        .lease
+        .expect("held")
+        .until;
+    let later = until + Duration::from_secs(60);
+    assert!(
+        store
+            .renew_leases(&worker.id, later, &[])
+            .await
+            .expect("renew")
+            .is_empty()
+    );
+    let after = store
+        .run(&claimed[0].id)
+        .await
+        .expect("run")
+        .lease
+        .expect("held")
+        .until;
+    assert_eq!(after, before);
+    assert_eq!(store.workers().await.expect("workers")[0].holding, 0);
     assert!(store.remove_worker(&worker.id).await.expect("remove"));
     assert!(store.workers().await.expect("workers").is_empty());
     // Notices are best effort, and never fail on a store without them.
