@@ -670,12 +670,14 @@ pub trait RunStore: Send + Sync {
     fn subscriptions<'a>(&'a self, topic: &'a str) -> StoreFuture<'a, Vec<Subscription>>;
 
     /// Takes up to `limit` published events not yet dispatched (nor being dispatched by a
-    /// live claimer) for `owner` until `until`, oldest first.
+    /// live claimer: an expired claim, or one of `dead_owners`, is taken over) for `owner`
+    /// until `until`, oldest first.
     fn claim_events<'a>(
         &'a self,
         owner: &'a str,
         until: SystemTime,
         limit: u32,
+        dead_owners: &'a [String],
     ) -> StoreFuture<'a, Vec<EventRecord>>;
 
     /// Records what an event's dispatch did (`status`, the runs it started, a note).

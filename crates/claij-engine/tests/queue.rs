@@ -35,7 +35,7 @@ fn options(store: &Arc<dyn RunStore>, owner: &str) -> RunOptions {
 async fn work(engine: &Engine, store: &Arc<dyn RunStore>, owner: &str) -> Vec<String> {
     let mut done = Vec::new();
     loop {
-        for event in store.claim_events(owner, far(), 10).await.unwrap() {
+        for event in store.claim_events(owner, far(), 10, &[]).await.unwrap() {
             engine.dispatch(store, &event).await.unwrap();
         }
         let claimed = store.claim_due(owner, far(), 10, &[]).await.unwrap();

@@ -898,8 +898,9 @@ where
         owner: &'a str,
         until: SystemTime,
         limit: u32,
+        dead_owners: &'a [String],
     ) -> StoreFuture<'a, Vec<EventRecord>> {
-        Box::pin(self.claim_events_now(owner, until, limit))
+        Box::pin(self.claim_events_now(owner, until, limit, dead_owners))
     }
 
     fn settle_event<'a>(

@@ -170,8 +170,8 @@ impl Worker {
                         }
                     }
                 };
-                if due.now {
-                    report.dispatched += self.dispatch_events(free).await;
+                if due.now || found_dead {
+                    report.dispatched += self.dispatch_events(free, dead.owners()).await;
                 }
                 if due.now || found_dead {
                     let until = SystemTime::now() + self.config.lease;
@@ -272,9 +272,13 @@ impl Worker {
     /// Dispatches up to `limit` published events (each starts one run of every FSM whose
     /// trigger takes it); returns how many were settled. A failure leaves an event
     /// pending: its claim ends with the lease, and it is dispatched again.
-    async fn dispatch_events(&self, limit: u32) -> u64 {
+    async fn dispatch_events(&self, limit: u32, dead_owners: &[String]) -> u64 {
         let until = SystemTime::now() + self.config.lease;
-        let events = match self.store.claim_events(&self.id, until, limit).await {
+        let events = match self
+            .store
+            .claim_events(&self.id, until, limit, dead_owners)
+            .await
+        {
             Ok(events) => events,
             Err(e) => {
                 tracing::warn!(error = %e, "claiming published events failed; trying again");

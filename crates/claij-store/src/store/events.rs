@@ -103,6 +103,7 @@ where
         owner: &str,
         until: SystemTime,
         limit: u32,
+        dead_owners: &[String],
     ) -> Result<Vec<EventRecord>, StoreError> {
         let what = "claiming published events";
         if limit == 0 {
@@ -114,18 +115,24 @@ where
             .begin_with(DB::BEGIN_WRITE)
             .await
             .map_err(backend(what))?;
+        let dead = if dead_owners.is_empty() {
+            String::new()
+        } else {
+            format!(" OR claimed_by IN ({})", placeholders(3, dead_owners.len()))
+        };
         let sql = format!(
             "SELECT {EVENT_COLUMNS} FROM events WHERE status = 'pending' \
-             AND (claimed_until IS NULL OR claimed_until < $1) \
+             AND (claimed_until IS NULL OR claimed_until < $1{dead}) \
              ORDER BY created_at, id LIMIT $2{}",
             DB::SKIP_LOCKED
         );
-        let found = sqlx::query(AssertSqlSafe(sql))
+        let mut query = sqlx::query(AssertSqlSafe(sql))
             .bind(now)
-            .bind(i64::from(limit))
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(backend(what))?;
+            .bind(i64::from(limit));
+        for dead_owner in dead_owners {
+            query = query.bind(dead_owner.clone());
+        }
+        let found = query.fetch_all(&mut *tx).await.map_err(backend(what))?;
         let events: Vec<EventRecord> = found
             .iter()
             .map(|row| Self::event_record(row, what))

@@ -118,7 +118,9 @@ where
                 UNION ALL SELECT MIN(wake_at) FROM runs WHERE status = 'running' \
                     AND lease_owner IS NULL AND wake_at > $1 \
                 UNION ALL SELECT MIN(lease_until) FROM runs WHERE status = 'running' \
-                    AND lease_until >= $1) AS n)",
+                    AND lease_until >= $1 \
+                UNION ALL SELECT MIN(claimed_until) FROM events WHERE status = 'pending' \
+                    AND claimed_until >= $1) AS n)",
             due_condition("")
         );
         let row = sqlx::query(AssertSqlSafe(sql))

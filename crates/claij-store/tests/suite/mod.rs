@@ -1770,14 +1770,22 @@ pub(crate) async fn published_events_are_written_with_their_checkpoint(h: Harnes
     );
     // One claimer gets it; the other finds nothing until the claim ends.
     let first = store
-        .claim_events("w1", in_an_hour(), 10)
+        .claim_events("w1", in_an_hour(), 10, &[])
         .await
         .expect("claim");
     let second = store
-        .claim_events("w2", in_an_hour(), 10)
+        .claim_events("w2", in_an_hour(), 10, &[])
         .await
         .expect("claim");
     assert_eq!((first.len(), second.len()), (1, 0));
+    // Claimed: not due now, but when the claim ends; a dead claimer's is taken over.
+    let due = store.due().await.expect("due");
+    assert!(!due.now && due.next.is_some(), "{due:?}");
+    let taken = store
+        .claim_events("w3", in_an_hour(), 10, &["w1".to_owned()])
+        .await
+        .expect("claim");
+    assert_eq!(taken.len(), 1, "w1 is dead: its claim is taken over");
     store
         .settle_event(
             "pub:2",
@@ -1795,7 +1803,7 @@ pub(crate) async fn published_events_are_written_with_their_checkpoint(h: Harnes
     assert!(unmatched[0].settled_at.is_some());
     assert!(
         store
-            .claim_events("w1", in_an_hour(), 10)
+            .claim_events("w1", in_an_hour(), 10, &[])
             .await
             .expect("claim")
             .is_empty()

@@ -114,6 +114,8 @@ fn record_json(r: &RunRecord) -> Value {
         })),
         "owner": r.lease.as_ref().map(|l| &l.owner),
         "interrupt_requested": r.interrupt_requested,
+        "not_before": r.not_before.map(at),
+        "idempotency_key": r.idempotency_key,
         "created_at": at(r.created_at),
         "updated_at": at(r.updated_at),
     })

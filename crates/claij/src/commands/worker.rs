@@ -173,7 +173,20 @@ pub(super) async fn events(store: &dyn RunStore, command: EventsCommand) -> Resu
     let events = store.events(status).await?;
     if as_json {
         for e in &events {
-            out!("{}", serde_json::to_string(e)?)?;
+            out!(
+                "{}",
+                json!({
+                    "id": e.id,
+                    "topic": e.topic,
+                    "event": e.event,
+                    "run_id": e.run_id,
+                    "status": e.status.as_str(),
+                    "runs": e.runs,
+                    "note": e.note,
+                    "created_at": at_micros(e.created_at),
+                    "settled_at": e.settled_at.map(at_micros),
+                })
+            )?;
         }
         return Ok(EXIT_OK);
     }
@@ -235,6 +248,10 @@ pub(super) fn queue_line(queue: &claij_core::store::QueueStats) -> String {
 
 fn at(time: SystemTime) -> String {
     humantime::format_rfc3339_seconds(time).to_string()
+}
+
+fn at_micros(time: SystemTime) -> String {
+    humantime::format_rfc3339_micros(time).to_string()
 }
 
 /// `claij run --submit`: the run validated and queued; its id printed.
