@@ -152,20 +152,7 @@ impl Engine {
             };
             return self.resume_run(fsm, &record.id, None, options).await;
         }
-        let trail = store.trail(&record.id, 0).await?;
-        let result = (record.status == RunStatus::Completed)
-            .then(|| claij_core::trail::last_event(&trail).cloned())
-            .flatten();
-        Ok(RunOutcome {
-            run_id: record.id,
-            status: record.status,
-            trail,
-            context: record.context,
-            result,
-            state: record.state,
-            wait: record.wait,
-            parent: None,
-        })
+        Ok(RunOutcome::stored(store.as_ref(), record).await?)
     }
 
     /// Lets `parent` continue after one of its children ended: a parent suspended for

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use claij_core::Fsm;
-use claij_core::store::{RunStatus, RunStore};
+use claij_core::store::RunStatus;
 use claij_engine::{Engine, RunError, RunOptions, RunOutcome, Submission};
 
 use crate::problem::Problem;
@@ -83,26 +83,5 @@ async fn follow(state: AppState, run_id: String) -> Result<RunOutcome, RunError>
         pause = (pause * 3 / 2).min(SLOWEST);
     };
     state.live.observer().run_finished(&run_id, record.status);
-    outcome(state.store.as_ref(), record).await
-}
-
-/// A stored run as an outcome.
-async fn outcome(
-    store: &dyn RunStore,
-    record: claij_core::store::RunRecord,
-) -> Result<RunOutcome, RunError> {
-    let trail = store.trail(&record.id, 0).await?;
-    let result = (record.status == RunStatus::Completed)
-        .then(|| claij_core::trail::last_event(&trail).cloned())
-        .flatten();
-    Ok(RunOutcome {
-        run_id: record.id,
-        status: record.status,
-        trail,
-        context: record.context,
-        result,
-        state: record.state,
-        wait: record.wait,
-        parent: None,
-    })
+    Ok(RunOutcome::stored(state.store.as_ref(), record).await?)
 }

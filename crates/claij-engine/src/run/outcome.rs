@@ -1,7 +1,7 @@
 //! [`RunOutcome`]: how a run ended (or suspended), with its trail and context.
 
 use claij_core::TrailEntry;
-use claij_core::store::Wait;
+use claij_core::store::{RunRecord, RunStore, StoreError, Wait};
 use serde_json::Value;
 
 use super::RunStatus;
@@ -27,4 +27,25 @@ pub struct RunOutcome {
     /// When resuming this run (a child) let its parent continue: how the parent's own
     /// resume ended.
     pub parent: Option<Box<RunOutcome>>,
+}
+
+impl RunOutcome {
+    /// A stored run as it stands, with its whole trail (its result when it completed): for
+    /// callers that report runs another process drives.
+    pub async fn stored(store: &dyn RunStore, record: RunRecord) -> Result<Self, StoreError> {
+        let trail = store.trail(&record.id, 0).await?;
+        let result = (record.status == RunStatus::Completed)
+            .then(|| claij_core::trail::last_event(&trail).cloned())
+            .flatten();
+        Ok(RunOutcome {
+            run_id: record.id,
+            status: record.status,
+            trail,
+            context: record.context,
+            result,
+            state: record.state,
+            wait: record.wait,
+            parent: None,
+        })
+    }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Result;
 use claij_core::Fsm;
-use claij_core::store::{EventStatus, RunRecord, RunStatus, RunStore, StoreError};
+use claij_core::store::{EventStatus, RunStatus, RunStore, StoreError};
 use claij_engine::{Engine, RunError, RunOptions, RunOutcome, Submission};
 use claij_worker::{Worker, WorkerConfig};
 use serde_json::{Value, json};
@@ -457,24 +457,6 @@ pub(super) async fn wait(
             _ => EXIT_FAILED,
         });
     }
-    let outcome = outcome_of(store.as_ref(), record).await?;
+    let outcome = RunOutcome::stored(store.as_ref(), record).await?;
     Ok(report(Ok(outcome), false, ""))
-}
-
-/// A stored run as the outcome `claij run` reports.
-async fn outcome_of(store: &dyn RunStore, record: RunRecord) -> Result<RunOutcome, RunError> {
-    let trail = store.trail(&record.id, 0).await?;
-    let result = (record.status == RunStatus::Completed)
-        .then(|| claij_core::trail::last_event(&trail).cloned())
-        .flatten();
-    Ok(RunOutcome {
-        run_id: record.id,
-        status: record.status,
-        trail,
-        context: record.context,
-        result,
-        state: record.state,
-        wait: record.wait,
-        parent: None,
-    })
 }
