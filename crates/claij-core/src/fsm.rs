@@ -119,8 +119,8 @@ pub struct State {
     pub description: Option<String>,
     /// Prompts loaded when an `llm` state is entered.
     pub prompts: Vec<String>,
-    /// Example answers, shown to a model in the state's request (each checked on load
-    /// against the schema of the transition it names).
+    /// Example answers, shown to a model as earlier turns of the conversation (each
+    /// checked on load against the schema of the transition it names).
     pub examples: Vec<Example>,
     /// The action's configuration with the engine's own keys removed.
     pub config: Value,

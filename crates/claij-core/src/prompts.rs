@@ -8,7 +8,13 @@
 //! 1. one **system** message ([`system_message`]), the same for every state of the FSM:
 //!    the FSM's prompts, the FSM's shared `schemas` once as a `$defs` object, and how the
 //!    other messages are laid out;
-//! 2. one message per trail entry, in trail order ([`trail_to_prompts`]):
+//! 2. the example answers of every `llm` state that has any, in state order, as earlier
+//!    turns: a **user** message `` EXAMPLE for `STATE` `` with the document answered (when
+//!    given), then the answer as the **assistant**'s, its `id` last. Like the system
+//!    message, they are the same for every state, so they stay in the common prefix
+//!    (measured: as turns they cost a third of the answers they cost inside the request,
+//!    docs/EMBEDDED-MODEL.md);
+//! 3. one message per trail entry, in trail order ([`trail_to_prompts`]):
 //!    - a transition whose `[from, to]` is marked `omit` is skipped;
 //!    - a transition produced by an `llm` state is an **assistant** message: the event as
 //!      compact JSON, preceded by the request it answered (the state's [`task_message`]
@@ -20,7 +26,7 @@
 //!      `REJECTED-OUTPUT:` (when there was one) and the `OUTPUT-SCHEMA:` an answer from the
 //!      failed state must satisfy, ending with a request to answer again. Failures are
 //!      never skipped; a model's failed first attempt is preceded by its request too.
-//! 3. for an `llm` state, one more **user** message, the request ([`task_message`]): the
+//! 4. for an `llm` state, one more **user** message, the request ([`task_message`]): the
 //!    state's prompts, its input transition's prompts, the `id` values the answer may
 //!    carry, each with its transition's description, and the `OUTPUT-SCHEMA` it must
 //!    satisfy. Left out when the last entry is this state's failure, which asks again.
@@ -176,14 +182,20 @@ pub fn system_message(fsm: &Fsm) -> String {
          Answer each request with exactly one JSON object and nothing else (no prose, no \
          code fences).",
     );
+    if has_examples(fsm) {
+        out.push_str(
+            "\nMessages starting EXAMPLE show good answers of the named state to other \
+             documents; they are not part of this conversation's case.",
+        );
+    }
     out
 }
 
 /// The request to a model answering in `state`, entered through `input` (the transition
-/// that led into `state`, if known): the state's prompts, `input`'s prompts, the state's
-/// example answers (each after the document it answers, its `id` last as an answer
-/// writes it), then the `id` values the answer may carry, each with its transition's
-/// description, and the `OUTPUT-SCHEMA` the answer must satisfy.
+/// that led into `state`, if known): the state's prompts, `input`'s prompts, then the `id`
+/// values the answer may carry, each with its transition's description, and the
+/// `OUTPUT-SCHEMA` the answer must satisfy. (The state's example answers are earlier
+/// turns of the conversation, not part of the request: [`trail_to_prompts`].)
 pub fn task_message(
     fsm: &Fsm,
     state: &str,
@@ -207,9 +219,6 @@ fn write_task_message(
     }
     if let Some(t) = input {
         push_prompts(&mut out, &t.prompts);
-    }
-    if let Some(s) = fsm.state(state) {
-        push_examples(&mut out, &s.examples);
     }
     let routes = shown_outgoing(fsm, state);
     paragraph(&mut out);
@@ -247,8 +256,8 @@ fn write_task_message(
     out
 }
 
-/// The messages for a model answering in `state`: the [`system_message`], one message
-/// per trail entry as the module documentation describes (each answer of a model
+/// The messages for a model answering in `state`: the [`system_message`], the states'
+/// example answers as earlier turns, one message per trail entry as the module documentation describes (each answer of a model
 /// preceded by the request it answered), and the [`task_message`] of `state` (entered
 /// through the last transition of `trail`, when that transition leads into `state`),
 /// unless the last entry is this state's failure, which asks again itself.
@@ -269,6 +278,7 @@ pub fn trail_to_prompts(
     };
     let mut messages = Vec::with_capacity(2 * trail.len() + 2);
     messages.push(Message::system(system_message(fsm)));
+    push_example_turns(&mut messages, fsm);
     // A chain: the entries before this FSM's first one are earlier runs' conversation.
     let earlier = trail
         .iter()
@@ -507,28 +517,34 @@ fn transition_schema<'t>(t: &'t Transition, opts: &PromptOptions) -> Cow<'t, Val
     }
 }
 
-/// Appends the example answers as a paragraph: `EXAMPLE:` lines, each with the document
-/// answered (when given) and the answer, its `id` moved last.
-fn push_examples(out: &mut String, examples: &[crate::fsm::Example]) {
-    if examples.is_empty() {
-        return;
-    }
-    paragraph(out);
-    out.push_str("Examples of good answers:");
-    for example in examples {
-        out.push_str("\n- ");
-        if let Some(input) = &example.input {
-            out.push_str("DOCUMENT: ");
-            push_json(out, input);
-            out.push_str(" ANSWER: ");
+/// Whether any `llm` state of `fsm` carries example answers.
+fn has_examples(fsm: &Fsm) -> bool {
+    fsm.states
+        .iter()
+        .any(|s| &*s.action == LLM_ACTION && !s.examples.is_empty())
+}
+
+/// Appends the example answers of every `llm` state, in state order, as earlier turns of
+/// the conversation: a user message `` EXAMPLE for `STATE` `` with the document answered
+/// (when given), then the answer as the assistant's, its `id` last as an answer writes it.
+/// They are the same for every state, so they stay in the prompt's common prefix.
+fn push_example_turns(messages: &mut Vec<Message>, fsm: &Fsm) {
+    for state in fsm.states.iter().filter(|s| &*s.action == LLM_ACTION) {
+        for example in &state.examples {
+            let mut request = format!("EXAMPLE for `{}`", state.id);
+            if let Some(input) = &example.input {
+                request.push_str("\nDOCUMENT: ");
+                push_json(&mut request, input);
+            }
+            messages.push(Message::user(request));
+            let mut answer = example.output.clone();
+            if let Value::Object(map) = &mut answer
+                && let Some(id) = map.shift_remove("id")
+            {
+                map.insert("id".into(), id);
+            }
+            messages.push(Message::assistant(answer.to_string()));
         }
-        let mut answer = example.output.clone();
-        if let Value::Object(map) = &mut answer
-            && let Some(id) = map.shift_remove("id")
-        {
-            map.insert("id".into(), id);
-        }
-        push_json(out, &answer);
     }
 }
 

@@ -460,7 +460,7 @@ fn the_input_transition_is_the_last_one_into_the_state() {
 }
 
 #[test]
-fn the_request_shows_the_state_s_example_answers_with_their_id_last() {
+fn example_answers_are_earlier_turns_after_the_system_message_with_their_id_last() {
     let routed = crate::load_str(
         "x.yaml",
         r#"
@@ -485,15 +485,50 @@ xitions:
         &BuiltinNames,
     )
     .unwrap();
-    let t = task_message(&routed, "route", None, &PromptOptions::default());
-    let expected = "Choose the team.\n\n\
-        Examples of good answers:\n\
-        - DOCUMENT: {\"problem\":\"charged twice\"} ANSWER: {\"reason\":\"a payment\",\"id\":[\"route\",\"billing\"]}\n\
-        - {\"reason\":\"a crash\",\"id\":[\"route\",\"tech\"]}\n\n\
-        Answer with exactly one JSON object.";
-    assert!(t.starts_with(expected), "{t}");
-    // A state without examples says nothing about them.
-    assert!(!task_message(&fsm(), "asker", None, &PromptOptions::default()).contains("Examples"));
+    let opts = PromptOptions::default();
+    let trail = [hop(0, "start", "route", json!({"problem": "app crashes"}))];
+    let m = trail_to_prompts(&routed, &trail, "route", &opts);
+    assert_eq!(
+        roles(&m),
+        [
+            Role::System,
+            Role::User,
+            Role::Assistant,
+            Role::User,
+            Role::Assistant,
+            Role::User,
+            Role::User
+        ]
+    );
+    assert!(
+        m[0].content.contains("Messages starting EXAMPLE"),
+        "{}",
+        m[0].content
+    );
+    assert_eq!(
+        m[1].content,
+        "EXAMPLE for `route`\nDOCUMENT: {\"problem\":\"charged twice\"}"
+    );
+    assert_eq!(
+        m[2].content,
+        r#"{"reason":"a payment","id":["route","billing"]}"#
+    );
+    assert_eq!(m[3].content, "EXAMPLE for `route`");
+    assert_eq!(
+        m[4].content,
+        r#"{"reason":"a crash","id":["route","tech"]}"#
+    );
+    assert!(m[5].content.contains("app crashes"));
+    // The request itself no longer repeats them.
+    assert!(!m[6].content.contains("charged twice"), "{}", m[6].content);
+    assert!(m[6].content.starts_with("Choose the team."));
+    // The same turns head every step's conversation: a prefix that stays computed.
+    let later = trail_to_prompts(&routed, &[], "route", &opts);
+    assert_eq!(later[..5], m[..5]);
+    // An FSM without examples says nothing about them.
+    let plain = trail_to_prompts(&fsm(), &[], "asker", &opts);
+    assert!(!plain[0].content.contains("EXAMPLE"));
+    assert_eq!(roles(&plain), [Role::System, Role::User]);
 }
 
 struct Known;
