@@ -22,14 +22,18 @@
 //!    - any other transition (the input from `start`, a tool's or a person's answer) is a
 //!      **user** message with `INPUT-SCHEMA:` (the transition's effective schema) and
 //!      `DOCUMENT:` (the event);
-//!    - a failure is a **user** message with `FAILURE:`, its `ERRORS:`, the
-//!      `REJECTED-OUTPUT:` (when there was one) and the `OUTPUT-SCHEMA:` an answer from the
-//!      failed state must satisfy, ending with a request to answer again. Failures are
-//!      never skipped; a model's failed first attempt is preceded by its request too.
+//!    - a failure is a **user** message with `FAILURE:`, its `ERRORS:` (each located) and
+//!      the `REJECTED-OUTPUT:` (when there was one); a model's failure ends with a request
+//!      to answer again to the request above it — the OUTPUT-SCHEMA is stated once, in that
+//!      request, not by every failure. Failures are never skipped; a model's failed first
+//!      attempt is preceded by its request too.
 //! 4. for an `llm` state, one more **user** message, the request ([`task_message`]): the
 //!    state's prompts, its input transition's prompts, the `id` values the answer may
-//!    carry, each with its transition's description, and the `OUTPUT-SCHEMA` it must
-//!    satisfy. Left out when the last entry is this state's failure, which asks again.
+//!    carry, each with its transition's description, the `OUTPUT-SCHEMA` it must
+//!    satisfy, and what such an answer looks like (a template: its fields in order, each
+//!    a placeholder, its `id` last; `prompts/shape.rs`; not when the answer is
+//!    [`constrained`](PromptOptions::constrained) by a grammar). Left out when the last
+//!    entry is this state's failure, which asks again.
 //!
 //! What a state is asked comes last, next to the answer it asks for: small models answer
 //! the question at the end of a conversation (measured: routing after extraction at
@@ -145,12 +149,19 @@ pub struct PromptOptions<'a> {
     /// Resolves dynamic (string-named) transition schemas. Without it, or when it fails,
     /// a dynamic schema is shown as `{"x-dynamic-schema": NAME}` with the `id` const.
     pub dynamic: Option<&'a dyn DynamicSchemas>,
+    /// Whether the answer is held to its schema token by token (the embedded model's
+    /// `grammar` mode). The request then leaves out the answer's template: the grammar
+    /// writes that shape itself, and on the embedded 1.5B model the template cost answers
+    /// (measured on the labelled set: expense 6/12 instead of 12/12, the model copying the
+    /// first of an enum's listed values; docs/EMBEDDED-MODEL.md).
+    pub constrained: bool,
 }
 
 impl fmt::Debug for PromptOptions<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PromptOptions")
             .field("dynamic", &self.dynamic.map(|_| "<provider>"))
+            .field("constrained", &self.constrained)
             .finish()
     }
 }
@@ -193,25 +204,26 @@ pub fn system_message(fsm: &Fsm) -> String {
 
 /// The request to a model answering in `state`, entered through `input` (the transition
 /// that led into `state`, if known): the state's prompts, `input`'s prompts, then the `id`
-/// values the answer may carry, each with its transition's description, and the
-/// `OUTPUT-SCHEMA` the answer must satisfy. (The state's example answers are earlier
-/// turns of the conversation, not part of the request: [`trail_to_prompts`].)
+/// values the answer may carry, each with its transition's description, the
+/// `OUTPUT-SCHEMA` the answer must satisfy, and the answer's template. (The state's
+/// example answers are earlier turns of the conversation, not part of the request:
+/// [`trail_to_prompts`].)
 pub fn task_message(
     fsm: &Fsm,
     state: &str,
     input: Option<&Transition>,
     opts: &PromptOptions,
 ) -> String {
-    let output = render_output_schema(fsm, state, opts);
-    write_task_message(fsm, state, input, output.as_deref())
+    let output = render_output(fsm, state, opts);
+    write_task_message(fsm, state, input, output.as_ref())
 }
 
-/// [`task_message`] with the state's output schema already rendered.
+/// [`task_message`] with the state's output schema and answer template already rendered.
 fn write_task_message(
     fsm: &Fsm,
     state: &str,
     input: Option<&Transition>,
-    output_schema: Option<&str>,
+    output: Option<&Output>,
 ) -> String {
     let mut out = String::new();
     if let Some(s) = fsm.state(state) {
@@ -222,7 +234,7 @@ fn write_task_message(
     }
     let routes = shown_outgoing(fsm, state);
     paragraph(&mut out);
-    let Some(output_schema) = output_schema.filter(|_| !routes.is_empty()) else {
+    let Some(output) = output.filter(|_| !routes.is_empty()) else {
         let _ = write!(
             out,
             "No transition leaves `{state}`: no answer is expected."
@@ -252,7 +264,11 @@ fn write_task_message(
         "\nIt must satisfy this OUTPUT-SCHEMA:"
     });
     out.push_str("\nOUTPUT-SCHEMA: ");
-    out.push_str(output_schema);
+    out.push_str(&output.schema);
+    if !output.shape.is_empty() {
+        out.push_str("\nAn answer looks like this, each <…> replaced by a value:");
+        out.push_str(&output.shape);
+    }
     out
 }
 
@@ -274,7 +290,7 @@ pub fn trail_to_prompts(
         fsm,
         opts,
         input_schemas: HashMap::new(),
-        output_schemas: HashMap::new(),
+        outputs: HashMap::new(),
     };
     let mut messages = Vec::with_capacity(2 * trail.len() + 2);
     messages.push(Message::system(system_message(fsm)));
@@ -327,8 +343,9 @@ struct Projector<'f, 'o> {
     opts: &'o PromptOptions<'o>,
     /// Rendered effective schema per transition.
     input_schemas: HashMap<TransitionIdx, String>,
-    /// Rendered output schema per state (`None`: terminal or unknown).
-    output_schemas: HashMap<String, Option<String>>,
+    /// Rendered output schema and answer template per state (`None`: terminal or
+    /// unknown).
+    outputs: HashMap<String, Option<Output>>,
 }
 
 impl Projector<'_, '_> {
@@ -385,8 +402,9 @@ impl Projector<'_, '_> {
         Some(Message::user(out))
     }
 
-    /// A failed attempt: what went wrong, every error, the rejected output and the
-    /// schema an answer must satisfy, then a request to answer again.
+    /// A failed attempt: what went wrong, every error and the rejected output; for a
+    /// model's failure, a request to answer again to the request above (which states the
+    /// OUTPUT-SCHEMA once, however many attempts fail).
     fn failure_message(&mut self, entry: &TrailEntry, failure: &Failure) -> Message {
         let mut out = String::new();
         let _ = write!(
@@ -414,14 +432,12 @@ impl Projector<'_, '_> {
             out.push_str("\nREJECTED-OUTPUT: ");
             push_json(&mut out, &entry.event);
         }
-        if let Some(schema) = self.output_schema(&entry.from) {
-            out.push_str("\nOUTPUT-SCHEMA: ");
-            out.push_str(schema);
+        // A model's failure: its request (with the OUTPUT-SCHEMA) is above, said once.
+        if is_llm(self.fsm, &entry.from) {
             out.push_str(
-                "\nAnswer again with exactly one JSON object that satisfies OUTPUT-SCHEMA.",
+                "\nAnswer again with exactly one JSON object that satisfies the OUTPUT-SCHEMA \
+                 of the request above.",
             );
-        } else {
-            out.push_str("\nAnswer again with exactly one JSON object.");
         }
         Message::user(out)
     }
@@ -429,17 +445,17 @@ impl Projector<'_, '_> {
     /// The [`task_message`] of `state`, entered through `input`.
     fn task(&mut self, state: &str, input: Option<&Transition>) -> String {
         let fsm = self.fsm;
-        write_task_message(fsm, state, input, self.output_schema(state))
+        write_task_message(fsm, state, input, self.output(state))
     }
 
-    /// The rendered schema an answer from `state` must satisfy: its one shown outgoing
-    /// transition's schema, or a `oneOf` of them. `None` for terminal or unknown states.
-    fn output_schema(&mut self, state: &str) -> Option<&str> {
-        if !self.output_schemas.contains_key(state) {
-            let rendered = render_output_schema(self.fsm, state, self.opts);
-            self.output_schemas.insert(state.to_owned(), rendered);
+    /// What an answer from `state` must satisfy, rendered once per state (see
+    /// [`render_output`]). `None` for terminal or unknown states.
+    fn output(&mut self, state: &str) -> Option<&Output> {
+        if !self.outputs.contains_key(state) {
+            let rendered = render_output(self.fsm, state, self.opts);
+            self.outputs.insert(state.to_owned(), rendered);
         }
-        self.output_schemas.get(state).and_then(Option::as_deref)
+        self.outputs.get(state).and_then(Option::as_ref)
     }
 }
 
@@ -463,24 +479,56 @@ fn foreign_message(entry: &TrailEntry) -> Option<Message> {
     Some(Message::user(out))
 }
 
-/// See [`Projector::output_schema`].
-fn render_output_schema(fsm: &Fsm, state: &str, opts: &PromptOptions) -> Option<String> {
+/// What an answer from a state must satisfy, rendered for its request.
+struct Output {
+    /// The OUTPUT-SCHEMA: the one shown outgoing transition's schema, or a `oneOf` of them.
+    schema: String,
+    /// What an answer looks like ([`shape::answer_shape`]): one template, with its `id`
+    /// as a placeholder when the routes differ only by their `id`; else one line per
+    /// route. Each line starts with a newline. Empty when the answer is
+    /// [`constrained`](PromptOptions::constrained).
+    shape: String,
+}
+
+/// See [`Output`]; `None` for terminal or unknown states.
+fn render_output(fsm: &Fsm, state: &str, opts: &PromptOptions) -> Option<Output> {
     let routes = shown_outgoing(fsm, state);
-    match routes.as_slice() {
-        [] => None,
-        [only] => Some(transition_schema(only, opts).to_string()),
+    let schemas: Vec<Cow<Value>> = routes.iter().map(|t| transition_schema(t, opts)).collect();
+    let schema = match schemas.as_slice() {
+        [] => return None,
+        [only] => only.to_string(),
         many => {
             let mut out = String::from("{\"oneOf\":[");
-            for (i, t) in many.iter().enumerate() {
+            for (i, s) in many.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
-                push_json(&mut out, &*transition_schema(t, opts));
+                push_json(&mut out, &**s);
             }
             out.push_str("]}");
-            Some(out)
+            out
         }
+    };
+    if opts.constrained {
+        return Some(Output {
+            schema,
+            shape: String::new(),
+        });
     }
+    let placeholder = "<one of the ids above>";
+    let anonymous: Vec<String> = schemas
+        .iter()
+        .map(|s| shape::answer_shape(s, &fsm.schemas, Some(placeholder)))
+        .collect();
+    let shape = if schemas.len() > 1 && anonymous.iter().all(|a| *a == anonymous[0]) {
+        format!("\n{}", anonymous[0])
+    } else {
+        schemas
+            .iter()
+            .map(|s| format!("\n{}", shape::answer_shape(s, &fsm.schemas, None)))
+            .collect()
+    };
+    Some(Output { schema, shape })
 }
 
 /// The transitions leaving `state` that prompts show: those not marked `omit`, or all of
@@ -571,5 +619,6 @@ fn push_json(out: &mut String, value: &impl Serialize) {
     }
 }
 
+mod shape;
 #[cfg(test)]
 mod tests;

@@ -35,6 +35,11 @@ pub struct TrailEntry {
     /// The model that produced the event, when a model did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// How the model's answer was held to the schemas (`prompt`, `json_schema`, `tools`,
+    /// `grammar`), when a model was called: a model that keeps failing in a weak mode is
+    /// asked again in a stronger one, and each attempt says which it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforce: Option<String>,
     /// Tokens and cost, when a model was called.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Box<Usage>>,
@@ -183,6 +188,7 @@ mod tests {
             attempt: 1,
             model: None,
             usage: None,
+            enforce: None,
             duration_ms: Some(3),
             failure: Some(Box::new(Failure {
                 kind: FailureKind::UnknownTransition,

@@ -45,6 +45,7 @@ fn entry(seq: u64, fsm: &str, from: &str, to: &str, event: Value) -> TrailEntry 
         attempt: 1,
         model: None,
         usage: None,
+        enforce: None,
         duration_ms: None,
         failure: None,
     }

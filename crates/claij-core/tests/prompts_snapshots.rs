@@ -31,6 +31,7 @@ fn entry(seq: u64, from: &str, to: Option<&str>, event: Value, attempt: u32) -> 
         attempt,
         model: None,
         usage: None,
+        enforce: None,
         duration_ms: None,
         failure: None,
     }

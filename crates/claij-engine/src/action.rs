@@ -150,6 +150,9 @@ pub struct ActionOutput {
     pub model: Option<String>,
     /// Tokens and cost, when a model was called.
     pub usage: Option<Usage>,
+    /// How the model's answer was held to the schemas, when a model was called
+    /// (recorded in the trail entry).
+    pub enforce: Option<String>,
     /// Events to publish (a `publish` state): committed with the transition this output
     /// takes, in the same transaction, and dispatched by workers to the FSMs whose
     /// triggers subscribe to their topics.
@@ -164,6 +167,7 @@ impl ActionOutput {
             context: None,
             model: None,
             usage: None,
+            enforce: None,
             published: Vec::new(),
         }
     }
@@ -226,6 +230,8 @@ pub struct ModelCall {
     pub model: String,
     /// Tokens and cost, when reported.
     pub usage: Option<Usage>,
+    /// How the answer was held to the schemas, when the call was made.
+    pub enforce: Option<String>,
 }
 
 impl ActionError {
@@ -245,7 +251,17 @@ impl ActionError {
         self.model_call = Some(Box::new(ModelCall {
             model: model.into(),
             usage,
+            enforce: None,
         }));
+        self
+    }
+
+    /// The same error, recording how the model's answer was held to the schemas (after
+    /// [`with_model`](Self::with_model)).
+    pub fn enforced(mut self, mode: impl Into<String>) -> Self {
+        if let Some(call) = &mut self.model_call {
+            call.enforce = Some(mode.into());
+        }
         self
     }
 

@@ -17,6 +17,18 @@ use crate::durable::Durable;
 use crate::observer::Observer;
 use crate::run::{Engine, RunOutcome, RunStatus, kind_of};
 
+/// The model call behind an attempt, as its trail entry records it (all `None` when no
+/// model was called).
+#[derive(Debug, Default)]
+pub(crate) struct CallRecord {
+    /// The model.
+    pub(crate) model: Option<String>,
+    /// Tokens and cost.
+    pub(crate) usage: Option<claij_core::Usage>,
+    /// How the answer was held to the schemas.
+    pub(crate) enforce: Option<String>,
+}
+
 /// One attempt's result, before it is recorded.
 enum Attempt {
     Took {
@@ -27,8 +39,7 @@ enum Attempt {
         failure: Failure,
         output: Value,
         retryable: bool,
-        model: Option<String>,
-        usage: Option<claij_core::Usage>,
+        call: CallRecord,
     },
     Suspend(Suspension),
     Interrupted,
@@ -151,6 +162,7 @@ impl<'e> RunState<'e> {
                                 context,
                                 model,
                                 usage,
+                                enforce,
                                 published,
                             } = output;
                             self.published.extend(published);
@@ -158,7 +170,18 @@ impl<'e> RunState<'e> {
                                 self.context = context;
                                 self.context_dirty = true;
                             }
-                            self.append_full(t, event, attempt, model, usage, Some(duration), None);
+                            self.append_full(
+                                t,
+                                event,
+                                attempt,
+                                CallRecord {
+                                    model,
+                                    usage,
+                                    enforce,
+                                },
+                                Some(duration),
+                                None,
+                            );
                             next = Some(t);
                             break;
                         }
@@ -166,14 +189,13 @@ impl<'e> RunState<'e> {
                             failure,
                             output,
                             retryable,
-                            model,
-                            usage,
+                            call,
                         } => {
                             self.append_failure_with_usage(
                                 state,
                                 output,
                                 failure.clone(),
-                                (model, usage),
+                                call,
                                 Some(duration),
                             );
                             last_failure = Some(failure);
@@ -386,7 +408,7 @@ impl<'e> RunState<'e> {
             "failure": failure,
             "state": &*state.id,
         });
-        self.append_full(t, event, attempts, None, None, None, None);
+        self.append_full(t, event, attempts, CallRecord::default(), None, None);
         Some(t)
     }
 
@@ -480,9 +502,13 @@ impl<'e> RunState<'e> {
                 retryable,
                 model_call,
             })) => {
-                let (model, usage) = match model_call {
-                    Some(call) => (Some(call.model), call.usage),
-                    None => (None, None),
+                let call = match model_call {
+                    Some(call) => CallRecord {
+                        model: Some(call.model),
+                        usage: call.usage,
+                        enforce: call.enforce,
+                    },
+                    None => CallRecord::default(),
                 };
                 return Attempt::Failed {
                     failure: Failure {
@@ -493,8 +519,7 @@ impl<'e> RunState<'e> {
                     },
                     output,
                     retryable,
-                    model,
-                    usage,
+                    call,
                 };
             }
             Some(Ok(Outcome::Emit(output))) => output,
@@ -545,8 +570,11 @@ impl<'e> RunState<'e> {
             },
             output: output.event,
             retryable: true,
-            model: output.model,
-            usage: output.usage,
+            call: CallRecord {
+                model: output.model,
+                usage: output.usage,
+                enforce: output.enforce,
+            },
         };
         let target = match output
             .event
@@ -609,8 +637,7 @@ impl<'e> RunState<'e> {
         transition: usize,
         event: Value,
         attempt: u32,
-        model: Option<String>,
-        usage: Option<claij_core::Usage>,
+        call: CallRecord,
         duration: Option<Duration>,
         failure: Option<Failure>,
     ) {
@@ -624,8 +651,9 @@ impl<'e> RunState<'e> {
             event,
             at: self.clock.wall(),
             attempt,
-            model,
-            usage: usage.map(Box::new),
+            model: call.model,
+            enforce: call.enforce,
+            usage: call.usage.map(Box::new),
             duration_ms: duration.map(|d| d.as_millis() as u64),
             failure: failure.map(Box::new),
         };
@@ -640,7 +668,11 @@ impl<'e> RunState<'e> {
         model: Option<String>,
         duration: Option<Duration>,
     ) {
-        self.append_failure_with_usage(state, output, failure, (model, None), duration);
+        let call = CallRecord {
+            model,
+            ..CallRecord::default()
+        };
+        self.append_failure_with_usage(state, output, failure, call, duration);
     }
 
     /// [`append_failure`](Self::append_failure) with the model call's usage.
@@ -649,7 +681,7 @@ impl<'e> RunState<'e> {
         state: &State,
         output: Value,
         failure: Failure,
-        (model, usage): (Option<String>, Option<claij_core::Usage>),
+        call: CallRecord,
         duration: Option<Duration>,
     ) {
         let entry = TrailEntry {
@@ -661,8 +693,9 @@ impl<'e> RunState<'e> {
             event: output,
             at: self.clock.wall(),
             attempt: failure.attempt,
-            model,
-            usage: usage.map(Box::new),
+            model: call.model,
+            enforce: call.enforce,
+            usage: call.usage.map(Box::new),
             duration_ms: duration.map(|d| d.as_millis() as u64),
             failure: Some(Box::new(failure)),
         };
@@ -734,7 +767,6 @@ fn failed(kind: FailureKind, message: String, attempt: u32, retryable: bool) -> 
         },
         output: Value::Null,
         retryable,
-        model: None,
-        usage: None,
+        call: CallRecord::default(),
     }
 }

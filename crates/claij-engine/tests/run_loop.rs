@@ -67,6 +67,7 @@ impl Action for Counter {
                 context: Some(json!({"n": n})),
                 model: None,
                 usage: None,
+                enforce: None,
                 published: Vec::new(),
             }
             .into())

@@ -84,26 +84,8 @@ impl LlmAction {
     async fn attempt(&self, input: ActionInput<'_>) -> Result<ActionOutput, ActionError> {
         let config: LlmStateConfig = serde_json::from_value(input.state.config.clone())
             .map_err(|e| ActionError::fatal(format!("bad `llm` config: {e}")))?;
-        let model = self.choose_model(&input, &config)?;
+        let (model, mode) = self.choose(&input, &config)?;
         let routes = shown_routes(&input)?;
-        let caps = model.provider.capabilities();
-        let mode = config
-            .enforce
-            .or(model.enforce)
-            .unwrap_or_else(|| caps.best());
-        if !caps.supports(mode) {
-            return Err(ActionError::fatal(format!(
-                "model `{}` (provider `{}`) does not support enforcement mode `{mode}`; use one of: {}",
-                model.name,
-                model.provider.name(),
-                [Mode::Prompt, Mode::JsonSchema, Mode::Tools, Mode::Grammar]
-                    .into_iter()
-                    .filter(|m| caps.supports(*m))
-                    .map(|m| m.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        }
         let enforcement = enforce::build(mode, &routes, &input.fsm.schemas);
         let messages = trail_to_prompts(
             input.fsm,
@@ -111,6 +93,7 @@ impl LlmAction {
             &input.state.id,
             &PromptOptions {
                 dynamic: Some(input.schemas),
+                constrained: mode == Mode::Grammar,
             },
         );
         let request = ModelRequest {
@@ -129,7 +112,7 @@ impl LlmAction {
                 input.text_sink().as_ref(),
             )
             .await
-            .map_err(|e| provider_failure(e, &model))?;
+            .map_err(|e| provider_failure(e, &model).enforced(mode.to_string()))?;
         tracing::debug!(
             state = %input.state.id,
             model = %model.name,
@@ -154,6 +137,7 @@ impl LlmAction {
                         json!({"tool": name, "arguments": args}),
                     )
                     .with_model(&model.name, Some(usage.clone()))
+                    .enforced(mode.to_string())
                 })?,
             None => match extract_object(&response.text) {
                 Ok(v) => enforce::unwrap_answer(mode, v),
@@ -162,7 +146,8 @@ impl LlmAction {
                         format!("the model's answer is not one JSON object: {e}"),
                         Value::String(response.text.clone()),
                     )
-                    .with_model(&model.name, Some(usage)));
+                    .with_model(&model.name, Some(usage))
+                    .enforced(mode.to_string()));
                 }
             },
         };
@@ -171,17 +156,23 @@ impl LlmAction {
             context: None,
             model: Some(model.name.clone()),
             usage: Some(usage),
+            enforce: Some(mode.to_string()),
             published: Vec::new(),
         })
     }
 
-    /// State `config.model` > the event's `llm` (checked) > the run's > the default, then
-    /// escalation along the fallback list after repeated validation failures.
-    fn choose_model(
+    /// The model and the enforcement mode of this attempt. The model: state
+    /// `config.model` > the event's `llm` (checked) > the run's > the default. The mode:
+    /// the state's `enforce` > the model's > the best its provider supports, or that best
+    /// when the provider lacks the mode asked for. Then, every `escalate_after` validation
+    /// failures of the state's visit, one step up: the next stronger mode the provider
+    /// supports (unless the model says `escalate_enforce = false`), then the fallback
+    /// models in order, each in its own mode.
+    fn choose(
         &self,
         input: &ActionInput<'_>,
         config: &LlmStateConfig,
-    ) -> Result<ResolvedModel, ActionError> {
+    ) -> Result<(ResolvedModel, Mode), ActionError> {
         let layer = &self.layer;
         let event_model = input.event.get(EVENT_MODEL_FIELD).and_then(Value::as_str);
         let primary = match (&config.model, event_model) {
@@ -194,13 +185,6 @@ impl LlmAction {
             (None, None) => layer.run_or_default(),
         }
         .map_err(ActionError::fatal)?;
-        let fallback = config
-            .fallback
-            .clone()
-            .unwrap_or_else(|| layer.config().fallback.clone());
-        if fallback.is_empty() {
-            return Ok(primary);
-        }
         let failures = input
             .failures_here()
             .filter(|e| {
@@ -219,13 +203,33 @@ impl LlmAction {
                 .escalate_after
                 .unwrap_or(DEFAULT_ESCALATE_AFTER)
                 .max(1)) as usize;
-        if step == 0 {
-            return Ok(primary);
+        let caps = primary.provider.capabilities();
+        let asked = config.enforce.or(primary.enforce);
+        let ladder = if primary.escalate_enforce {
+            caps.ladder(asked)
+        } else {
+            vec![caps.usable(asked)]
+        };
+        if let Some(mode) = ladder.get(step) {
+            return Ok((primary, *mode));
         }
-        let name = &fallback[(step - 1).min(fallback.len() - 1)];
-        layer
+        let fallback = config
+            .fallback
+            .clone()
+            .unwrap_or_else(|| layer.config().fallback.clone());
+        let Some(name) = fallback.get(step - ladder.len()).or(fallback.last()) else {
+            // Nowhere further to go: the strongest step again.
+            let strongest = ladder.last().copied().unwrap_or(Mode::Prompt);
+            return Ok((primary, strongest));
+        };
+        let model = layer
             .resolve(name)
-            .map_err(|e| ActionError::fatal(format!("fallback model: {e}")))
+            .map_err(|e| ActionError::fatal(format!("fallback model: {e}")))?;
+        let mode = model
+            .provider
+            .capabilities()
+            .usable(config.enforce.or(model.enforce));
+        Ok((model, mode))
     }
 }
 

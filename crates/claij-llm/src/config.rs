@@ -150,6 +150,11 @@ pub struct ModelConfig {
     /// The enforcement mode to use with it (default: chosen from capabilities).
     #[serde(default)]
     pub enforce: Option<Mode>,
+    /// Whether an answer that keeps failing validation is asked for again in a stronger
+    /// mode the provider supports before the fallback models (default true; false keeps
+    /// `enforce` however often it fails, say for a server whose grammar is slow).
+    #[serde(default)]
+    pub escalate_enforce: Option<bool>,
     /// Default temperature (a state's `config` overrides it; likewise below).
     #[serde(default)]
     pub temperature: Option<f32>,

@@ -39,6 +39,20 @@ pub enum Mode {
     Grammar,
 }
 
+impl Mode {
+    /// How firmly the mode holds an answer to the schemas: `prompt` (asked) < `tools`
+    /// (arguments shaped by the provider) < `json_schema` (the provider's structured
+    /// output) < `grammar` (every token constrained).
+    pub fn strength(self) -> u8 {
+        match self {
+            Mode::Prompt => 0,
+            Mode::Tools => 1,
+            Mode::JsonSchema => 2,
+            Mode::Grammar => 3,
+        }
+    }
+}
+
 impl fmt::Display for Mode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

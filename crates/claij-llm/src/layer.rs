@@ -56,6 +56,8 @@ pub struct ResolvedModel {
     pub price: Option<Price>,
     /// The mode configured for it, if any.
     pub enforce: Option<Mode>,
+    /// Whether repeated validation failures move it to a stronger mode (`escalate_enforce`).
+    pub escalate_enforce: bool,
     /// How its transient failures are retried.
     pub retry: RetryPolicy,
     /// Its decoding defaults.
@@ -244,6 +246,7 @@ impl LlmLayer {
             provider,
             price: Some(Price::default()),
             enforce: None,
+            escalate_enforce: true,
             retry: RetryPolicy::default(),
             decoding: Decoding::default(),
         });
@@ -375,6 +378,7 @@ impl LlmLayer {
             model_id,
             price,
             enforce: entry.and_then(|m| m.enforce),
+            escalate_enforce: entry.and_then(|m| m.escalate_enforce).unwrap_or(true),
             decoding: entry.map(ModelConfig::decoding).unwrap_or_default(),
             retry: self
                 .retry_override

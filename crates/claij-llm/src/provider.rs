@@ -30,6 +30,27 @@ impl Capabilities {
         }
     }
 
+    /// `asked` when the provider supports it, else the best mode it has.
+    pub fn usable(&self, asked: Option<Mode>) -> Mode {
+        asked
+            .filter(|m| self.supports(*m))
+            .unwrap_or_else(|| self.best())
+    }
+
+    /// The modes a model is asked in, one step per run of repeated validation failures:
+    /// [`usable`](Self::usable)`(asked)` first, then every stronger mode the provider
+    /// supports, weakest first (strength: `prompt` < `tools` < `json_schema` < `grammar`).
+    pub fn ladder(&self, asked: Option<Mode>) -> Vec<Mode> {
+        let first = self.usable(asked);
+        std::iter::once(first)
+            .chain(
+                [Mode::Tools, Mode::JsonSchema, Mode::Grammar]
+                    .into_iter()
+                    .filter(|m| m.strength() > first.strength() && self.supports(*m)),
+            )
+            .collect()
+    }
+
     /// The best mode: `grammar`, then `json_schema`, then `tools`, then `prompt`.
     pub fn best(&self) -> Mode {
         [Mode::Grammar, Mode::JsonSchema, Mode::Tools]

@@ -349,21 +349,123 @@ async fn connection_errors_are_retried_then_fail_the_attempt() {
 }
 
 #[tokio::test]
-async fn a_mode_the_provider_lacks_fails_at_once_naming_the_modes_it_has() {
-    let server = StubServer::start(vec![Canned::json(200, openai_answer("{}"))]).await;
-    let engine = engine(layer_for(&server.url, ""));
-    let fsm = ask_fsm(&engine, "{enforce: grammar}");
+async fn a_mode_the_provider_lacks_gives_way_to_the_strongest_it_has_and_the_trail_says_so() {
+    let server = StubServer::start(vec![Canned::json(
+        200,
+        openai_answer(r#"{"id": ["ask", "done"], "answer": "because"}"#),
+    )])
+    .await;
+    // A provider without structured output (json_flavour = "none") but with tools.
+    let plain = format!(
+        "[providers.plain]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"STUB_KEY\"\n\
+         json_flavour = \"none\"\n[models.p]\nprovider = \"plain\"\nname = \"plain-model\"\n",
+        server.url
+    );
+    let engine = engine(layer_for(&server.url, &plain));
+    let fsm = ask_fsm(&engine, "{model: p, enforce: json_schema}");
     let out = engine
         .run(fsm, input(), RunOptions::default())
         .await
         .unwrap();
-    assert_eq!(out.status, RunStatus::Failed);
-    assert_eq!(out.trail.len(), 2, "not retried");
-    let f = out.trail[1].failure.as_ref().unwrap();
-    assert!(
-        f.message.contains("`grammar`") && f.message.contains("prompt, json_schema, tools"),
-        "{}",
-        f.message
+    // The stub answers text, not a tool call: the attempt fails, in `tools` mode, and the
+    // next one is asked the same way (no stronger mode to go to).
+    let modes: Vec<_> = out.trail[1..]
+        .iter()
+        .map(|e| e.enforce.clone().unwrap())
+        .collect();
+    assert!(modes.iter().all(|m| m == "tools"), "{modes:?}");
+    let requests = server.requests();
+    assert!(!requests.is_empty());
+    for r in &requests {
+        assert!(r.body.get("response_format").is_none(), "{}", r.body);
+        assert!(r.body["tools"].is_array(), "{}", r.body);
+    }
+}
+
+#[tokio::test]
+async fn repeated_invalid_output_in_a_weak_mode_escalates_to_a_stronger_mode_then_the_fallback() {
+    let server = StubServer::start(vec![Canned::json(
+        200,
+        openai_answer(r#"{"id": ["ask", "done"], "answer": 5}"#),
+    )])
+    .await;
+    let engine = engine(layer_for(&server.url, ""));
+    let fsm = ask_fsm(
+        &engine,
+        "{max_attempts: 6, enforce: prompt, fallback: [m2], escalate_after: 2}",
     );
-    assert!(server.requests().is_empty());
+    let out = engine
+        .run(fsm, input(), RunOptions::default())
+        .await
+        .unwrap();
+    let steps: Vec<_> = out
+        .trail
+        .iter()
+        .filter(|e| e.failure.is_some())
+        .map(|e| (e.model.clone().unwrap(), e.enforce.clone().unwrap()))
+        .collect();
+    let expected: Vec<(String, String)> = [
+        ("m", "prompt"),
+        ("m", "prompt"),
+        ("m", "tools"),
+        ("m", "tools"),
+        ("m", "json_schema"),
+        ("m", "json_schema"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    assert_eq!(steps, expected);
+    // What was sent matches what the trail says.
+    let sent: Vec<_> = server
+        .requests()
+        .iter()
+        .map(|r| {
+            (
+                r.body.get("response_format").is_some(),
+                r.body.get("tools").is_some(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            (false, false),
+            (false, false),
+            (false, true),
+            (false, true),
+            (true, false),
+            (true, false)
+        ]
+    );
+
+    // With the model's escalation off, the fallback model comes next.
+    let server = StubServer::start(vec![Canned::json(
+        200,
+        openai_answer(r#"{"id": ["ask", "done"], "answer": 5}"#),
+    )])
+    .await;
+    let keep = "[models.k]\nprovider = \"stub\"\nname = \"kept\"\nenforce = \"prompt\"\nescalate_enforce = false\n";
+    let kept = common::engine(layer_for(&server.url, keep));
+    let fsm = ask_fsm(
+        &kept,
+        "{model: k, max_attempts: 4, fallback: [m2], escalate_after: 2}",
+    );
+    let out = kept.run(fsm, input(), RunOptions::default()).await.unwrap();
+    let steps: Vec<_> = out
+        .trail
+        .iter()
+        .filter(|e| e.failure.is_some())
+        .map(|e| {
+            format!(
+                "{} {}",
+                e.model.as_deref().unwrap(),
+                e.enforce.as_deref().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        ["k prompt", "k prompt", "m2 json_schema", "m2 json_schema"]
+    );
 }

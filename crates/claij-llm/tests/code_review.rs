@@ -138,8 +138,9 @@ async fn the_code_review_example_replays_what_its_recording_holds() {
 /// every answer valid, so no attempt fails on its shape; SmolLM2 is too small to end the
 /// review, so the panel goes round by round until the conversation no longer fits the
 /// model's context: the embedded provider refuses that request, the tape holds the
-/// refusal, and the run fails where it did when recorded (the reviewer has no
-/// `on_failure`). The model file is not needed: replay answers every request.
+/// refusal, and the run ends where it did when recorded (through the refused state's
+/// `on_failure` when it has one, as the chairman does; failed when it has none, as the
+/// reviewer). The model file is not needed: replay answers every request.
 #[tokio::test]
 async fn the_code_review_example_replays_its_embedded_model_recording() {
     let tape = read_tape("code-review.embedded.exchanges.json");
@@ -148,7 +149,6 @@ async fn the_code_review_example_replays_its_embedded_model_recording() {
     let named = layer.default_to_embedded(dir().join("SmolLM2-135M-Instruct.Q4_1.gguf"));
     assert_eq!(named.as_deref(), Some("embedded/smollm2-135m"));
     let out = replay_code_review(layer, "code-review.embedded.exchanges.json").await;
-    assert_eq!(out.status, RunStatus::Failed, "{:#?}", out.trail);
     assert!(
         out.trail.iter().all(|e| e
             .failure
@@ -182,8 +182,32 @@ async fn the_code_review_example_replays_its_embedded_model_recording() {
     }
     let refusal = last["error"]["message"].as_str().unwrap();
     assert!(refusal.contains("exceeds the context"), "{refusal}");
-    assert_eq!(out.state, last["state"].as_str().unwrap());
-    let failure = out.trail.last().and_then(|e| e.failure.as_ref()).unwrap();
+    let refused_in = last["state"].as_str().unwrap();
+    let fsm = code_review_fsm();
+    let failed = out
+        .trail
+        .iter()
+        .rev()
+        .find(|e| e.failure.is_some())
+        .unwrap();
+    assert_eq!(&*failed.from, refused_in);
+    match fsm
+        .state(refused_in)
+        .unwrap()
+        .settings
+        .on_failure
+        .as_deref()
+    {
+        Some(route) => {
+            assert_eq!(out.status, RunStatus::Completed, "{:#?}", out.trail);
+            assert_eq!(out.state, route);
+        }
+        None => {
+            assert_eq!(out.status, RunStatus::Failed, "{:#?}", out.trail);
+            assert_eq!(out.state, refused_in);
+        }
+    }
+    let failure = failed.failure.as_ref().unwrap();
     assert_eq!(failure.kind, FailureKind::Action);
     assert!(failure.message.contains(refusal), "{}", failure.message);
     // Both panel members answered, round after round.

@@ -17,7 +17,7 @@ use claij_llm::providers::HttpProvider;
 use claij_llm::{Decoding, LlmConfig, LlmLayer, ModelRequest, Provider};
 use serde_json::{Map, Value, json};
 
-use common::llama::LlamaServer;
+use claij_testkit::llama_server::LlamaServer;
 
 fn provider(base_url: &str) -> HttpProvider {
     HttpProvider {
@@ -34,7 +34,7 @@ fn provider(base_url: &str) -> HttpProvider {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openai_compatible_provider_talks_to_a_real_llama_cpp_server() {
-    let server = LlamaServer::start().await;
+    let server = LlamaServer::start();
     let p = provider(&server.base_url);
 
     // A plain answer, with usage.
@@ -134,7 +134,7 @@ max_tokens = 120
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_openai_compatible_answer_streams_piece_by_piece_from_a_real_llama_cpp_server() {
-    let server = LlamaServer::start().await;
+    let server = LlamaServer::start();
     let p = provider(&server.base_url);
     let request = ModelRequest {
         model: "smollm2".into(),

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::llama::LlamaServer;
+use claij_testkit::llama_server::LlamaServer;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -361,7 +361,7 @@ fn openai_strict_mode_sends_optionals_nullable_and_its_nulls_are_taken_out_of_th
 /// holds the answer to the facts' schema, so it validates on the first attempt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn triage_extracts_on_the_first_attempt_against_llama_cpp_python() {
-    let server = LlamaServer::start().await;
+    let server = LlamaServer::start();
     let config = claij_llm::LlmConfig::parse(
         &format!(
             r#"

@@ -6,6 +6,8 @@
 //! - [`TestStore`]: a throwaway store location on either backend — a SQLite file in a
 //!   temporary directory or a PostgreSQL test database — as the URL that
 //!   `claij_store::open` and `claij --store` take, so one test body can run on both.
+//! - [`llama_server::LlamaServer`]: llama-cpp-python's OpenAI-compatible server on a
+//!   GGUF file from the cache, on a free loopback port.
 //! - [`Rng`]: a small seeded random source, for tests that pick random points (kill
 //!   times, say) and must be reproducible from the seed they print.
 //!
@@ -13,6 +15,7 @@
 //! use it in its tests without a dependency cycle.
 
 pub mod cache;
+pub mod llama_server;
 pub mod postgres;
 pub mod postgres_tls;
 pub mod process;

@@ -736,6 +736,11 @@ pub(crate) struct PromptArgs {
     /// the system message (to measure what sharing saves).
     #[arg(long)]
     pub inline_schemas: bool,
+    /// The enforcement mode the model answers in (prompt, json_schema, tools, grammar):
+    /// `grammar` (the embedded model) leaves out the answer's template. Default: with
+    /// --trail, each step's recorded mode; else `grammar`, the embedded model's.
+    #[arg(long, value_name = "MODE")]
+    pub enforce: Option<claij_llm::Mode>,
 }
 
 #[cfg(test)]

@@ -419,3 +419,53 @@ fn an_embedded_model_in_claij_toml_uses_its_path() {
         "{message}"
     );
 }
+
+/// The triage example as Qwen2.5-Coder-1.5B behind llama-cpp-python's server answered it
+/// in `prompt` and in `json_schema` mode (recorded by default_model.rs on the real server;
+/// replayed here with no server): each request the projection makes now is one the
+/// recording holds, and the run routes the crash to the technical team on every first
+/// try.
+#[test]
+fn the_triage_replays_its_llama_cpp_server_recordings_in_both_modes() {
+    for (model, mode) in [("qwen-prompt", "prompt"), ("qwen-json", "json_schema")] {
+        let home = tempfile::tempdir().unwrap();
+        let trail = home.path().join("trail.jsonl");
+        let tape = format!("tests/llm/triage.{model}.exchanges.json");
+        let out = claij(
+            home.path(),
+            &[
+                "run",
+                "examples/triage.yaml",
+                "--config",
+                "tests/llm/qwen-server.toml",
+                "--model",
+                model,
+                "--replay",
+                &tape,
+                "--trail",
+                trail.to_str().unwrap(),
+                "--input",
+                "@examples/inputs/complaint.json",
+            ],
+        );
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{model}: {stderr}");
+        let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(result["id"], serde_json::json!(["technical", "done"]));
+        let entries: Vec<Value> = std::fs::read_to_string(&trail)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(
+            entries.iter().all(|e| e.get("failure").is_none()),
+            "{entries:#?}"
+        );
+        let steps: Vec<&Value> = entries
+            .iter()
+            .filter(|e| e.get("model").is_some())
+            .collect();
+        assert_eq!(steps.len(), 3);
+        assert!(steps.iter().all(|e| e["enforce"] == mode), "{steps:#?}");
+    }
+}

@@ -66,6 +66,7 @@ fn step(seq: u64, from: &str, to: &str, event: Value) -> TrailEntry {
         attempt: 1,
         model: None,
         usage: None,
+        enforce: None,
         duration_ms: None,
         failure: None,
     }
@@ -177,7 +178,7 @@ fn user_messages_show_the_input_schema_and_the_document() {
 }
 
 #[test]
-fn the_request_gives_prompts_then_routes_then_the_output_schema() {
+fn the_request_gives_prompts_then_routes_then_the_output_schema_then_the_answer_s_shape() {
     let fsm = fsm();
     let opts = PromptOptions::default();
     let t = task_message(&fsm, "asker", fsm.transition("tool", "asker"), &opts);
@@ -186,7 +187,10 @@ fn the_request_gives_prompts_then_routes_then_the_output_schema() {
     assert!(at("BACK-PROMPT") < at("must be one of"));
     let expected = format!(
         "\nIt must satisfy the option of this OUTPUT-SCHEMA whose `id` it carries:\n\
-             OUTPUT-SCHEMA: {{\"oneOf\":[{},{}]}}",
+             OUTPUT-SCHEMA: {{\"oneOf\":[{},{}]}}\n\
+             An answer looks like this, each <…> replaced by a value:\n\
+             {{\"arg\": \"<text>\", \"id\": [\"asker\",\"tool\"]}}\n\
+             {{\"answer\": \"<text>\", \"id\": [\"asker\",\"done\"]}}",
         effective(&fsm, "asker", "tool"),
         effective(&fsm, "asker", "done"),
     );
@@ -195,7 +199,9 @@ fn the_request_gives_prompts_then_routes_then_the_output_schema() {
     // One way out: its schema alone.
     let one = task_message(&fsm, "tool", None, &opts);
     let expected = format!(
-        "\nIt must satisfy this OUTPUT-SCHEMA:\nOUTPUT-SCHEMA: {}",
+        "\nIt must satisfy this OUTPUT-SCHEMA:\nOUTPUT-SCHEMA: {}\n\
+         An answer looks like this, each <…> replaced by a value:\n\
+         {{\"thing\": {{\"n\": <integer>}}, \"id\": [\"tool\",\"asker\"]}}",
         effective(&fsm, "tool", "asker"),
     );
     assert!(one.ends_with(&expected), "{one}");
@@ -354,7 +360,7 @@ fn omitted_transitions_are_skipped_but_failures_never() {
 }
 
 #[test]
-fn failures_show_errors_rejected_output_and_expected_schema() {
+fn failures_show_errors_and_rejected_output_and_point_at_the_request_s_schema() {
     let fsm = fsm();
     let trail = [
         hop(0, "start", "asker", json!({"n": 1})),
@@ -372,29 +378,37 @@ fn failures_show_errors_rejected_output_and_expected_schema() {
         roles(&m),
         [Role::System, Role::User, Role::User, Role::User, Role::User]
     );
-    assert!(m[2].content.contains("STATE-PROMPT"));
+    // The request states the OUTPUT-SCHEMA, once.
     let expected_schema = format!(
         "{{\"oneOf\":[{},{}]}}",
         effective(&fsm, "asker", "tool"),
         effective(&fsm, "asker", "done"),
     );
+    assert!(m[2].content.contains("STATE-PROMPT"));
+    assert!(m[2].content.contains(&expected_schema));
     let f = &m[3].content;
     assert_eq!(
         *f,
-        format!(
-            "FAILURE (validation, attempt 2): the answer was rejected\n\
-                 ERRORS:\n\
-                 - at /arg: 5 is not of type \"string\"\n\
-                 - at /: \"extra\" is required\n\
-                 REJECTED-OUTPUT: {{\"id\":[\"asker\",\"tool\"],\"arg\":5}}\n\
-                 OUTPUT-SCHEMA: {expected_schema}\n\
-                 Answer again with exactly one JSON object that satisfies OUTPUT-SCHEMA."
-        )
+        "FAILURE (validation, attempt 2): the answer was rejected\n\
+         ERRORS:\n\
+         - at /arg: 5 is not of type \"string\"\n\
+         - at /: \"extra\" is required\n\
+         REJECTED-OUTPUT: {\"id\":[\"asker\",\"tool\"],\"arg\":5}\n\
+         Answer again with exactly one JSON object that satisfies the OUTPUT-SCHEMA of the \
+         request above."
     );
     // No output, no REJECTED-OUTPUT line.
     assert!(m[4].content.starts_with("FAILURE (parse, attempt 2)"));
     assert!(!m[4].content.contains("REJECTED-OUTPUT"));
-    assert!(m[4].content.ends_with("satisfies OUTPUT-SCHEMA."));
+    assert!(m[4].content.ends_with("the request above."));
+    let said = m
+        .iter()
+        .filter(|x| x.content.contains(&expected_schema))
+        .count();
+    assert_eq!(
+        said, 1,
+        "the OUTPUT-SCHEMA once, however many attempts fail"
+    );
 }
 
 #[test]
@@ -586,6 +600,7 @@ fn dynamic_schemas_are_resolved_or_named() {
     let provider = Provider;
     let opts = PromptOptions {
         dynamic: Some(&provider),
+        constrained: false,
     };
     let resolved = trail_to_prompts(&fsm, &trail, "a", &opts);
     assert!(
@@ -608,4 +623,109 @@ fn messages_serialise_with_lowercase_roles() {
     let back: Message = serde_json::from_value(json!({"role": "system", "content": "x"})).unwrap();
     assert_eq!(back, Message::system("x"));
     assert_eq!(Role::User.to_string(), "user");
+}
+
+#[test]
+fn the_request_shows_what_an_answer_looks_like_with_shared_definitions_followed() {
+    let doc = crate::load_str(
+        "s.yaml",
+        r##"
+id: s
+schemas:
+  facts:
+    type: object
+    required: [customer, urgency]
+    properties:
+      customer: {type: string, description: "The customer's name, or \"unknown\""}
+      urgency: {enum: [low, high]}
+states:
+  - {id: extract, action: llm}
+  - {id: route, action: llm}
+  - {id: a, action: end}
+  - {id: b, action: end}
+xitions:
+  - id: [start, extract]
+  - id: [extract, route]
+    schema: {$ref: "#/$defs/facts"}
+  - id: [route, a]
+    schema: {type: object, required: [reason], properties: {reason: {type: string}}}
+  - id: [route, b]
+    schema: {type: object, required: [reason], properties: {reason: {type: string}}}
+"##,
+        &BuiltinNames,
+    )
+    .unwrap();
+    let opts = PromptOptions::default();
+    let extract = task_message(&doc, "extract", None, &opts);
+    // The shared definition's fields at the top level (not nested under its name), the
+    // `id` last and exact.
+    assert!(
+        extract.ends_with(
+            "An answer looks like this, each <…> replaced by a value:\n\
+             {\"customer\": \"<The customer's name, or 'unknown'>\", \"urgency\": \"low\" | \"high\", \
+             \"id\": [\"extract\",\"route\"]}"
+        ),
+        "{extract}"
+    );
+    // Routes that differ only by their `id`: one template, the `id` a placeholder.
+    let route = task_message(&doc, "route", None, &opts);
+    assert!(
+        route.ends_with("\n{\"reason\": \"<text>\", \"id\": <one of the ids above>}"),
+        "{route}"
+    );
+}
+
+#[test]
+fn routes_of_different_shapes_get_a_template_each() {
+    let doc = crate::load_str(
+        "p.yaml",
+        r#"
+id: p
+states:
+  - {id: extract, action: llm}
+  - {id: adult, action: end}
+  - {id: minor, action: end}
+xitions:
+  - id: [start, extract]
+  - id: [extract, adult]
+    schema:
+      type: object
+      required: [age, tags]
+      properties:
+        age: {type: integer, minimum: 18, description: Age in years}
+        tags: {type: array, items: {type: string}}
+        note: {type: [string, "null"]}
+        ok: {type: boolean}
+  - id: [extract, minor]
+    schema: {type: object, required: [age], properties: {age: {type: integer, maximum: 17}}}
+"#,
+        &BuiltinNames,
+    )
+    .unwrap();
+    let t = task_message(&doc, "extract", None, &PromptOptions::default());
+    let shapes = t.split("replaced by a value:\n").nth(1).unwrap();
+    assert_eq!(
+        shapes,
+        "{\"age\": <integer ≥ 18: Age in years>, \"tags\": [\"<text>\", …], \
+         \"note\": \"<text>\" | null, \"ok\": true | false, \"id\": [\"extract\",\"adult\"]}\n\
+         {\"age\": <integer ≤ 17>, \"id\": [\"extract\",\"minor\"]}"
+    );
+}
+
+#[test]
+fn a_constrained_answer_s_request_leaves_out_the_template() {
+    let fsm = fsm();
+    let shown = task_message(&fsm, "asker", None, &PromptOptions::default());
+    let constrained = PromptOptions {
+        constrained: true,
+        ..PromptOptions::default()
+    };
+    let left_out = task_message(&fsm, "asker", None, &constrained);
+    assert!(shown.contains("An answer looks like this"), "{shown}");
+    assert!(
+        !left_out.contains("An answer looks like this"),
+        "{left_out}"
+    );
+    // Everything else is the same.
+    assert!(shown.starts_with(&left_out));
 }

@@ -64,6 +64,7 @@ async fn interrupt_one(store: &dyn RunStore, run_id: &str) -> Result<RunRecord, 
         attempt,
         model: None,
         usage: None,
+        enforce: None,
         duration_ms: None,
         failure: Some(Box::new(Failure {
             kind: FailureKind::Interrupted,

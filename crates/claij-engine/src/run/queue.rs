@@ -5,6 +5,7 @@
 //! [`RunStore::claim_due`](claij_core::store::RunStore::claim_due) and
 //! [`Engine::continue_claimed`].
 
+use crate::drive::CallRecord;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -135,7 +136,7 @@ impl Engine {
             .resumed_state(&fsm, &record, store.clone(), &owner, lease, &options)
             .await?;
         let attempt = run.attempts_here() + 1;
-        run.append_full(t, input, attempt, None, None, None, None);
+        run.append_full(t, input, attempt, CallRecord::default(), None, None);
         let to = fsm.transitions[t].to.to_string();
         run.hand_back(&to).await?;
         // Workers hear of it now; if the notice is lost, they find it at their next poll.

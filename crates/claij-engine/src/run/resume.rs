@@ -2,6 +2,7 @@
 //! an expired wait, or takes over a run whose process died, and wakes the parent of a
 //! child run that ends.
 
+use crate::drive::CallRecord;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -288,7 +289,7 @@ impl Engine {
                 })?;
             let attempt = run.attempts_here() + 1;
             if let Some((t, input)) = given {
-                run.append_full(t, input, attempt, None, None, None, None);
+                run.append_full(t, input, attempt, CallRecord::default(), None, None);
                 return Ok(run.drive(t, 1).await?);
             }
             let expired = wait.expires_at.is_some_and(|at| at <= now);
@@ -312,7 +313,7 @@ impl Engine {
                             "failure": failure,
                             "state": &*state.id,
                         });
-                        run.append_full(t, event, attempt, None, None, None, None);
+                        run.append_full(t, event, attempt, CallRecord::default(), None, None);
                         Ok(run.drive(t, 1).await?)
                     }
                     None => Ok(run.fail_here(state).await?),

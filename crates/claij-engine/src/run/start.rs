@@ -1,6 +1,7 @@
 //! Starting a run: [`Engine::run`] picks the entry transition of the input, validates
 //! it, creates the run (in its store, with the definition stored once) and drives it.
 
+use crate::drive::CallRecord;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -63,7 +64,7 @@ impl Engine {
             e.seq = seq as u64;
         }
         let mut run = self.run_state(fsm, run_id, trail, context, deadline, &options);
-        run.append_full(entry, input, 1, None, None, None, None);
+        run.append_full(entry, input, 1, CallRecord::default(), None, None);
         if let Some(durable) = &run.durable {
             self.store_definition(durable.store.as_ref(), fsm).await?;
             let now = SystemTime::now();

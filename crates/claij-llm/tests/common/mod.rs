@@ -4,8 +4,6 @@
 
 #![allow(dead_code)]
 
-pub(crate) mod llama;
-
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 

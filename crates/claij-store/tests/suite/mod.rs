@@ -129,6 +129,7 @@ fn entry(seq: u64, event: Value) -> TrailEntry {
                 ..Usage::default()
             })
         }),
+        enforce: None,
         duration_ms: Some(seq * 7),
         failure: failed.then(|| {
             Box::new(Failure {

@@ -6,6 +6,7 @@ use anyhow::{Context, bail};
 use claij_core::prompts::{PromptOptions, trail_to_prompts};
 use claij_core::{Fsm, TrailEntry};
 use claij_engine::Engine;
+use claij_llm::Mode;
 use claij_llm::tokens::{count_tokens, total};
 use serde_json::Value;
 
@@ -27,6 +28,7 @@ pub(super) fn prompt(engine: &Engine, args: &PromptArgs) -> anyhow::Result<u8> {
     }
     let opts = PromptOptions {
         dynamic: Some(engine.registry()),
+        constrained: args.enforce.unwrap_or(Mode::Grammar) == Mode::Grammar,
     };
     if let Some(path) = &args.trail {
         let text = std::fs::read_to_string(path)
@@ -53,7 +55,19 @@ pub(super) fn prompt(engine: &Engine, args: &PromptArgs) -> anyhow::Result<u8> {
             })
             .map(|(i, _)| i)
             .collect();
-        let prompt_of = |i: usize| trail_to_prompts(&fsm, &trail[..i], &trail[i].from, &opts);
+        // Each step as it was asked: in the mode its entry records, unless --enforce says.
+        let prompt_of = |i: usize| {
+            let recorded = trail[i]
+                .enforce
+                .as_deref()
+                .and_then(|m| m.parse::<Mode>().ok());
+            let mode = args.enforce.or(recorded).unwrap_or(Mode::Grammar);
+            let opts = PromptOptions {
+                constrained: mode == Mode::Grammar,
+                ..opts
+            };
+            trail_to_prompts(&fsm, &trail[..i], &trail[i].from, &opts)
+        };
         if let Some(n) = args.step {
             let Some(&i) = n.checked_sub(1).and_then(|k| steps.get(k)) else {
                 bail!(
@@ -141,6 +155,7 @@ fn entry_of(fsm: &Fsm, mut event: Value) -> anyhow::Result<TrailEntry> {
         attempt: 1,
         model: None,
         usage: None,
+        enforce: None,
         duration_ms: None,
         failure: None,
     })
