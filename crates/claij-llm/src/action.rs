@@ -233,6 +233,27 @@ impl LlmAction {
     }
 }
 
+/// The model and the mode a state's first attempt uses, chosen as the `llm` action
+/// chooses them with no `llm` field in the event and no failure yet: the state's
+/// `config.model` > the run's > the default, and the state's `enforce` > the model's >
+/// the best its provider supports (what `claij prompt` shows).
+pub fn first_choice(
+    layer: &LlmLayer,
+    state_config: &Value,
+) -> Result<(ResolvedModel, Mode), String> {
+    let config: LlmStateConfig = serde_json::from_value(state_config.clone())
+        .map_err(|e| format!("bad `llm` config: {e}"))?;
+    let model = match &config.model {
+        Some(name) => layer.resolve(name)?,
+        None => layer.run_or_default()?,
+    };
+    let mode = model
+        .provider
+        .capabilities()
+        .usable(config.enforce.or(model.enforce));
+    Ok((model, mode))
+}
+
 /// The transitions a model is offered: those leaving the state not marked `omit` (all of
 /// them when every one is), each with its effective schema.
 fn shown_routes<'a>(input: &ActionInput<'a>) -> Result<Vec<Route<'a>>, ActionError> {

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use claij_core::prompts::Message;
 use claij_engine::{BoxFuture, TextSink};
 
 use crate::enforce::Mode;
@@ -110,6 +111,17 @@ pub trait Provider: Send + Sync {
         on_text: TextSink,
     ) -> BoxFuture<'a, Result<ModelResponse, ProviderError>> {
         Box::pin(sent_whole(self.complete(request), on_text))
+    }
+
+    /// The prompt tokens `messages` make for this provider's model, by its own tokenizer
+    /// and chat template, one count per message (the last message's count includes the
+    /// priming of the reply), when the provider knows them — the embedded models do —;
+    /// `None` when it does not (an HTTP API counts only once it is called).
+    fn count_prompt_tokens<'a>(
+        &'a self,
+        _messages: &'a [Message],
+    ) -> BoxFuture<'a, Option<Result<Vec<usize>, ProviderError>>> {
+        Box::pin(async { None })
     }
 }
 

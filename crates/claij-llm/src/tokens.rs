@@ -1,6 +1,9 @@
-//! Counting prompt tokens with a real tokenizer (tiktoken's `o200k_base`, offline).
+//! Counting prompt tokens with a real tokenizer: the model's own where its provider knows
+//! it (the embedded models), else tiktoken's `o200k_base` (offline).
 
 use claij_core::prompts::Message;
+
+use crate::layer::ResolvedModel;
 
 /// Tokens of `messages` by `o200k_base`: each message's text plus 3 tokens of framing
 /// (role and separators, as OpenAI's chat format counts them), plus 3 for the reply's
@@ -18,4 +21,36 @@ pub fn count_tokens(messages: &[Message]) -> Option<Vec<usize>> {
 /// The total of [`count_tokens`], reply priming included.
 pub fn total(counts: &[usize]) -> usize {
     counts.iter().sum::<usize>() + 3
+}
+
+/// A prompt's tokens and what counted them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptTokens {
+    /// One count per message.
+    pub per_message: Vec<usize>,
+    /// The whole prompt's tokens (framing and the reply's priming included).
+    pub total: usize,
+    /// What counted them: a model's own tokenizer and chat template, or tiktoken.
+    pub tokenizer: String,
+}
+
+/// The prompt tokens of `messages` for `model`: by the model's own tokenizer and chat
+/// template when its provider knows them (the embedded models, their file fetched), else
+/// by tiktoken's `o200k_base` with chat framing ([`count_tokens`]).
+pub async fn count_for(model: Option<&ResolvedModel>, messages: &[Message]) -> PromptTokens {
+    if let Some(model) = model
+        && let Some(Ok(per_message)) = model.provider.count_prompt_tokens(messages).await
+    {
+        return PromptTokens {
+            total: per_message.iter().sum(),
+            per_message,
+            tokenizer: format!("{}'s own tokenizer and chat template", model.name),
+        };
+    }
+    let per_message = count_tokens(messages).unwrap_or_default();
+    PromptTokens {
+        total: total(&per_message),
+        per_message,
+        tokenizer: "tiktoken o200k_base, with chat framing".to_owned(),
+    }
 }

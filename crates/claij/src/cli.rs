@@ -738,9 +738,17 @@ pub(crate) struct PromptArgs {
     pub inline_schemas: bool,
     /// The enforcement mode the model answers in (prompt, json_schema, tools, grammar):
     /// `grammar` (the embedded model) leaves out the answer's template. Default: with
-    /// --trail, each step's recorded mode; else `grammar`, the embedded model's.
+    /// --trail, each step's recorded mode; else the mode the state's model would use.
     #[arg(long, value_name = "MODE")]
     pub enforce: Option<claij_llm::Mode>,
+    /// The run's model (as `claij run --model`): the model whose view and tokenizer are
+    /// shown for states that name none.
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// The model configuration (default: $CLAIJ_CONFIG, ./claij.toml,
+    /// ~/.config/claij/claij.toml).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 #[cfg(test)]

@@ -469,3 +469,107 @@ fn the_triage_replays_its_llama_cpp_server_recordings_in_both_modes() {
         assert!(steps.iter().all(|e| e["enforce"] == mode), "{steps:#?}");
     }
 }
+
+/// `claij prompt` counts an embedded model's prompt with the model's own tokenizer and
+/// chat template, and shows each state as the grammar-constrained model reads it (no
+/// answer template): every model step of a run on SmolLM2 counts exactly the prompt tokens
+/// the model itself reported for it (the trail's `usage`). A model behind an HTTP API is
+/// counted with tiktoken and shown with the template its `prompt` mode needs.
+#[test]
+fn prompt_counts_an_embedded_model_s_tokens_as_the_model_does() {
+    let model = claij_testkit::cache::embedded_model();
+    let home = tempfile::tempdir().unwrap();
+    let trail = home.path().join("run.jsonl");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_claij"))
+            .current_dir(repo())
+            .stdin(Stdio::null())
+            .env("CLAIJ_STORE", "memory")
+            .env("HOME", home.path())
+            .env("XDG_CONFIG_HOME", home.path())
+            .env("CLAIJ_EMBEDDED_MODEL", &model)
+            .env_remove("CLAIJ_CONFIG")
+            .env_remove("CLAIJ_MODEL")
+            .env_remove("OPENAI_API_KEY")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[
+        "run",
+        "examples/triage.yaml",
+        "--trail",
+        trail.to_str().unwrap(),
+        "--input",
+        "@examples/inputs/complaint.json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let reported: Vec<u64> = std::fs::read_to_string(&trail)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e.get("model").is_some())
+        .map(|e| e["usage"]["input_tokens"].as_u64().unwrap())
+        .collect();
+    assert_eq!(reported.len(), 3, "extract, route, summary");
+
+    let out = run(&[
+        "prompt",
+        "examples/triage.yaml",
+        "--trail",
+        trail.to_str().unwrap(),
+    ]);
+    let table = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let counted: Vec<u64> = table
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.starts_with("total"))
+        .map(|l| l.split_whitespace().last().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(counted, reported, "{table}");
+    assert!(
+        table.contains("embedded/smollm2-135m's own tokenizer and chat template"),
+        "{table}"
+    );
+
+    // One state's messages: no template for the grammar; per-message counts add up.
+    let out = run(&["prompt", "examples/triage.yaml", "--state", "route"]);
+    let shown = text(&out.stdout);
+    assert!(!shown.contains("An answer looks like this"), "{shown}");
+    let per_message: u64 = shown
+        .lines()
+        .filter_map(|l| l.strip_prefix("── "))
+        .map(|l| {
+            let n = l
+                .split('(')
+                .nth(1)
+                .unwrap()
+                .split_whitespace()
+                .next()
+                .unwrap();
+            n.parse::<u64>().unwrap()
+        })
+        .sum();
+    let total_line = shown.lines().find(|l| l.starts_with("total: ")).unwrap();
+    let total: u64 = total_line
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(per_message, total, "{shown}");
+
+    // The same state for a model behind an OpenAI-compatible server in `prompt` mode.
+    let out = run(&[
+        "prompt",
+        "examples/triage.yaml",
+        "--state",
+        "route",
+        "--config",
+        "tests/llm/qwen-server.toml",
+    ]);
+    let served = text(&out.stdout);
+    assert!(served.contains("An answer looks like this"), "{served}");
+    assert!(served.contains("(tiktoken o200k_base"), "{served}");
+}

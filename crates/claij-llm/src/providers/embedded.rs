@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use claij_core::prompts::Message;
 use claij_embedded::{Constraint, GenerateOptions, LocalModel};
 use claij_engine::{BoxFuture, TextSink};
 use sha2::{Digest, Sha256};
@@ -87,18 +88,12 @@ fn options(request: &ModelRequest) -> GenerateOptions {
     }
 }
 
-/// One generation, on the calling (blocking) thread.
-fn generate(
+/// The model, loaded from `path` on first use and kept in `slot`.
+fn ensure_loaded<'m>(
     path: &Path,
-    loaded: &Mutex<Loaded>,
-    request: &ModelRequest,
-    on_text: Option<&TextSink>,
-) -> Result<ModelResponse, ProviderError> {
-    let mut guard = loaded
-        .lock()
-        .map_err(|_| permanent("an earlier generation panicked".to_owned()))?;
-    let Loaded { model, constraints } = &mut *guard;
-    if model.is_none() {
+    slot: &'m mut Option<LocalModel>,
+) -> Result<&'m mut LocalModel, ProviderError> {
+    if slot.is_none() {
         if !path.exists() {
             return Err(permanent(format!(
                 "the embedded model file {} is missing: run `claij model fetch` (or set ${EMBEDDED_MODEL_ENV} to a GGUF file)",
@@ -112,11 +107,49 @@ fn generate(
             load_ms = m.load_duration().as_millis() as u64,
             "the embedded model is loaded"
         );
-        *model = Some(m);
+        *slot = Some(m);
     }
-    let Some(model) = model.as_mut() else {
-        return Err(permanent("the embedded model is not loaded".to_owned()));
-    };
+    slot.as_mut()
+        .ok_or_else(|| permanent("the embedded model is not loaded".to_owned()))
+}
+
+/// The prompt tokens of each message: the conversation rendered by the model's chat
+/// template one message longer at a time and tokenized, each message counting what it
+/// adds (the template's reply priming goes with the last one, as in a generation).
+fn count_prompt_tokens(
+    path: &Path,
+    loaded: &Mutex<Loaded>,
+    messages: &[Message],
+) -> Result<Vec<usize>, ProviderError> {
+    let mut guard = loaded
+        .lock()
+        .map_err(|_| permanent("an earlier generation panicked".to_owned()))?;
+    let model = ensure_loaded(path, &mut guard.model)?;
+    let mut counts = Vec::with_capacity(messages.len());
+    let mut before = 0;
+    for end in 1..=messages.len() {
+        let text = model
+            .render(&messages[..end])
+            .map_err(|e| permanent(e.to_string()))?;
+        let total = model.tokenize(&text).len();
+        counts.push(total.saturating_sub(before));
+        before = total;
+    }
+    Ok(counts)
+}
+
+/// One generation, on the calling (blocking) thread.
+fn generate(
+    path: &Path,
+    loaded: &Mutex<Loaded>,
+    request: &ModelRequest,
+    on_text: Option<&TextSink>,
+) -> Result<ModelResponse, ProviderError> {
+    let mut guard = loaded
+        .lock()
+        .map_err(|_| permanent("an earlier generation panicked".to_owned()))?;
+    let Loaded { model, constraints } = &mut *guard;
+    let model = ensure_loaded(path, model)?;
     let constraint = match request.enforcement.mode {
         Mode::Grammar => {
             let schema = &request.enforcement.schema;
@@ -196,6 +229,23 @@ impl Provider for EmbeddedProvider {
         on_text: TextSink,
     ) -> BoxFuture<'a, Result<ModelResponse, ProviderError>> {
         self.generate_on_a_thread(request, Some(on_text))
+    }
+
+    fn count_prompt_tokens<'a>(
+        &'a self,
+        messages: &'a [Message],
+    ) -> BoxFuture<'a, Option<Result<Vec<usize>, ProviderError>>> {
+        Box::pin(async move {
+            let path = self.path.clone();
+            let loaded = Arc::clone(&self.loaded);
+            let messages = messages.to_vec();
+            let counted =
+                tokio::task::spawn_blocking(move || count_prompt_tokens(&path, &loaded, &messages))
+                    .await
+                    .map_err(|e| permanent(format!("the counting thread failed: {e}")))
+                    .and_then(|r| r);
+            Some(counted)
+        })
     }
 }
 

@@ -36,7 +36,10 @@ pub(crate) async fn dispatch(cli: Cli) -> u8 {
             format,
             output,
         } => Ok(graph::graph(&engine, &file, format, output.as_deref())),
-        Command::Prompt(args) => prompt::prompt(&engine, &args),
+        Command::Prompt(args) => match run::prompt_layer(&args) {
+            Ok(layer) => prompt::prompt(&engine, &layer, &args).await,
+            Err(e) => return usage(e),
+        },
         Command::Schema => {
             println!("{}", claij_core::META_SCHEMA.trim_end());
             Ok(EXIT_OK)

@@ -6,16 +6,22 @@ use anyhow::{Context, bail};
 use claij_core::prompts::{PromptOptions, trail_to_prompts};
 use claij_core::{Fsm, TrailEntry};
 use claij_engine::Engine;
-use claij_llm::Mode;
-use claij_llm::tokens::{count_tokens, total};
+use claij_llm::tokens::count_for;
+use claij_llm::{LlmLayer, Mode, ResolvedModel};
 use serde_json::Value;
 
 use super::load;
 use crate::cli::PromptArgs;
 use crate::{EXIT_OK, EXIT_USAGE, input};
 
-/// Runs `claij prompt`.
-pub(super) fn prompt(engine: &Engine, args: &PromptArgs) -> anyhow::Result<u8> {
+/// Runs `claij prompt`: the engine reads the document; `layer` (the model configuration,
+/// the run's model, the embedded default) says which model a state uses, so the request
+/// is shown as that model reads it and counted by its own tokenizer where known.
+pub(super) async fn prompt(
+    engine: &Engine,
+    layer: &LlmLayer,
+    args: &PromptArgs,
+) -> anyhow::Result<u8> {
     let mut fsm = match load(engine, &args.file) {
         Ok(fsm) => fsm,
         Err(d) => {
@@ -28,7 +34,13 @@ pub(super) fn prompt(engine: &Engine, args: &PromptArgs) -> anyhow::Result<u8> {
     }
     let opts = PromptOptions {
         dynamic: Some(engine.registry()),
-        constrained: args.enforce.unwrap_or(Mode::Grammar) == Mode::Grammar,
+        constrained: false,
+    };
+    // The model and mode a state's first attempt uses (None: no model configured, and
+    // the request is shown as a model without a grammar reads it).
+    let choice = |state: &str| {
+        fsm.state(state)
+            .and_then(|s| claij_llm::action::first_choice(layer, &s.config).ok())
     };
     if let Some(path) = &args.trail {
         let text = std::fs::read_to_string(path)
@@ -55,18 +67,30 @@ pub(super) fn prompt(engine: &Engine, args: &PromptArgs) -> anyhow::Result<u8> {
             })
             .map(|(i, _)| i)
             .collect();
-        // Each step as it was asked: in the mode its entry records, unless --enforce says.
-        let prompt_of = |i: usize| {
-            let recorded = trail[i]
+        // Each step as it was asked: by the model and in the mode its entry records
+        // (--enforce overrides the mode), else as the state's first attempt would be.
+        let step_of = |i: usize| {
+            let entry = &trail[i];
+            let chosen = choice(&entry.from);
+            let model = entry
+                .model
+                .as_deref()
+                .and_then(|m| layer.resolve(m).ok())
+                .or_else(|| chosen.as_ref().map(|(m, _)| m.clone()));
+            let recorded = entry
                 .enforce
                 .as_deref()
                 .and_then(|m| m.parse::<Mode>().ok());
-            let mode = args.enforce.or(recorded).unwrap_or(Mode::Grammar);
+            let mode = args
+                .enforce
+                .or(recorded)
+                .or_else(|| chosen.as_ref().map(|(_, m)| *m));
             let opts = PromptOptions {
-                constrained: mode == Mode::Grammar,
+                constrained: mode == Some(Mode::Grammar),
                 ..opts
             };
-            trail_to_prompts(&fsm, &trail[..i], &trail[i].from, &opts)
+            let messages = trail_to_prompts(&fsm, &trail[..i], &entry.from, &opts);
+            (messages, model)
         };
         if let Some(n) = args.step {
             let Some(&i) = n.checked_sub(1).and_then(|k| steps.get(k)) else {
@@ -75,25 +99,35 @@ pub(super) fn prompt(engine: &Engine, args: &PromptArgs) -> anyhow::Result<u8> {
                     steps.len()
                 );
             };
-            print_messages(&prompt_of(i))?;
+            let (messages, model) = step_of(i);
+            print_messages(&messages, model.as_ref()).await?;
             return Ok(EXIT_OK);
         }
         out!("step  seq  state                 messages  prompt tokens")?;
         let mut sum = 0;
+        let mut tokenizers = std::collections::BTreeSet::new();
         for (step, &i) in steps.iter().enumerate() {
-            let messages = prompt_of(i);
-            let tokens = total(&count_tokens(&messages).unwrap_or_default());
-            sum += tokens;
+            let (messages, model) = step_of(i);
+            let counted = count_for(model.as_ref(), &messages).await;
+            sum += counted.total;
+            tokenizers.insert(counted.tokenizer);
             out!(
-                "{:>4}  {:>3}  {:<20}  {:>8}  {tokens:>13}",
+                "{:>4}  {:>3}  {:<20}  {:>8}  {:>13}",
                 step + 1,
                 trail[i].seq,
                 trail[i].from,
-                messages.len()
+                messages.len(),
+                counted.total
             )?;
         }
+        let by = tokenizers.into_iter().collect::<Vec<_>>().join("; ");
+        let by = if by.is_empty() {
+            by
+        } else {
+            format!(" ({by})")
+        };
         out!(
-            "total prompt tokens over {} model step(s): {sum}",
+            "total prompt tokens over {} model step(s): {sum}{by}",
             steps.len()
         )?;
         return Ok(EXIT_OK);
@@ -107,21 +141,31 @@ pub(super) fn prompt(engine: &Engine, args: &PromptArgs) -> anyhow::Result<u8> {
     if fsm.state(&state).is_none() {
         bail!("no state `{state}` in {}", args.file.display());
     }
+    let chosen = choice(&state);
+    let mode = args.enforce.or_else(|| chosen.as_ref().map(|(_, m)| *m));
+    let opts = PromptOptions {
+        constrained: mode == Some(Mode::Grammar),
+        ..opts
+    };
     let messages = trail_to_prompts(&fsm, std::slice::from_ref(&entry), &state, &opts);
-    print_messages(&messages)?;
+    print_messages(&messages, chosen.as_ref().map(|(m, _)| m)).await?;
     Ok(EXIT_OK)
 }
 
-/// Prints each message with its role and token count, then the total.
-fn print_messages(messages: &[claij_core::prompts::Message]) -> anyhow::Result<()> {
-    let counts = count_tokens(messages).unwrap_or_default();
-    for (m, n) in messages.iter().zip(&counts) {
+/// Prints each message with its role and token count, then the total and what counted.
+async fn print_messages(
+    messages: &[claij_core::prompts::Message],
+    model: Option<&ResolvedModel>,
+) -> anyhow::Result<()> {
+    let counted = count_for(model, messages).await;
+    for (m, n) in messages.iter().zip(&counted.per_message) {
         out!("── {} ({n} tokens) ──\n{}\n", m.role, m.content)?;
     }
     out!(
-        "total: {} tokens in {} message(s) (tiktoken o200k_base, with chat framing)",
-        total(&counts),
-        messages.len()
+        "total: {} tokens in {} message(s) ({})",
+        counted.total,
+        messages.len(),
+        counted.tokenizer
     )?;
     Ok(())
 }

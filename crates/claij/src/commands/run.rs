@@ -59,6 +59,15 @@ fn llm_layer(args: &crate::cli::LlmArgs) -> anyhow::Result<(claij_llm::LlmLayer,
     Ok((layer, embedded))
 }
 
+/// The model layer of `claij prompt`: the configuration from --config or the documented
+/// places, the run's model (--model), the embedded default when nothing is configured.
+pub(super) fn prompt_layer(args: &crate::cli::PromptArgs) -> anyhow::Result<claij_llm::LlmLayer> {
+    let mut layer = claij_llm::LlmLayer::discover(args.config.as_deref())?;
+    layer.set_run_model(args.model.clone());
+    layer.default_to_embedded(default_model_file());
+    Ok(layer)
+}
+
 /// Runs the FSM in `args.file`.
 pub(super) async fn run(args: RunArgs) -> u8 {
     let store = match store::open(&args.store).await {
