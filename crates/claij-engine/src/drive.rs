@@ -191,7 +191,7 @@ impl<'e> RunState<'e> {
                             retryable,
                             call,
                         } => {
-                            self.append_failure_with_usage(
+                            self.append_failure(
                                 state,
                                 output,
                                 failure.clone(),
@@ -218,7 +218,7 @@ impl<'e> RunState<'e> {
                                     errors: Vec::new(),
                                     attempt,
                                 },
-                                None,
+                                CallRecord::default(),
                                 Some(duration),
                             );
                             ending = Some((RunStatus::Interrupted, None));
@@ -244,7 +244,7 @@ impl<'e> RunState<'e> {
                                 state,
                                 Value::Null,
                                 failure.clone(),
-                                None,
+                                CallRecord::default(),
                                 Some(duration),
                             );
                             // The deadline is a failure like any other: its `on_failure` route
@@ -660,23 +660,8 @@ impl<'e> RunState<'e> {
         self.push(entry);
     }
 
+    /// Appends a failed attempt of `state`, with the model call behind it (if any).
     pub(crate) fn append_failure(
-        &mut self,
-        state: &State,
-        output: Value,
-        failure: Failure,
-        model: Option<String>,
-        duration: Option<Duration>,
-    ) {
-        let call = CallRecord {
-            model,
-            ..CallRecord::default()
-        };
-        self.append_failure_with_usage(state, output, failure, call, duration);
-    }
-
-    /// [`append_failure`](Self::append_failure) with the model call's usage.
-    pub(crate) fn append_failure_with_usage(
         &mut self,
         state: &State,
         output: Value,

@@ -301,7 +301,13 @@ impl Engine {
                     errors: Vec::new(),
                     attempt,
                 };
-                run.append_failure(state, Value::Null, failure.clone(), None, None);
+                run.append_failure(
+                    state,
+                    Value::Null,
+                    failure.clone(),
+                    CallRecord::default(),
+                    None,
+                );
                 let route = wait
                     .on_expiry
                     .as_deref()
@@ -333,7 +339,13 @@ impl Engine {
                     errors: Vec::new(),
                     attempt,
                 };
-                run.append_failure(state, Value::Null, failure.clone(), None, None);
+                run.append_failure(
+                    state,
+                    Value::Null,
+                    failure.clone(),
+                    CallRecord::default(),
+                    None,
+                );
                 // Its `on_failure` route is followed once, as in a running run.
                 run.deadline_routed = true;
                 return match run.on_failure_route(state, Some(failure)) {
