@@ -122,6 +122,9 @@ pub struct State {
     /// Example answers, shown to a model as earlier turns of the conversation (each
     /// checked on load against the schema of the transition it names).
     pub examples: Vec<Example>,
+    /// How the state's finished visits show in later prompts (`keep`), when the document
+    /// says; see [`Fsm::keep`] for the default.
+    pub keep: Option<Keep>,
     /// The action's configuration with the engine's own keys removed.
     pub config: Value,
     /// The engine's own keys from `config`.
@@ -137,6 +140,20 @@ impl State {
     pub fn is_terminal(&self) -> bool {
         &*self.action == END_ACTION
     }
+}
+
+/// How a state's finished visits show in the prompts of later steps (`keep` in the
+/// document). The trail keeps everything; only the projection changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Keep {
+    /// Everything: the request, every attempt, every tool round, the result.
+    Full,
+    /// The result only: the transition that left the state.
+    Result,
+    /// A one-paragraph summary of what happened inside (its tool calls, its failed
+    /// attempts), then the result.
+    Summary,
 }
 
 /// An example answer of a state: what the state's output looks like for an input.
@@ -213,6 +230,31 @@ impl Fsm {
     /// A state by id.
     pub fn state(&self, id: &str) -> Option<&State> {
         self.state_index.get(id).map(|&i| &self.states[i])
+    }
+
+    /// The `mcp` state of `state`'s tool-use loop: a state with action `mcp` that
+    /// `state` leads to and that leads back to `state` (the MCP hat's `S.mcp`, or one
+    /// written by hand).
+    pub fn tool_loop(&self, state: &str) -> Option<&State> {
+        self.outgoing(state)
+            .map(|t| &*t.to)
+            .filter(|to| *to != state)
+            .filter_map(|to| self.state(to))
+            .find(|h| {
+                &*h.action == crate::hat::MCP_ACTION && self.transition(&h.id, state).is_some()
+            })
+    }
+
+    /// How `state`'s finished visits show in later prompts: what the document says, else
+    /// [`Keep::Summary`] for a state with a [tool-use loop](Self::tool_loop) (its rounds,
+    /// file contents and all, would otherwise stay in every later prompt) and
+    /// [`Keep::Full`] for the others.
+    pub fn keep(&self, state: &str) -> Keep {
+        match self.state(state) {
+            Some(State { keep: Some(k), .. }) => *k,
+            _ if self.tool_loop(state).is_some() => Keep::Summary,
+            _ => Keep::Full,
+        }
     }
 
     /// The index of a state by id.

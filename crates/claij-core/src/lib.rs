@@ -46,14 +46,17 @@ pub mod trail;
 
 pub use diagnostic::{Diagnostic, Diagnostics, JsonPath, Problem};
 pub use fsm::{
-    DEFAULT_MAX_ATTEMPTS, END_ACTION, Example, Fsm, FsmSettings, START, State, StateIdx,
+    DEFAULT_MAX_ATTEMPTS, END_ACTION, Example, Fsm, FsmSettings, Keep, START, State, StateIdx,
     StateSettings, Transition, TransitionIdx, TransitionSchema, Trigger,
 };
 pub use graph::{to_dot, to_mermaid};
 pub use known_actions::{BuiltinNames, ConfigIssue, KnownActions};
 pub use load::{load_file, load_str, load_value};
 pub use metaschema::META_SCHEMA;
-pub use prompts::{Message, PromptOptions, Role, system_message, task_message, trail_to_prompts};
+pub use prompts::{
+    Message, Projection, PromptOptions, Role, project, system_message, task_message,
+    trail_to_prompts,
+};
 pub use schema::{CompiledSchema, DynamicSchemas, SchemaError, ValidationIssue};
 pub use store::{RunStatus, RunStore, StoreError};
 pub use trail::{Failure, FailureKind, TrailEntry, Usage};

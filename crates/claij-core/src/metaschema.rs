@@ -112,7 +112,7 @@ mod tests {
                 (
                     "$.states[0].descripton".to_owned(),
                     "unknown field `descripton` (a typo? fields starting with `x-` are free); \
-                     known fields: id, action, description, prompts, examples, config, servers"
+                     known fields: id, action, description, prompts, examples, keep, config, servers"
                 ),
                 (
                     "$.config.retries".to_owned(),

@@ -14,33 +14,52 @@
 //!    message, they are the same for every state, so they stay in the common prefix
 //!    (measured: as turns they cost a third of the answers they cost inside the request,
 //!    docs/EMBEDDED-MODEL.md);
-//! 3. one message per trail entry, in trail order ([`trail_to_prompts`]):
+//! 3. the run so far, visit by visit ([`project`]; a visit is what one state did from
+//!    entering it to leaving it: its attempts, the rounds of its tool-use loop — an `mcp`
+//!    state it calls and that answers back to it, [`Fsm::tool_loop`] — and the
+//!    transition that left it). Within a visit, one message per trail entry:
 //!    - a transition whose `[from, to]` is marked `omit` is skipped;
 //!    - a transition produced by an `llm` state is an **assistant** message: the event as
-//!      compact JSON, preceded by the request it answered (the state's [`task_message`]
-//!      as it was then) when it is the first attempt of that visit of the state;
-//!    - any other transition (the input from `start`, a tool's or a person's answer) is a
-//!      **user** message with `INPUT-SCHEMA:` (the transition's effective schema) and
+//!      compact JSON; a model's visit starts with the request it answered (the state's
+//!      [`task_message`] as it was then), said once however many attempts and tool
+//!      rounds follow;
+//!    - a tool result inside the loop is a **user** message with its `DOCUMENT:` and a
+//!      line asking to go on with the request above (or, once the loop's
+//!      [`max_tool_rounds`](PromptOptions::max_tool_rounds) are used up, to answer now);
+//!    - any other transition (the input from `start`, a person's answer) is a **user**
+//!      message with `INPUT-SCHEMA:` (the transition's effective schema) and
 //!      `DOCUMENT:` (the event);
 //!    - a failure is a **user** message with `FAILURE:`, its `ERRORS:` (each located) and
 //!      the `REJECTED-OUTPUT:` (when there was one); a model's failure ends with a request
 //!      to answer again to the request above it — the OUTPUT-SCHEMA is stated once, in that
-//!      request, not by every failure. Failures are never skipped; a model's failed first
-//!      attempt is preceded by its request too.
+//!      request, not by every failure.
+//!
+//!    A finished visit shows as its state's [`Keep`](crate::fsm::Keep) says: in full, as
+//!    a one-line summary of its tool calls and failed attempts then its result, or as
+//!    its result alone (history.rs). The trail keeps everything; only what later steps
+//!    read changes.
 //! 4. for an `llm` state, one more **user** message, the request ([`task_message`]): the
 //!    state's prompts, its input transition's prompts, the `id` values the answer may
 //!    carry, each with its transition's description, the `OUTPUT-SCHEMA` it must
 //!    satisfy, and what such an answer looks like (a template: its fields in order, each
 //!    a placeholder, its `id` last; `prompts/shape.rs`; not when the answer is
-//!    [`constrained`](PromptOptions::constrained) by a grammar). Left out when the last
-//!    entry is this state's failure, which asks again.
+//!    [`constrained`](PromptOptions::constrained) by a grammar). Left out while the
+//!    state's visit is under way (after its failure or its tool result), since the
+//!    request above still stands.
+//!
+//! The conversation is a [`Projection`]: a caller with a token budget
+//! (`max_prompt_tokens`) [shrinks](Projection::shrink) it, oldest history first —
+//! finished visits to their summary then their result, old tool rounds to their calls,
+//! then whole parts left out — never the system message, the state's input, its request,
+//! its latest tool round or its failures.
 //!
 //! What a state is asked comes last, next to the answer it asks for: small models answer
 //! the question at the end of a conversation (measured: routing after extraction at
 //! chance while the state's prompts were in the system message, docs/EMBEDDED-MODEL.md).
 //! And since the system message and every earlier message are rendered alike at every
-//! step, each step's conversation extends the previous one's, so an engine that keeps
-//! a prompt's prefix computed computes only what is new.
+//! step, each step's conversation extends the previous one's (unless a visit just left
+//! collapses, or a budget shrinks the history), so an engine that keeps a prompt's
+//! prefix computed computes only what is new.
 //!
 //! Schemas are written as compact JSON and refer to the shared schemas by
 //! `{"$ref": "#/$defs/NAME"}`, so those are sent once however long the run gets.
@@ -69,8 +88,8 @@
 //!   assistant's, anything else as a user `DOCUMENT` (failures with their reason), with
 //!   no schemas, which belong to the other FSM.
 //!
-//! Later work adds there: **MCP**, once a state is left, the traffic inside it (its tool
-//! loop) collapsed to what it produced.
+//! Visits, their forms and the tool loop's rounds are history.rs; the shrinkable
+//! conversation is projection.rs.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -155,6 +174,10 @@ pub struct PromptOptions<'a> {
     /// (measured on the labelled set: expense 6/12 instead of 12/12, the model copying the
     /// first of an enum's listed values; docs/EMBEDDED-MODEL.md).
     pub constrained: bool,
+    /// How many rounds a state's tool-use loop may make in one visit (the llm action's
+    /// `max_tool_rounds`): after the last, its result says to answer now instead of
+    /// asking to go on.
+    pub max_tool_rounds: Option<usize>,
 }
 
 impl fmt::Debug for PromptOptions<'_> {
@@ -162,6 +185,7 @@ impl fmt::Debug for PromptOptions<'_> {
         f.debug_struct("PromptOptions")
             .field("dynamic", &self.dynamic.map(|_| "<provider>"))
             .field("constrained", &self.constrained)
+            .field("max_tool_rounds", &self.max_tool_rounds)
             .finish()
     }
 }
@@ -272,55 +296,80 @@ fn write_task_message(
     out
 }
 
-/// The messages for a model answering in `state`: the [`system_message`], the states'
-/// example answers as earlier turns, one message per trail entry as the module documentation describes (each answer of a model
-/// preceded by the request it answered), and the [`task_message`] of `state` (entered
-/// through the last transition of `trail`, when that transition leads into `state`),
-/// unless the last entry is this state's failure, which asks again itself.
-///
-/// Cheap: entries are read in place, never cloned; each state's schema is rendered once
-/// per call however often it recurs.
+/// The messages for a model answering in `state`: [`project`]'s conversation, every part
+/// in the form it starts in.
 pub fn trail_to_prompts(
     fsm: &Fsm,
     trail: &[TrailEntry],
     state: &str,
     opts: &PromptOptions,
 ) -> Vec<Message> {
+    project(fsm, trail, state, opts).messages()
+}
+
+/// The conversation for a model answering in `state`, as the module documentation
+/// describes: the [`system_message`], the states' example answers as earlier turns, the
+/// run's history visit by visit (each finished visit as its state's [`Keep`](crate::fsm::Keep) says, the
+/// older rounds of the current tool-use loop collapsed to their calls), and the
+/// [`task_message`] of `state` (said once per visit, at its start; left out when the
+/// visit is under way, since its failures and tool results answer to the request
+/// above).
+///
+/// The [`Projection`] can [`shrink`](Projection::shrink) to fit a token budget.
+///
+/// Cheap: entries are read in place, never cloned; each state's schema is rendered once
+/// per call however often it recurs.
+pub fn project(fsm: &Fsm, trail: &[TrailEntry], state: &str, opts: &PromptOptions) -> Projection {
     let mut projector = Projector {
         fsm,
         opts,
         input_schemas: HashMap::new(),
         outputs: HashMap::new(),
     };
-    let mut messages = Vec::with_capacity(2 * trail.len() + 2);
-    messages.push(Message::system(system_message(fsm)));
-    push_example_turns(&mut messages, fsm);
-    // A chain: the entries before this FSM's first one are earlier runs' conversation.
-    let earlier = trail
+    let mut head = vec![Message::system(system_message(fsm))];
+    push_example_turns(&mut head, fsm);
+    let mut parts = vec![Part::fixed(head)];
+    let earlier = chain_prefix(fsm, trail);
+    parts.extend(
+        trail[..earlier]
+            .iter()
+            .filter_map(foreign_message)
+            .map(|m| Part::new(vec![m]).droppable(Vec::new())),
+    );
+    let visits = history::visits(fsm, &trail[earlier..]);
+    let under_way = visits.last().is_some_and(|v| !v.left && v.state == state);
+    // The visit whose result leads into `state`'s (current or next) visit: `state`'s
+    // input, which may collapse but never goes.
+    let input_visit = visits
+        .len()
+        .checked_sub(if under_way { 2 } else { 1 })
+        .filter(|&i| visits[i].last().to.as_deref() == Some(state));
+    let mut previous: Option<&TrailEntry> = None;
+    for (i, visit) in visits.iter().enumerate() {
+        let input = previous.and_then(|p| entered_through(fsm, p, visit.state));
+        if visit.left {
+            parts.push(projector.finished_visit(visit, input, input_visit == Some(i)));
+        } else {
+            parts.extend(projector.visit_under_way(visit, input));
+        }
+        previous = Some(visit.last());
+    }
+    if is_llm(fsm, state) && !under_way {
+        let input = previous.and_then(|p| entered_through(fsm, p, state));
+        parts.push(Part::fixed(vec![Message::user(
+            projector.task(state, input),
+        )]));
+    }
+    Projection::new(parts)
+}
+
+/// How many entries head `trail` before `fsm`'s first: a chain's earlier runs' entries,
+/// shown as that conversation was.
+fn chain_prefix(fsm: &Fsm, trail: &[TrailEntry]) -> usize {
+    trail
         .iter()
         .position(|e| e.fsm == fsm.id)
-        .unwrap_or_default();
-    messages.extend(trail[..earlier].iter().filter_map(foreign_message));
-    let mut previous: Option<&TrailEntry> = None;
-    for entry in &trail[earlier..] {
-        if let Some(message) = projector.entry_message(entry) {
-            // A model's first answer (or failed attempt) in a visit of its state: the
-            // request it answered comes first. Later attempts answer their failure.
-            let new_visit = previous.is_none_or(|p| p.failure.is_none() || p.from != entry.from);
-            if new_visit && is_llm(fsm, &entry.from) {
-                let input = previous.and_then(|p| entered_through(fsm, p, &entry.from));
-                messages.push(Message::user(projector.task(&entry.from, input)));
-            }
-            messages.push(message);
-        }
-        previous = Some(entry);
-    }
-    let retrying = previous.is_some_and(|p| p.failure.is_some() && &*p.from == state);
-    if is_llm(fsm, state) && !retrying {
-        let input = previous.and_then(|p| entered_through(fsm, p, state));
-        messages.push(Message::user(projector.task(state, input)));
-    }
-    messages
+        .unwrap_or_default()
 }
 
 /// Whether `state` is answered by a model.
@@ -619,6 +668,12 @@ fn push_json(out: &mut String, value: &impl Serialize) {
     }
 }
 
+mod history;
+mod projection;
 mod shape;
+
+pub use history::tool_rounds;
+use projection::Part;
+pub use projection::Projection;
 #[cfg(test)]
 mod tests;

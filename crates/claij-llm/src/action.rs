@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use claij_core::prompts::{PromptOptions, trail_to_prompts};
+use claij_core::prompts::{PromptOptions, project, tool_rounds};
 use claij_core::{FailureKind, Usage};
 use claij_engine::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome};
 use serde::Deserialize;
@@ -15,9 +15,14 @@ use crate::extract::extract_object;
 use crate::layer::{LlmLayer, ResolvedModel};
 use crate::provider::ProviderError;
 use crate::request::{Decoding, ModelRequest, ModelResponse};
+use crate::tokens;
 
 /// Validation failures of one model, in a state, before the next fallback model is used.
 pub const DEFAULT_ESCALATE_AFTER: u32 = 2;
+
+/// Rounds a tool-use loop may make in one visit of its state unless `max_tool_rounds`
+/// says otherwise.
+pub const DEFAULT_MAX_TOOL_ROUNDS: u32 = 25;
 
 /// The event field naming the model that should answer it (a chairman picking a
 /// reviewer's model).
@@ -39,6 +44,16 @@ pub struct LlmStateConfig {
     /// The enforcement mode (default: the best the provider supports).
     #[serde(default)]
     pub enforce: Option<Mode>,
+    /// The most prompt tokens the state may send (counted by the model's own tokenizer
+    /// where known, else tiktoken): the oldest collapsible history gives way first
+    /// ([`crate::tokens::fit`]).
+    #[serde(default)]
+    pub max_prompt_tokens: Option<u64>,
+    /// Rounds the state's tool-use loop may make in one visit (default
+    /// [`DEFAULT_MAX_TOOL_ROUNDS`]): after the last, the loop's route is withdrawn and the
+    /// model must answer, so that a loop always ends.
+    #[serde(default)]
+    pub max_tool_rounds: Option<u32>,
     /// Decoding settings (`temperature`, `top_p`, `seed`, `max_tokens`).
     #[serde(default, flatten)]
     pub decoding: Decoding,
@@ -64,6 +79,8 @@ impl Action for LlmAction {
                 "model": {"type": "string", "minLength": 1},
                 "fallback": {"type": "array", "items": {"type": "string", "minLength": 1}},
                 "escalate_after": {"type": "integer", "minimum": 1},
+                "max_prompt_tokens": {"type": "integer", "minimum": 1},
+                "max_tool_rounds": {"type": "integer", "minimum": 1},
                 "enforce": {"enum": ["prompt", "json_schema", "tools", "grammar"]},
                 "temperature": {"type": "number", "minimum": 0},
                 "top_p": {"type": "number", "minimum": 0, "maximum": 1},
@@ -85,17 +102,29 @@ impl LlmAction {
         let config: LlmStateConfig = serde_json::from_value(input.state.config.clone())
             .map_err(|e| ActionError::fatal(format!("bad `llm` config: {e}")))?;
         let (model, mode) = self.choose(&input, &config)?;
-        let routes = shown_routes(&input)?;
+        let max_rounds = config.max_tool_rounds.unwrap_or(DEFAULT_MAX_TOOL_ROUNDS) as usize;
+        // The loop's route, once its rounds are used up: withdrawn from the answer.
+        let withdrawn = input
+            .fsm
+            .tool_loop(&input.state.id)
+            .filter(|_| tool_rounds(input.fsm, input.trail, &input.state.id) >= max_rounds)
+            .map(|h| h.id.clone());
+        let mut routes = shown_routes(&input)?;
+        if routes.iter().any(|r| Some(r.to) != withdrawn.as_deref()) {
+            routes.retain(|r| Some(r.to) != withdrawn.as_deref());
+        }
         let enforcement = enforce::build(mode, &routes, &input.fsm.schemas);
-        let messages = trail_to_prompts(
+        let projection = project(
             input.fsm,
             input.trail,
             &input.state.id,
             &PromptOptions {
                 dynamic: Some(input.schemas),
                 constrained: mode == Mode::Grammar,
+                max_tool_rounds: Some(max_rounds),
             },
         );
+        let messages = tokens::fit(projection, config.max_prompt_tokens, Some(&model)).await;
         let request = ModelRequest {
             model: model.model_id.clone(),
             messages,
@@ -151,6 +180,23 @@ impl LlmAction {
                 }
             },
         };
+        if let Some(h) = &withdrawn
+            && event.get("id") == Some(&json!([&*input.state.id, &**h]))
+        {
+            return Err(ActionError {
+                kind: FailureKind::UnknownTransition,
+                message: format!(
+                    "`{}` has made the {max_rounds} rounds of tool calls it may make in one visit \
+                     (max_tool_rounds): answer with another `id`",
+                    input.state.id
+                ),
+                output: event,
+                retryable: true,
+                model_call: None,
+            }
+            .with_model(&model.name, Some(usage))
+            .enforced(mode.to_string()));
+        }
         Ok(ActionOutput {
             event,
             context: None,

@@ -1,7 +1,7 @@
 //! Counting prompt tokens with a real tokenizer: the model's own where its provider knows
 //! it (the embedded models), else tiktoken's `o200k_base` (offline).
 
-use claij_core::prompts::Message;
+use claij_core::prompts::{Message, Projection};
 
 use crate::layer::ResolvedModel;
 
@@ -52,5 +52,35 @@ pub async fn count_for(model: Option<&ResolvedModel>, messages: &[Message]) -> P
         total: total(&per_message),
         per_message,
         tokenizer: "tiktoken o200k_base, with chat framing".to_owned(),
+    }
+}
+
+/// The messages of `projection`, shrunk ([`Projection::shrink`]: the oldest collapsible
+/// history first, never the system message, the state's input, its request or its latest
+/// tool round) until `model` counts at most `max_prompt_tokens` of them ([`count_for`]).
+/// When even the smallest form is over, it is sent as it is, with a warning in the log:
+/// the provider says whether it fits its context.
+pub async fn fit(
+    mut projection: Projection,
+    max_prompt_tokens: Option<u64>,
+    model: Option<&ResolvedModel>,
+) -> Vec<Message> {
+    let Some(max) = max_prompt_tokens else {
+        return projection.messages();
+    };
+    loop {
+        let messages = projection.messages();
+        let counted = count_for(model, &messages).await.total as u64;
+        if counted <= max {
+            return messages;
+        }
+        if !projection.shrink() {
+            tracing::warn!(
+                tokens = counted,
+                max_prompt_tokens = max,
+                "the prompt is over max_prompt_tokens with its history collapsed as far as it goes"
+            );
+            return messages;
+        }
     }
 }

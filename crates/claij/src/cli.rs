@@ -736,6 +736,11 @@ pub(crate) struct PromptArgs {
     /// the system message (to measure what sharing saves).
     #[arg(long)]
     pub inline_schemas: bool,
+    /// Which projection of the trail to show: claij's (what the llm action sends), or the
+    /// one claij's design seeds describe, to measure against (`seed`: one system message
+    /// with the full primer, every schema inlined in every message, nothing collapsed).
+    #[arg(long, value_enum, default_value_t = ProjectionKind::Claij)]
+    pub projection: ProjectionKind,
     /// The enforcement mode the model answers in (prompt, json_schema, tools, grammar):
     /// `grammar` (the embedded model) leaves out the answer's template. Default: with
     /// --trail, each step's recorded mode; else the mode the state's model would use.
@@ -749,6 +754,15 @@ pub(crate) struct PromptArgs {
     /// ~/.config/claij/claij.toml).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+}
+
+/// A projection of a trail into prompts (`claij prompt --projection`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ProjectionKind {
+    /// claij's: what the llm action sends.
+    Claij,
+    /// The design seeds': every schema inlined in every message, for comparison.
+    Seed,
 }
 
 #[cfg(test)]

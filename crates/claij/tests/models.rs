@@ -35,6 +35,15 @@ fn claij(home: &Path, args: &[&str]) -> Output {
         .expect("claij starts")
 }
 
+/// A trail written by `claij run --trail`, one JSON value per entry.
+fn read_trail(path: impl AsRef<Path>) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -452,11 +461,7 @@ fn the_triage_replays_its_llama_cpp_server_recordings_in_both_modes() {
         assert_eq!(out.status.code(), Some(0), "{model}: {stderr}");
         let result: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(result["id"], serde_json::json!(["technical", "done"]));
-        let entries: Vec<Value> = std::fs::read_to_string(&trail)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let entries: Vec<Value> = read_trail(&trail);
         assert!(
             entries.iter().all(|e| e.get("failure").is_none()),
             "{entries:#?}"
@@ -572,4 +577,169 @@ fn prompt_counts_an_embedded_model_s_tokens_as_the_model_does() {
     let served = text(&out.stdout);
     assert!(served.contains("An answer looks like this"), "{served}");
     assert!(served.contains("(tiktoken o200k_base"), "{served}");
+}
+
+/// The step table of `claij prompt --trail`: (state, prompt tokens) per model step, and
+/// the total.
+fn step_table(home: &Path, args: &[&str]) -> (Vec<(String, usize)>, usize) {
+    let out = claij(home, args);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let steps = stdout
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            match cols.as_slice() {
+                [_, _, state, _, tokens] => Some((state.to_string(), tokens.parse().ok()?)),
+                _ => None,
+            }
+        })
+        .collect();
+    let total = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("total prompt tokens over "))
+        .and_then(|l| l.split(": ").nth(1))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no total in {stdout}"));
+    (steps, total)
+}
+
+/// The notes-survey example — a tool-use loop of twelve MCP calls, then a step after it —
+/// as Qwen2.5-Coder-1.5B behind llama-cpp-python's server answered it in `json_schema`
+/// mode (recorded by hand against the real server, as tests/llm/qwen-server.toml says;
+/// replayed here with no model server, against the real filesystem server, whose results
+/// are part of each request). Every request the projection makes now is one the
+/// recording holds; the loop reads the notes in order until its `max_tool_rounds` are
+/// used up, when it is told to answer; and the step after it reads the loop as a
+/// one-line summary (`keep: summary`, the default for a tool-use loop), not its rounds.
+#[test]
+fn the_notes_survey_replays_its_tool_loop_and_the_next_step_reads_a_summary_of_it() {
+    let home = tempfile::tempdir().unwrap();
+    // The installed filesystem server rather than npx (same version, same results).
+    let mut doc: Value = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(repo().join("examples/notes-survey.yaml")).unwrap(),
+    )
+    .unwrap();
+    let files = &mut doc["servers"]["files"];
+    assert_eq!(
+        files["args"].as_array().unwrap().last().unwrap(),
+        "examples/notes"
+    );
+    files["command"] = Value::from(claij_testkit::cache::mcp_server_bin(
+        "mcp-server-filesystem",
+    ));
+    files["args"] = serde_json::json!(["examples/notes"]);
+    let file = home.path().join("notes-survey.json");
+    std::fs::write(&file, doc.to_string()).unwrap();
+    let file = file.to_str().unwrap();
+    let trail = home.path().join("trail.jsonl");
+    let trail = trail.to_str().unwrap();
+    let out = claij(
+        home.path(),
+        &[
+            "run",
+            file,
+            "--config",
+            "tests/llm/qwen-server.toml",
+            "--model",
+            "qwen-json",
+            "--replay",
+            "tests/llm/notes-survey.qwen-json.exchanges.json",
+            "--trail",
+            trail,
+            "--input",
+            r#"{"topic": "the database migration"}"#,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["id"], serde_json::json!(["report", "end"]));
+    let entries: Vec<Value> = read_trail(trail);
+    assert!(
+        entries.iter().all(|e| e.get("failure").is_none()),
+        "{entries:#?}"
+    );
+    let read: Vec<&str> = entries
+        .iter()
+        .filter(|e| e["to"] == "read")
+        .map(|e| e["event"]["params"]["arguments"]["path"].as_str().unwrap())
+        .collect();
+    let expected: Vec<String> = (1..=12).map(|i| format!("note-{i:02}.md")).collect();
+    assert_eq!(read, expected);
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["from"] == "survey" && e["to"] == "report")
+    );
+
+    // What each step read: the loop's prompts grow by a round each; the report's is a
+    // summary of the loop and its findings, smaller than the loop's third step.
+    let measure = [
+        "prompt",
+        file,
+        "--trail",
+        trail,
+        "--config",
+        "tests/llm/qwen-server.toml",
+    ];
+    let (steps, total) = step_table(home.path(), &measure);
+    assert_eq!(steps.len(), 14, "{steps:?}");
+    assert!(steps[..13].iter().all(|(s, _)| s == "survey"));
+    assert!(steps[..13].windows(2).all(|w| w[1].1 > w[0].1), "{steps:?}");
+    assert_eq!(steps[13].0, "report");
+    assert!(steps[13].1 < steps[2].1, "{steps:?}");
+    let (_, seed_total) = step_table(
+        home.path(),
+        &[&measure[..], &["--projection", "seed"]].concat(),
+    );
+    assert!(
+        2 * total < seed_total,
+        "claij {total}, seed-style {seed_total}"
+    );
+
+    // With a budget, no step reads more than it, and the loop's last step no more than
+    // its third.
+    let mut capped = doc.clone();
+    let survey = capped["states"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|s| s["id"] == "survey")
+        .unwrap();
+    survey["config"]["max_prompt_tokens"] = Value::from(1000);
+    let capped_file = home.path().join("capped.json");
+    std::fs::write(&capped_file, capped.to_string()).unwrap();
+    let (steps, _) = step_table(
+        home.path(),
+        &[&["prompt", capped_file.to_str().unwrap()], &measure[2..]].concat(),
+    );
+    assert!(steps.iter().all(|(_, n)| *n <= 1000), "{steps:?}");
+    assert!(steps[12].1 <= steps[2].1, "{steps:?}");
+
+    let step = |n: &str| {
+        let out = claij(home.path(), &[&measure[..], &["--step", n]].concat());
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let report = step("14");
+    assert!(
+        report.contains(
+            "SUMMARY of `survey`: 12 tool calls (read_text_file {\"path\":\"note-01.md\"}; \
+             read_text_file {\"path\":\"note-02.md\"};"
+        ),
+        "{report}"
+    );
+    assert!(!report.contains("# Week"), "no note's text: {report}");
+    let last_call = step("13");
+    assert!(
+        last_call.contains("That was the last call `survey` may make"),
+        "{last_call}"
+    );
+    assert_eq!(
+        last_call.matches("Make one call per file").count(),
+        1,
+        "the request said once"
+    );
 }

@@ -188,6 +188,8 @@ struct RawState {
     #[serde(default)]
     examples: Vec<crate::fsm::Example>,
     #[serde(default)]
+    keep: Option<crate::fsm::Keep>,
+    #[serde(default)]
     config: Map<String, Value>,
 }
 

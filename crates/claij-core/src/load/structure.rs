@@ -137,6 +137,7 @@ pub(super) fn build_states(
                 Prompts::Many(ps) => ps.clone(),
             },
             examples: s.examples.clone(),
+            keep: s.keep,
             config,
             settings,
             outgoing: Vec::new(),

@@ -54,7 +54,7 @@ fn fsm() -> Fsm {
     crate::load_str("t.yaml", DOC, &BuiltinNames).unwrap()
 }
 
-fn step(seq: u64, from: &str, to: &str, event: Value) -> TrailEntry {
+pub(super) fn step(seq: u64, from: &str, to: &str, event: Value) -> TrailEntry {
     TrailEntry {
         seq,
         fsm: "t".into(),
@@ -73,7 +73,7 @@ fn step(seq: u64, from: &str, to: &str, event: Value) -> TrailEntry {
 }
 
 /// A transition entry whose event is `fields` plus the `id` of [from, to].
-fn hop(seq: u64, from: &str, to: &str, fields: Value) -> TrailEntry {
+pub(super) fn hop(seq: u64, from: &str, to: &str, fields: Value) -> TrailEntry {
     let mut event = serde_json::Map::new();
     event.insert("id".into(), json!([from, to]));
     if let Value::Object(map) = fields {
@@ -82,7 +82,7 @@ fn hop(seq: u64, from: &str, to: &str, fields: Value) -> TrailEntry {
     step(seq, from, to, Value::Object(event))
 }
 
-fn failed(seq: u64, from: &str, event: Value, kind: FailureKind) -> TrailEntry {
+pub(super) fn failed(seq: u64, from: &str, event: Value, kind: FailureKind) -> TrailEntry {
     TrailEntry {
         to: None,
         failure: Some(Box::new(Failure {
@@ -115,7 +115,7 @@ fn round_trip() -> [TrailEntry; 3] {
     ]
 }
 
-fn roles(messages: &[Message]) -> Vec<Role> {
+pub(super) fn roles(messages: &[Message]) -> Vec<Role> {
     messages.iter().map(|m| m.role).collect()
 }
 
@@ -599,6 +599,7 @@ fn dynamic_schemas_are_resolved_or_named() {
     );
     let provider = Provider;
     let opts = PromptOptions {
+        max_tool_rounds: None,
         dynamic: Some(&provider),
         constrained: false,
     };
@@ -717,6 +718,7 @@ fn a_constrained_answer_s_request_leaves_out_the_template() {
     let fsm = fsm();
     let shown = task_message(&fsm, "asker", None, &PromptOptions::default());
     let constrained = PromptOptions {
+        max_tool_rounds: None,
         constrained: true,
         ..PromptOptions::default()
     };

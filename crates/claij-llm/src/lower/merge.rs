@@ -242,3 +242,43 @@ fn bound(a: &Value, b: &Value, lower: bool) -> Result<Value, String> {
     let take_b = if lower { y > x } else { y < x };
     Ok(if take_b { b.clone() } else { a.clone() })
 }
+
+/// `map` with what it says beside its `oneOf` (or `anyOf`) merged into each branch:
+/// `A ∧ oneOf(B₁…Bₙ)` is `oneOf(A ∧ B₁ … A ∧ Bₙ)` (exactly one `A ∧ Bᵢ` holds just when
+/// `A` holds and exactly one `Bᵢ` does), and likewise for `anyOf`. Grammar converters
+/// that enforce the branches ignore what is written beside them (llama.cpp's wrote an
+/// MCP call without the `id` required beside its `oneOf`). Annotations and `$defs` stay
+/// beside. Unchanged when nothing but annotations is beside, or when both `oneOf` and
+/// `anyOf` are; `Err` with the reason when a branch's merge is refused.
+pub fn distribute(map: &Map<String, Value>) -> Result<Map<String, Value>, String> {
+    let key = match (map.contains_key("oneOf"), map.contains_key("anyOf")) {
+        (true, false) => "oneOf",
+        (false, true) => "anyOf",
+        _ => return Ok(map.clone()),
+    };
+    let stays = |k: &str| k == key || k == "$defs" || ANNOTATIONS.contains(&k);
+    let beside: Map<String, Value> = map
+        .iter()
+        .filter(|(k, _)| !stays(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if beside.is_empty() {
+        return Ok(map.clone());
+    }
+    let Some(Value::Array(branches)) = map.get(key) else {
+        return Err(format!("`{key}` is not an array"));
+    };
+    let beside = Value::Object(beside);
+    let merged = branches
+        .iter()
+        .enumerate()
+        .map(|(i, b)| merge_schemas(&beside, b).map_err(|why| format!("`{key}` branch {i}: {why}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut out: Map<String, Value> = map
+        .iter()
+        .filter(|(k, _)| stays(k) && k.as_str() != key)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    out.insert(key.to_owned(), Value::Array(merged));
+    Ok(out)
+}

@@ -5,6 +5,9 @@
 //! - `allOf` is merged into one schema ([`merge`]); a merge that is not expressible (two
 //!   branches that conflict, keywords whose meaning depends on their siblings) is kept
 //!   as written and said so ([`Note::Kept`]).
+//! - What is said beside a `oneOf`/`anyOf` (an MCP call's `id` beside its one branch per
+//!   tool) is merged into each branch ([`merge::distribute`]): the grammar converters
+//!   enforce a branch alone (not for [`Target::Tools`], read as written).
 //! - Keywords the target does not enforce are dropped ([`Note::Relaxed`]): the lowered
 //!   schema then admits more, which is safe, since the engine validates every answer
 //!   against the original and feeds failures back.
@@ -127,6 +130,17 @@ fn node(schema: &Value, target: Target, at: &str, depth: usize, notes: &mut Vec<
             map.clone()
         }
     };
+    // What is said beside a `oneOf`/`anyOf` goes into its branches, for the targets that
+    // enforce the branches alone (JSON Schema tools read it as written).
+    if target != Target::Tools {
+        match merge::distribute(&map) {
+            Ok(distributed) => map = distributed,
+            Err(why) => notes.push(Note::Kept {
+                at: at.to_owned(),
+                why: format!("what is beside `oneOf`/`anyOf` could not go into it: {why}"),
+            }),
+        }
+    }
     // The subschemas, lowered.
     for (keyword, value) in map.iter_mut() {
         let here = format!("{at}/{}", escape(keyword));

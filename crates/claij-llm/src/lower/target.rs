@@ -127,20 +127,22 @@ impl Target {
         if self == Target::Gemini {
             gemini_const(map);
         }
-        if self.strict() {
-            if map.get("oneOf").is_some() && !map.contains_key("anyOf") {
-                // Exactly one becomes at least one.
-                if let Some(branches) = map.remove("oneOf") {
-                    map.insert("anyOf".into(), branches);
-                    relaxed(notes, at, "oneOf");
-                }
+        if (self.strict() || self == Target::Gemini)
+            && map.get("oneOf").is_some()
+            && !map.contains_key("anyOf")
+        {
+            // Exactly one becomes at least one (neither has `oneOf`).
+            if let Some(branches) = map.remove("oneOf") {
+                map.insert("anyOf".into(), branches);
+                relaxed(notes, at, "oneOf");
             }
-            if let Some(Value::String(f)) = map.get("format")
-                && !OPENAI_FORMATS.contains(&f.as_str())
-            {
-                map.remove("format");
-                relaxed(notes, at, "format");
-            }
+        }
+        if self.strict()
+            && let Some(Value::String(f)) = map.get("format")
+            && !OPENAI_FORMATS.contains(&f.as_str())
+        {
+            map.remove("format");
+            relaxed(notes, at, "format");
         }
         if let Some(allowed) = self.keywords() {
             let dropped: Vec<String> = map

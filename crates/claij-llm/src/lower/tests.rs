@@ -238,3 +238,58 @@ fn the_checker_catches_an_unfaithful_lowering() {
             .any(|d| d.why.starts_with("the original admits"))
     );
 }
+
+#[test]
+fn what_is_beside_one_of_goes_into_each_branch() {
+    // An MCP call as `mcp:NAME:call` builds it: the route's `id` required beside one
+    // branch per tool (llama.cpp's grammar enforced the branch alone, and the model left
+    // out the `id`).
+    let call = json!({"type": "object", "required": ["id"], "properties": {"id": {"const": ["a", "a.mcp"]}},
+    "description": "One request.",
+    "oneOf": [
+        {"type": "object", "required": ["method", "params"], "additionalProperties": false,
+         "properties": {"method": {"const": "tools/call"}, "id": {}, "params": {"type": "object"}}},
+        {"type": "object", "required": ["method", "uri"], "additionalProperties": false,
+         "properties": {"method": {"const": "resources/read"}, "id": {}, "uri": {"type": "string"}}}
+    ]});
+    for target in [Target::JsonObject, Target::OpenAiStrict, Target::Gemini] {
+        let l = lower(&call, target);
+        let key = if target == Target::JsonObject {
+            "oneOf"
+        } else {
+            "anyOf"
+        };
+        let top = l.schema.as_object().unwrap();
+        assert_eq!(
+            top.keys()
+                .filter(|k| *k != "description")
+                .collect::<Vec<_>>(),
+            [key],
+            "{target:?}: {}",
+            l.schema
+        );
+        for branch in top[key].as_array().unwrap() {
+            assert!(
+                branch["required"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&json!("id")),
+                "{branch}"
+            );
+            let id = &branch["properties"]["id"];
+            assert!(
+                id.get("const").is_some() || id.get("enum").is_some(),
+                "{target:?}: {branch}"
+            );
+        }
+        let samples = faithful::samples(&call);
+        let r = faithful::check(&call, &l, &samples).unwrap();
+        assert!(
+            r.disagreements.is_empty(),
+            "{target:?}: {:?}",
+            r.disagreements
+        );
+    }
+    // Tools read JSON Schema as written.
+    assert_eq!(lower(&call, Target::Tools).schema["oneOf"], call["oneOf"]);
+}

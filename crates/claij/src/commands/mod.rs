@@ -10,6 +10,7 @@ mod model;
 mod prompt;
 mod run;
 mod runs;
+mod seed_projection;
 mod serve;
 mod validate;
 mod worker;

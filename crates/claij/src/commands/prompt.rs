@@ -3,15 +3,17 @@
 use std::time::SystemTime;
 
 use anyhow::{Context, bail};
-use claij_core::prompts::{PromptOptions, trail_to_prompts};
+use claij_core::prompts::{Message, PromptOptions, project};
 use claij_core::{Fsm, TrailEntry};
 use claij_engine::Engine;
-use claij_llm::tokens::count_for;
+use claij_llm::action::{DEFAULT_MAX_TOOL_ROUNDS, LlmStateConfig};
+use claij_llm::tokens::{count_for, fit};
 use claij_llm::{LlmLayer, Mode, ResolvedModel};
 use serde_json::Value;
 
 use super::load;
-use crate::cli::PromptArgs;
+use super::seed_projection::seed_style;
+use crate::cli::{ProjectionKind, PromptArgs};
 use crate::{EXIT_OK, EXIT_USAGE, input};
 
 /// Runs `claij prompt`: the engine reads the document; `layer` (the model configuration,
@@ -29,18 +31,29 @@ pub(super) async fn prompt(
             return Ok(EXIT_USAGE);
         }
     };
+    // The servers the document declares, started so that their tools' schemas show as
+    // the model reads them (without them, a placeholder names each dynamic schema).
+    if let Err(e) = crate::mcp::connect(&fsm).await {
+        note!("claij: {e} (its schemas are shown as placeholders)");
+    }
     if args.inline_schemas {
         inline_shared_schemas(&mut fsm);
     }
     let opts = PromptOptions {
         dynamic: Some(engine.registry()),
         constrained: false,
+        max_tool_rounds: None,
     };
     // The model and mode a state's first attempt uses (None: no model configured, and
     // the request is shown as a model without a grammar reads it).
     let choice = |state: &str| {
         fsm.state(state)
             .and_then(|s| claij_llm::action::first_choice(layer, &s.config).ok())
+    };
+    let rounds = |state: &str| {
+        state_config(&fsm, state)
+            .max_tool_rounds
+            .unwrap_or(DEFAULT_MAX_TOOL_ROUNDS) as usize
     };
     if let Some(path) = &args.trail {
         let text = std::fs::read_to_string(path)
@@ -87,10 +100,10 @@ pub(super) async fn prompt(
                 .or_else(|| chosen.as_ref().map(|(_, m)| *m));
             let opts = PromptOptions {
                 constrained: mode == Some(Mode::Grammar),
+                max_tool_rounds: Some(rounds(&entry.from)),
                 ..opts
             };
-            let messages = trail_to_prompts(&fsm, &trail[..i], &entry.from, &opts);
-            (messages, model)
+            (opts, model)
         };
         if let Some(n) = args.step {
             let Some(&i) = n.checked_sub(1).and_then(|k| steps.get(k)) else {
@@ -99,7 +112,10 @@ pub(super) async fn prompt(
                     steps.len()
                 );
             };
-            let (messages, model) = step_of(i);
+            let (opts, model) = step_of(i);
+            let (earlier, state) = (&trail[..i], &trail[i].from);
+            let messages =
+                messages_for(args, engine, &fsm, earlier, state, &opts, model.as_ref()).await;
             print_messages(&messages, model.as_ref()).await?;
             return Ok(EXIT_OK);
         }
@@ -107,7 +123,10 @@ pub(super) async fn prompt(
         let mut sum = 0;
         let mut tokenizers = std::collections::BTreeSet::new();
         for (step, &i) in steps.iter().enumerate() {
-            let (messages, model) = step_of(i);
+            let (opts, model) = step_of(i);
+            let (earlier, state) = (&trail[..i], &trail[i].from);
+            let messages =
+                messages_for(args, engine, &fsm, earlier, state, &opts, model.as_ref()).await;
             let counted = count_for(model.as_ref(), &messages).await;
             sum += counted.total;
             tokenizers.insert(counted.tokenizer);
@@ -145,18 +164,45 @@ pub(super) async fn prompt(
     let mode = args.enforce.or_else(|| chosen.as_ref().map(|(_, m)| *m));
     let opts = PromptOptions {
         constrained: mode == Some(Mode::Grammar),
+        max_tool_rounds: Some(rounds(&state)),
         ..opts
     };
-    let messages = trail_to_prompts(&fsm, std::slice::from_ref(&entry), &state, &opts);
-    print_messages(&messages, chosen.as_ref().map(|(m, _)| m)).await?;
+    let model = chosen.as_ref().map(|(m, _)| m);
+    let earlier = std::slice::from_ref(&entry);
+    let messages = messages_for(args, engine, &fsm, earlier, &state, &opts, model).await;
+    print_messages(&messages, model).await?;
     Ok(EXIT_OK)
 }
 
-/// Prints each message with its role and token count, then the total and what counted.
-async fn print_messages(
-    messages: &[claij_core::prompts::Message],
+/// The messages of the projection asked for: claij's (fitted to the state's
+/// `max_prompt_tokens`, as the llm action fits them) or the seed-style one.
+async fn messages_for(
+    args: &PromptArgs,
+    engine: &Engine,
+    fsm: &Fsm,
+    earlier: &[TrailEntry],
+    state: &str,
+    opts: &PromptOptions<'_>,
     model: Option<&ResolvedModel>,
-) -> anyhow::Result<()> {
+) -> Vec<Message> {
+    match args.projection {
+        ProjectionKind::Seed => seed_style(fsm, earlier, state, engine.registry()),
+        ProjectionKind::Claij => {
+            let budget = state_config(fsm, state).max_prompt_tokens;
+            fit(project(fsm, earlier, state, opts), budget, model).await
+        }
+    }
+}
+
+/// `state`'s `llm` config (the defaults when it has none, or is not an `llm` state).
+fn state_config(fsm: &Fsm, state: &str) -> LlmStateConfig {
+    fsm.state(state)
+        .and_then(|s| serde_json::from_value(s.config.clone()).ok())
+        .unwrap_or_default()
+}
+
+/// Prints each message with its role and token count, then the total and what counted.
+async fn print_messages(messages: &[Message], model: Option<&ResolvedModel>) -> anyhow::Result<()> {
     let counted = count_for(model, messages).await;
     for (m, n) in messages.iter().zip(&counted.per_message) {
         out!("── {} ({n} tokens) ──\n{}\n", m.role, m.content)?;

@@ -1,0 +1,274 @@
+//! Visits in prompts: a tool-use loop's request said once and its old rounds collapsed,
+//! finished visits shown as `keep` says, and shrinking to a budget.
+
+use serde_json::json;
+
+use super::super::tests::{failed, hop, roles};
+use super::super::*;
+use crate::fsm::Keep;
+use crate::known_actions::BuiltinNames;
+use crate::trail::FailureKind;
+
+/// `ask` reads through a tool-use loop (`tools`, an `mcp` state), then `write` answers.
+fn doc(keep: &str) -> String {
+    format!(
+        r#"
+id: t
+states:
+  - {{id: ask, action: llm, prompts: ["ASK-PROMPT"]{keep}}}
+  - {{id: tools, action: mcp}}
+  - {{id: write, action: llm, prompts: ["WRITE-PROMPT"]}}
+  - {{id: done, action: end}}
+xitions:
+  - id: [start, ask]
+    schema: {{type: object, required: [question], properties: {{question: {{type: string}}}}}}
+  - id: [ask, tools]
+    schema: {{type: object, required: [requests]}}
+  - id: [tools, ask]
+    schema: {{type: object, required: [results]}}
+  - id: [ask, write]
+    schema: {{type: object, required: [notes], properties: {{notes: {{type: string}}}}}}
+  - id: [write, done]
+    schema: {{type: object, required: [answer], properties: {{answer: {{type: string}}}}}}
+"#
+    )
+}
+
+fn fsm(keep: &str) -> Fsm {
+    crate::load_str("t.yaml", &doc(keep), &BuiltinNames).unwrap()
+}
+
+/// The question, then `rounds` tool rounds, each reading `file-N` (a long text back).
+fn loop_trail(rounds: usize) -> Vec<TrailEntry> {
+    let mut trail = vec![hop(0, "start", "ask", json!({"question": "Q?"}))];
+    for i in 1..=rounds {
+        let seq = trail.len() as u64;
+        trail.push(hop(
+            seq,
+            "ask",
+            "tools",
+            json!({"requests": [{"server": "files", "method": "tools/call",
+                "params": {"name": "read", "arguments": {"path": format!("file-{i}")}}}]}),
+        ));
+        trail.push(hop(
+            seq + 1,
+            "tools",
+            "ask",
+            json!({"results": [{"result": format!("TEXT-{i} {}", "word ".repeat(50))}]}),
+        ));
+    }
+    trail
+}
+
+fn count(messages: &[Message], needle: &str) -> usize {
+    messages
+        .iter()
+        .map(|m| m.content.matches(needle).count())
+        .sum()
+}
+
+#[test]
+fn a_tool_loop_says_its_request_once_and_shows_every_result_until_a_budget_says_otherwise() {
+    let fsm = fsm("");
+    let trail = loop_trail(5);
+    let mut projection = project(&fsm, &trail, "ask", &PromptOptions::default());
+    let messages = projection.messages();
+    assert_eq!(count(&messages, "ASK-PROMPT"), 1, "{messages:#?}");
+    assert_eq!(count(&messages, "OUTPUT-SCHEMA: "), 1);
+    for i in 1..=5 {
+        assert_eq!(count(&messages, &format!("\"file-{i}\"")), 1, "call {i}");
+        assert_eq!(count(&messages, &format!("TEXT-{i} ")), 1, "result {i}");
+    }
+    let last = messages.last().unwrap();
+    assert_eq!(last.role, Role::User);
+    assert!(last.content.contains("TEXT-5 "), "{last:?}");
+    assert!(last.content.contains("Go on with the request above"));
+    // After the system message and the question: the request, then call/result pairs.
+    let roles = roles(&messages[2..]);
+    assert!(roles.windows(2).all(|w| w[0] != w[1]), "{roles:?}");
+    // Shrinking: the oldest round's result gives way first, its call stays.
+    assert!(projection.shrink());
+    let shrunk = projection.messages();
+    assert_eq!(count(&shrunk, "TEXT-1 "), 0);
+    assert_eq!(count(&shrunk, "\"file-1\""), 1);
+    assert_eq!(count(&shrunk, "are no longer shown"), 1);
+    assert_eq!(count(&shrunk, "TEXT-2 "), 1);
+}
+
+#[test]
+fn a_failure_inside_a_tool_loop_asks_again_without_repeating_the_request() {
+    let fsm = fsm("");
+    let mut trail = loop_trail(1);
+    trail.push(failed(
+        3,
+        "ask",
+        json!({"nonsense": 1}),
+        FailureKind::Validation,
+    ));
+    let messages = trail_to_prompts(&fsm, &trail, "ask", &PromptOptions::default());
+    assert_eq!(count(&messages, "ASK-PROMPT"), 1);
+    let last = messages.last().unwrap();
+    assert!(last.content.starts_with("FAILURE"), "{last:?}");
+    assert!(last.content.contains("request above"));
+}
+
+#[test]
+fn a_finished_tool_loop_is_summarised_by_default_and_shown_as_keep_says() {
+    let mut trail = loop_trail(4);
+    trail.push(failed(
+        9,
+        "ask",
+        json!({"nonsense": 1}),
+        FailureKind::Validation,
+    ));
+    trail.push(hop(10, "ask", "write", json!({"notes": "NOTES-OF-ASK"})));
+
+    let fsm_default = fsm("");
+    assert_eq!(fsm_default.keep("ask"), Keep::Summary);
+    assert_eq!(fsm_default.keep("write"), Keep::Full);
+    let messages = trail_to_prompts(&fsm_default, &trail, "write", &PromptOptions::default());
+    let summary = messages
+        .iter()
+        .find(|m| m.content.starts_with("SUMMARY of `ask`"))
+        .expect("a summary of the loop");
+    assert!(
+        summary.content.contains(
+            "4 tool calls (read {\"path\":\"file-1\"}; read {\"path\":\"file-2\"}; \
+             read {\"path\":\"file-3\"}; read {\"path\":\"file-4\"}). 1 failed attempt."
+        ),
+        "{summary:?}"
+    );
+    assert_eq!(count(&messages, "TEXT-"), 0);
+    assert_eq!(count(&messages, "ASK-PROMPT"), 0);
+    assert_eq!(count(&messages, "NOTES-OF-ASK"), 1);
+    assert_eq!(
+        messages.last().map(|m| m.content.contains("WRITE-PROMPT")),
+        Some(true)
+    );
+
+    let full = trail_to_prompts(
+        &fsm(", keep: full"),
+        &trail,
+        "write",
+        &PromptOptions::default(),
+    );
+    assert_eq!(count(&full, "SUMMARY"), 0);
+    assert_eq!(count(&full, "ASK-PROMPT"), 1);
+    // A finished visit in full shows every result: no round is collapsed any more.
+    for i in 1..=4 {
+        assert_eq!(count(&full, &format!("TEXT-{i} ")), 1, "result {i}");
+    }
+    assert_eq!(count(&full, "FAILURE ("), 1);
+
+    let result = trail_to_prompts(
+        &fsm(", keep: result"),
+        &trail,
+        "write",
+        &PromptOptions::default(),
+    );
+    assert_eq!(count(&result, "SUMMARY"), 0);
+    assert_eq!(count(&result, "read"), 0);
+    assert_eq!(
+        roles(&result[1..]),
+        [Role::User, Role::Assistant, Role::User],
+        "the question, ask's answer, write's request: {result:#?}"
+    );
+}
+
+#[test]
+fn shrinking_collapses_then_drops_but_keeps_the_input_and_the_request() {
+    let fsm = fsm(", keep: full");
+    let mut trail = loop_trail(3);
+    trail.push(hop(7, "ask", "write", json!({"notes": "NOTES-OF-ASK"})));
+    let mut projection = project(&fsm, &trail, "write", &PromptOptions::default());
+    let full = projection.messages();
+    assert_eq!(count(&full, "TEXT-"), 3);
+    let mut sizes = vec![full.iter().map(|m| m.content.len()).sum::<usize>()];
+    while projection.shrink() {
+        sizes.push(projection.messages().iter().map(|m| m.content.len()).sum());
+    }
+    assert!(sizes.windows(2).all(|w| w[1] <= w[0]), "{sizes:?}");
+    let smallest = projection.messages();
+    assert_eq!(count(&smallest, "TEXT-"), 0);
+    assert_eq!(count(&smallest, "NOTES-OF-ASK"), 1, "{smallest:#?}");
+    assert!(
+        smallest[0].content.contains("User messages show"),
+        "the system message"
+    );
+    assert!(smallest.last().unwrap().content.contains("WRITE-PROMPT"));
+    assert_eq!(
+        projection.dropped(),
+        1,
+        "the question went; ask's answer stays"
+    );
+    assert_eq!(count(&smallest, "left out to fit the prompt"), 1);
+}
+
+#[test]
+fn shrinking_a_tool_loop_under_way_keeps_its_request_and_latest_round() {
+    let fsm = fsm("");
+    let trail = loop_trail(4);
+    let mut projection = project(&fsm, &trail, "ask", &PromptOptions::default());
+    while projection.shrink() {}
+    let smallest = projection.messages();
+    assert_eq!(count(&smallest, "ASK-PROMPT"), 1);
+    assert_eq!(count(&smallest, "TEXT-4 "), 1);
+    assert_eq!(count(&smallest, "\"file-4\""), 1);
+    for i in 1..=3 {
+        assert_eq!(count(&smallest, &format!("\"file-{i}\"")), 0, "call {i}");
+    }
+    // The question (the visit's input) stays too.
+    assert_eq!(count(&smallest, "Q?"), 1);
+}
+
+#[test]
+fn a_loop_whose_rounds_are_used_up_is_told_to_answer_now() {
+    let fsm = fsm("");
+    let trail = loop_trail(3);
+    assert_eq!(tool_rounds(&fsm, &trail, "ask"), 3);
+    assert_eq!(tool_rounds(&fsm, &trail, "write"), 0);
+    let opts = |max| PromptOptions {
+        max_tool_rounds: Some(max),
+        ..PromptOptions::default()
+    };
+    let going = trail_to_prompts(&fsm, &trail, "ask", &opts(4));
+    assert!(
+        going
+            .last()
+            .unwrap()
+            .content
+            .contains("Go on with the request above")
+    );
+    let used_up = trail_to_prompts(&fsm, &trail, "ask", &opts(3));
+    let last = &used_up.last().unwrap().content;
+    assert!(
+        last.contains("That was the last call `ask` may make")
+            && last.contains(r#"["ask","tools"]"#),
+        "{last}"
+    );
+    // Only the latest result says so; the earlier ones read as they did.
+    assert_eq!(count(&used_up, "last call"), 1);
+    assert_eq!(count(&used_up, "Go on with"), 2, "rounds 1 and 2");
+}
+
+#[test]
+fn a_tool_result_sent_both_as_text_and_structured_is_shown_once() {
+    let fsm = fsm("");
+    let mut trail = loop_trail(1);
+    trail[2].event = json!({"id": ["tools", "ask"], "results": [
+        {"server": "files", "method": "tools/call", "result": {
+            "content": [{"type": "text", "text": "SAME-TEXT"}],
+            "structuredContent": {"content": "SAME-TEXT"}}},
+        {"server": "files", "method": "tools/call", "result": {
+            "content": [], "structuredContent": {"only": "STRUCTURED-ONLY"}}}
+    ]});
+    let messages = trail_to_prompts(&fsm, &trail, "ask", &PromptOptions::default());
+    assert_eq!(count(&messages, "SAME-TEXT"), 1, "{messages:#?}");
+    assert_eq!(count(&messages, "STRUCTURED-ONLY"), 1);
+    // The trail is untouched.
+    assert!(
+        trail[2].event["results"][0]["result"]
+            .get("structuredContent")
+            .is_some()
+    );
+}
