@@ -125,6 +125,10 @@ pub struct State {
     /// How the state's finished visits show in later prompts (`keep`), when the document
     /// says; see [`Fsm::keep`] for the default.
     pub keep: Option<Keep>,
+    /// What the state's model is asked when it leaves the state, for the summary later
+    /// prompts read in place of its visit (`keep: {summary: PROMPT}`; an `llm` state's
+    /// only). `None`: the summary is claij's own line.
+    pub summary_prompt: Option<String>,
     /// The action's configuration with the engine's own keys removed.
     pub config: Value,
     /// The engine's own keys from `config`.
@@ -151,8 +155,10 @@ pub enum Keep {
     Full,
     /// The result only: the transition that left the state.
     Result,
-    /// A one-paragraph summary of what happened inside (its tool calls, its failed
-    /// attempts), then the result.
+    /// A summary of what happened inside, then the result: the one its model wrote when
+    /// it left the state (`keep: {summary: PROMPT}`, recorded in the trail entry's
+    /// `summary`), else a line claij writes from the trail (its tool calls, its failed
+    /// attempts).
     Summary,
 }
 

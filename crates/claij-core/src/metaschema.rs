@@ -33,10 +33,15 @@ const UNKNOWN_FIELD_NOTE: &str = " (a typo? fields starting with `x-` are free)"
 
 /// Readable messages for the meta-schema's `anyOf`s, whose own message only says that
 /// none of the alternatives matched; keyed on the `anyOf`'s schema path.
-const ANY_OF_MESSAGES: [(&str, &str); 3] = [
+const ANY_OF_MESSAGES: [(&str, &str); 4] = [
     (
         "/$defs/duration/anyOf",
         "a duration is a positive number of seconds or a string such as `500ms`, `30s`, `2m`",
+    ),
+    (
+        "/$defs/state/properties/keep/anyOf",
+        "`keep` is `full`, `result`, `summary`, or `{summary: PROMPT}` (the state's model \
+         writes the summary when it leaves the state)",
     ),
     (
         "/$defs/prompts/anyOf",

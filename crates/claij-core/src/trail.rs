@@ -40,6 +40,11 @@ pub struct TrailEntry {
     /// asked again in a stronger one, and each attempt says which it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enforce: Option<String>,
+    /// What the model wrote about its visit of the state as it left it, when the state's
+    /// `keep` asks it to (`keep: {summary: PROMPT}`): later prompts read it in place of
+    /// the visit. Its call's tokens are in `usage`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
     /// Tokens and cost, when a model was called.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Box<Usage>>,
@@ -189,6 +194,7 @@ mod tests {
             model: None,
             usage: None,
             enforce: None,
+            summary: None,
             duration_ms: Some(3),
             failure: Some(Box::new(Failure {
                 kind: FailureKind::UnknownTransition,

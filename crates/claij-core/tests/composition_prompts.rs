@@ -46,6 +46,7 @@ fn entry(seq: u64, fsm: &str, from: &str, to: &str, event: Value) -> TrailEntry 
         model: None,
         usage: None,
         enforce: None,
+        summary: None,
         duration_ms: None,
         failure: None,
     }

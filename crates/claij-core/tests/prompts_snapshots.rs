@@ -32,6 +32,7 @@ fn entry(seq: u64, from: &str, to: Option<&str>, event: Value, attempt: u32) -> 
         model: None,
         usage: None,
         enforce: None,
+        summary: None,
         duration_ms: None,
         failure: None,
     }

@@ -148,11 +148,16 @@ pub struct ActionOutput {
     pub context: Option<Value>,
     /// The model that produced the event, when one did.
     pub model: Option<String>,
-    /// Tokens and cost, when a model was called.
-    pub usage: Option<Usage>,
+    /// Tokens and cost, when a model was called (boxed, as in the trail entry: most
+    /// outputs have none).
+    pub usage: Option<Box<Usage>>,
     /// How the model's answer was held to the schemas, when a model was called
     /// (recorded in the trail entry).
     pub enforce: Option<String>,
+    /// What the model wrote about the state's visit as it left it (`keep: {summary:
+    /// PROMPT}`; recorded in the trail entry, read by later prompts in place of the
+    /// visit).
+    pub summary: Option<String>,
     /// Events to publish (a `publish` state): committed with the transition this output
     /// takes, in the same transaction, and dispatched by workers to the FSMs whose
     /// triggers subscribe to their topics.
@@ -168,6 +173,7 @@ impl ActionOutput {
             model: None,
             usage: None,
             enforce: None,
+            summary: None,
             published: Vec::new(),
         }
     }

@@ -24,9 +24,11 @@ pub(crate) struct CallRecord {
     /// The model.
     pub(crate) model: Option<String>,
     /// Tokens and cost.
-    pub(crate) usage: Option<claij_core::Usage>,
+    pub(crate) usage: Option<Box<claij_core::Usage>>,
     /// How the answer was held to the schemas.
     pub(crate) enforce: Option<String>,
+    /// What the model wrote about the state's visit as it left it.
+    pub(crate) summary: Option<String>,
 }
 
 /// One attempt's result, before it is recorded.
@@ -163,6 +165,7 @@ impl<'e> RunState<'e> {
                                 model,
                                 usage,
                                 enforce,
+                                summary,
                                 published,
                             } = output;
                             self.published.extend(published);
@@ -178,6 +181,7 @@ impl<'e> RunState<'e> {
                                     model,
                                     usage,
                                     enforce,
+                                    summary,
                                 },
                                 Some(duration),
                                 None,
@@ -505,8 +509,9 @@ impl<'e> RunState<'e> {
                 let call = match model_call {
                     Some(call) => CallRecord {
                         model: Some(call.model),
-                        usage: call.usage,
+                        usage: call.usage.map(Box::new),
                         enforce: call.enforce,
+                        summary: None,
                     },
                     None => CallRecord::default(),
                 };
@@ -574,6 +579,7 @@ impl<'e> RunState<'e> {
                 model: output.model,
                 usage: output.usage,
                 enforce: output.enforce,
+                summary: None,
             },
         };
         let target = match output
@@ -653,7 +659,8 @@ impl<'e> RunState<'e> {
             attempt,
             model: call.model,
             enforce: call.enforce,
-            usage: call.usage.map(Box::new),
+            summary: call.summary,
+            usage: call.usage,
             duration_ms: duration.map(|d| d.as_millis() as u64),
             failure: failure.map(Box::new),
         };
@@ -680,7 +687,8 @@ impl<'e> RunState<'e> {
             attempt: failure.attempt,
             model: call.model,
             enforce: call.enforce,
-            usage: call.usage.map(Box::new),
+            summary: None,
+            usage: call.usage,
             duration_ms: duration.map(|d| d.as_millis() as u64),
             failure: Some(Box::new(failure)),
         };

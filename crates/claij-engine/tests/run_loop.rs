@@ -68,6 +68,7 @@ impl Action for Counter {
                 model: None,
                 usage: None,
                 enforce: None,
+                summary: None,
                 published: Vec::new(),
             }
             .into())

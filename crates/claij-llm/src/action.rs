@@ -15,6 +15,7 @@ use crate::extract::extract_object;
 use crate::layer::{LlmLayer, ResolvedModel};
 use crate::provider::ProviderError;
 use crate::request::{Decoding, ModelRequest, ModelResponse};
+use crate::summary;
 use crate::tokens;
 
 /// Validation failures of one model, in a state, before the next fallback model is used.
@@ -46,7 +47,9 @@ pub struct LlmStateConfig {
     pub enforce: Option<Mode>,
     /// The most prompt tokens the state may send (counted by the model's own tokenizer
     /// where known, else tiktoken): the oldest collapsible history gives way first
-    /// ([`crate::tokens::fit`]).
+    /// ([`crate::tokens::fit`]). Default: the room the model's context leaves, when its
+    /// provider knows it ([`Provider::prompt_room`](crate::Provider::prompt_room): the
+    /// embedded models), else no cap.
     #[serde(default)]
     pub max_prompt_tokens: Option<u64>,
     /// Rounds the state's tool-use loop may make in one visit (default
@@ -124,12 +127,14 @@ impl LlmAction {
                 max_tool_rounds: Some(max_rounds),
             },
         );
-        let messages = tokens::fit(projection, config.max_prompt_tokens, Some(&model)).await;
+        let budget = prompt_budget(&config, &model);
+        let messages = tokens::fit(projection, budget, Some(&model)).await;
+        let decoding = config.decoding.or(model.decoding);
         let request = ModelRequest {
             model: model.model_id.clone(),
             messages,
             enforcement,
-            decoding: config.decoding.or(model.decoding),
+            decoding,
         };
         let started = Instant::now();
         let response = self
@@ -197,12 +202,28 @@ impl LlmAction {
             .with_model(&model.name, Some(usage))
             .enforced(mode.to_string()));
         }
+        let mut usage = usage;
+        let summary = summary::write(
+            &self.layer,
+            &model,
+            input.fsm,
+            input.state,
+            &request.messages,
+            &event,
+            request.decoding,
+        )
+        .await
+        .map(|(text, tokens)| {
+            summary::add(&mut usage, &model, tokens);
+            text
+        });
         Ok(ActionOutput {
             event,
             context: None,
             model: Some(model.name.clone()),
-            usage: Some(usage),
+            usage: Some(Box::new(usage)),
             enforce: Some(mode.to_string()),
+            summary,
             published: Vec::new(),
         })
     }
@@ -277,6 +298,17 @@ impl LlmAction {
             .usable(config.enforce.or(model.enforce));
         Ok((model, mode))
     }
+}
+
+/// The most prompt tokens a step of a state with `config` may send to `model`: the
+/// state's `max_prompt_tokens`, else the room the model's context leaves the prompt
+/// ([`Provider::prompt_room`](crate::Provider::prompt_room)), else none.
+pub fn prompt_budget(config: &LlmStateConfig, model: &ResolvedModel) -> Option<u64> {
+    config.max_prompt_tokens.or_else(|| {
+        model
+            .provider
+            .prompt_room(&config.decoding.or(model.decoding))
+    })
 }
 
 /// The model and the mode a state's first attempt uses, chosen as the `llm` action

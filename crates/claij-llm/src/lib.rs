@@ -29,6 +29,7 @@ pub mod record;
 pub mod request;
 pub mod retry;
 pub mod secret;
+mod summary;
 pub mod text;
 pub mod tokens;
 

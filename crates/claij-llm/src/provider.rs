@@ -6,7 +6,7 @@ use claij_core::prompts::Message;
 use claij_engine::{BoxFuture, TextSink};
 
 use crate::enforce::Mode;
-use crate::request::{ModelRequest, ModelResponse};
+use crate::request::{Decoding, ModelRequest, ModelResponse};
 
 /// What a provider supports, from which the enforcement mode is chosen when a state
 /// names none.
@@ -122,6 +122,15 @@ pub trait Provider: Send + Sync {
         _messages: &'a [Message],
     ) -> BoxFuture<'a, Option<Result<Vec<usize>, ProviderError>>> {
         Box::pin(async { None })
+    }
+
+    /// The most prompt tokens a request with these decoding settings can carry, when the
+    /// provider knows its model's context length (the embedded models): the context less
+    /// the answer's `max_tokens`. The `llm` action fits a step's prompt to it unless the
+    /// state sets `max_prompt_tokens`, so that a long run's history gives way instead of
+    /// overflowing the context. `None` (the default): the provider says so when called.
+    fn prompt_room(&self, _decoding: &Decoding) -> Option<u64> {
+        None
     }
 }
 

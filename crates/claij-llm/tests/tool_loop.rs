@@ -212,3 +212,91 @@ async fn a_prompt_budget_collapses_the_oldest_results_first() {
     .unwrap();
     assert!(claij_llm::tokens::total(&counted) <= 700, "{counted:?}");
 }
+
+#[tokio::test]
+async fn the_model_writes_the_summary_later_steps_read_as_it_leaves_the_state() {
+    let server = StubServer::start(vec![
+        answer(json!({"id": ["ask", "tools"], "path": "a"})),
+        answer(json!({"id": ["ask", "write"], "notes": "a says hello"})),
+        // The summary, asked right after the answer that leaves `ask`.
+        Canned::json(200, openai_answer("I read file a; it says hello.")),
+        answer(json!({"id": ["write", "done"], "answer": "hello"})),
+    ])
+    .await;
+    let engine = engine(&server.url);
+    let doc = r#"
+id: reader
+states:
+  - id: ask
+    action: llm
+    prompts: ["READ-THE-FILES"]
+    config: {enforce: prompt}
+    keep: {summary: "SAY-WHAT-YOU-READ"}
+  - id: tools
+    action: mcp
+  - id: write
+    action: llm
+    config: {enforce: prompt}
+  - id: done
+    action: end
+xitions:
+  - id: [start, ask]
+    schema: {type: object, required: [question], properties: {question: {type: string}}}
+  - id: [ask, tools]
+    schema: {type: object, required: [path], properties: {path: {type: string}}}
+  - id: [tools, ask]
+    schema: {type: object, required: [results]}
+  - id: [ask, write]
+    schema: {type: object, required: [notes], properties: {notes: {type: string}}}
+  - id: [write, done]
+    schema: {type: object, required: [answer], properties: {answer: {type: string}}}
+"#;
+    let fsm = Arc::new(claij_core::load_str("reader.yaml", doc, engine.registry()).unwrap());
+    let out = engine
+        .run(fsm, json!({"question": "what?"}), RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Completed, "{:#?}", out.trail);
+    // No summary for the call that stays in the loop; one for the answer that leaves.
+    let call = out
+        .trail
+        .iter()
+        .find(|e| e.to.as_deref() == Some("tools"))
+        .unwrap();
+    assert_eq!(call.summary, None);
+    let left = out
+        .trail
+        .iter()
+        .find(|e| e.to.as_deref() == Some("write"))
+        .unwrap();
+    assert_eq!(
+        left.summary.as_deref(),
+        Some("I read file a; it says hello.")
+    );
+    // The entry's usage counts both calls (100 prompt and 10 answer tokens each).
+    let usage = left.usage.as_ref().unwrap();
+    assert_eq!((usage.input_tokens, usage.output_tokens), (200, 20));
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    let asked = sent(&requests[2].body);
+    assert!(
+        asked.last().unwrap().contains("SAY-WHAT-YOU-READ"),
+        "{asked:?}"
+    );
+    assert!(
+        asked[asked.len() - 2].contains("a says hello"),
+        "the answer precedes it"
+    );
+    // `write` reads the summary, not the visit: no request of `ask`, no tool result.
+    let write = sent(&requests[3].body).join("\n");
+    assert!(
+        write.contains("SUMMARY of `ask`: I read file a; it says hello."),
+        "{write}"
+    );
+    assert!(
+        !write.contains("READ-THE-FILES") && !write.contains("CONTENT-OF-a"),
+        "{write}"
+    );
+    assert!(write.contains("a says hello"), "the result stays: {write}");
+}

@@ -188,9 +188,27 @@ struct RawState {
     #[serde(default)]
     examples: Vec<crate::fsm::Example>,
     #[serde(default)]
-    keep: Option<crate::fsm::Keep>,
+    keep: Option<RawKeep>,
     #[serde(default)]
     config: Map<String, Value>,
+}
+
+/// `keep` as written: a mode, or `{summary: PROMPT}` (the state's model writes it).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawKeep {
+    Mode(crate::fsm::Keep),
+    Written { summary: String },
+}
+
+impl RawKeep {
+    /// The mode, and the prompt of a model-written summary.
+    fn split(&self) -> (crate::fsm::Keep, Option<String>) {
+        match self {
+            RawKeep::Mode(k) => (*k, None),
+            RawKeep::Written { summary } => (crate::fsm::Keep::Summary, Some(summary.clone())),
+        }
+    }
 }
 
 #[derive(Deserialize)]

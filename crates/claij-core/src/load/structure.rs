@@ -127,6 +127,17 @@ pub(super) fn build_states(
                 );
             }
         }
+        if s.keep.as_ref().is_some_and(|k| k.split().1.is_some()) && s.action != "llm" {
+            found.push(
+                Problem::BadConfig,
+                at.join("keep").join("summary"),
+                format!(
+                    "a summary written by the state's model needs an `llm` state; `{}` runs `{}` \
+                     (write `keep: summary` for the summary line claij writes itself)",
+                    s.id, s.action
+                ),
+            );
+        }
         states.push(State {
             id: Arc::from(s.id.as_str()),
             action: Arc::from(s.action.as_str()),
@@ -137,7 +148,8 @@ pub(super) fn build_states(
                 Prompts::Many(ps) => ps.clone(),
             },
             examples: s.examples.clone(),
-            keep: s.keep,
+            keep: s.keep.as_ref().map(|k| k.split().0),
+            summary_prompt: s.keep.as_ref().and_then(|k| k.split().1),
             config,
             settings,
             outgoing: Vec::new(),

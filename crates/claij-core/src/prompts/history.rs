@@ -265,10 +265,15 @@ fn results_left_out(round: &[TrailEntry]) -> Message {
     ))
 }
 
-/// What happened inside a visit, in one paragraph: the calls its tool-use loop made (each
-/// named with its arguments, shortened) and its failed attempts. `None` when there is
-/// nothing to say (a single attempt and no tool calls).
+/// What happened inside a visit: what the state's model wrote as it left the state (the
+/// last entry's `summary`, `keep: {summary: PROMPT}`), else one line claij writes — the
+/// calls its tool-use loop made (each named with its arguments, shortened) and its
+/// failed attempts. `None` when there is nothing to say (a single attempt, no tool calls
+/// and no summary written).
 pub(super) fn summary(fsm: &Fsm, visit: &Visit<'_>) -> Option<String> {
+    if let Some(written) = visit.last().summary.as_deref().map(str::trim) {
+        return Some(format!("SUMMARY of `{}`: {written}", visit.state));
+    }
     let calls: Vec<String> = visit
         .entries
         .iter()

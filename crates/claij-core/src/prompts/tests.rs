@@ -67,6 +67,7 @@ pub(super) fn step(seq: u64, from: &str, to: &str, event: Value) -> TrailEntry {
         model: None,
         usage: None,
         enforce: None,
+        summary: None,
         duration_ms: None,
         failure: None,
     }

@@ -65,6 +65,7 @@ async fn interrupt_one(store: &dyn RunStore, run_id: &str) -> Result<RunRecord, 
         model: None,
         usage: None,
         enforce: None,
+        summary: None,
         duration_ms: None,
         failure: Some(Box::new(Failure {
             kind: FailureKind::Interrupted,

@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 
 use crate::enforce::Mode;
 use crate::provider::{Capabilities, Provider, ProviderError};
-use crate::request::{ModelRequest, ModelResponse, Tokens};
+use crate::request::{Decoding, ModelRequest, ModelResponse, Tokens};
 
 /// The provider's name (models are `embedded/NAME`).
 pub const EMBEDDED_PROVIDER: &str = "embedded";
@@ -72,9 +72,9 @@ fn permanent(message: String) -> ProviderError {
     }
 }
 
-fn options(request: &ModelRequest) -> GenerateOptions {
+fn options(decoding: &Decoding) -> GenerateOptions {
     let defaults = GenerateOptions::default();
-    let s = &request.decoding;
+    let s = decoding;
     GenerateOptions {
         // A workflow step wants the model's most likely answer: greedy unless the model's
         // configuration sets a temperature (sampling at 0.7 made a small model misread
@@ -171,7 +171,7 @@ fn generate(
     let generation = model
         .generate(
             &request.messages,
-            &options(request),
+            &options(&request.decoding),
             constraint,
             &mut |text| {
                 if let Some(sink) = on_text {
@@ -231,6 +231,12 @@ impl Provider for EmbeddedProvider {
         self.generate_on_a_thread(request, Some(on_text))
     }
 
+    fn prompt_room(&self, decoding: &Decoding) -> Option<u64> {
+        let context = u64::from(claij_embedded::llama_cpp::CONTEXT_TOKENS);
+        let answer = u64::try_from(options(decoding).max_tokens).unwrap_or(u64::MAX);
+        Some(context.saturating_sub(answer))
+    }
+
     fn count_prompt_tokens<'a>(
         &'a self,
         messages: &'a [Message],
@@ -267,5 +273,27 @@ impl EmbeddedProvider {
             .await
             .map_err(|e| permanent(format!("the generation thread failed: {e}")))?
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prompt_gets_the_context_the_answer_leaves() {
+        // No file is read: the room is the context less the answer's max_tokens.
+        let provider = EmbeddedProvider::new("/nonexistent/model.gguf");
+        let context = u64::from(claij_embedded::llama_cpp::CONTEXT_TOKENS);
+        let default_answer = GenerateOptions::default().max_tokens as u64;
+        assert_eq!(
+            provider.prompt_room(&Decoding::default()),
+            Some(context - default_answer)
+        );
+        let long_answers = Decoding {
+            max_tokens: Some(1000),
+            ..Decoding::default()
+        };
+        assert_eq!(provider.prompt_room(&long_answers), Some(context - 1000));
     }
 }

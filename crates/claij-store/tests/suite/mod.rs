@@ -130,6 +130,7 @@ fn entry(seq: u64, event: Value) -> TrailEntry {
             })
         }),
         enforce: None,
+        summary: None,
         duration_ms: Some(seq * 7),
         failure: failed.then(|| {
             Box::new(Failure {

@@ -6,7 +6,7 @@ use anyhow::{Context, bail};
 use claij_core::prompts::{Message, PromptOptions, project};
 use claij_core::{Fsm, TrailEntry};
 use claij_engine::Engine;
-use claij_llm::action::{DEFAULT_MAX_TOOL_ROUNDS, LlmStateConfig};
+use claij_llm::action::{DEFAULT_MAX_TOOL_ROUNDS, LlmStateConfig, prompt_budget};
 use claij_llm::tokens::{count_for, fit};
 use claij_llm::{LlmLayer, Mode, ResolvedModel};
 use serde_json::Value;
@@ -188,7 +188,11 @@ async fn messages_for(
     match args.projection {
         ProjectionKind::Seed => seed_style(fsm, earlier, state, engine.registry()),
         ProjectionKind::Claij => {
-            let budget = state_config(fsm, state).max_prompt_tokens;
+            let config = state_config(fsm, state);
+            let budget = match model {
+                Some(model) => prompt_budget(&config, model),
+                None => config.max_prompt_tokens,
+            };
             fit(project(fsm, earlier, state, opts), budget, model).await
         }
     }
@@ -246,6 +250,7 @@ fn entry_of(fsm: &Fsm, mut event: Value) -> anyhow::Result<TrailEntry> {
         model: None,
         usage: None,
         enforce: None,
+        summary: None,
         duration_ms: None,
         failure: None,
     })

@@ -272,3 +272,33 @@ fn a_tool_result_sent_both_as_text_and_structured_is_shown_once() {
             .is_some()
     );
 }
+
+#[test]
+fn a_summary_the_model_wrote_stands_for_its_visit() {
+    let mut trail = loop_trail(2);
+    let mut left = hop(5, "ask", "write", json!({"notes": "NOTES-OF-ASK"}));
+    left.summary = Some("I read file-1 and file-2; both say Q.".into());
+    trail.push(left);
+    let fsm = fsm(r#", keep: {summary: "Say what you read."}"#);
+    assert_eq!(fsm.keep("ask"), Keep::Summary);
+    assert_eq!(
+        fsm.state("ask").unwrap().summary_prompt.as_deref(),
+        Some("Say what you read.")
+    );
+    let messages = trail_to_prompts(&fsm, &trail, "write", &PromptOptions::default());
+    assert_eq!(
+        count(
+            &messages,
+            "SUMMARY of `ask`: I read file-1 and file-2; both say Q."
+        ),
+        1,
+        "{messages:#?}"
+    );
+    assert_eq!(
+        count(&messages, "tool calls"),
+        0,
+        "claij's own line gives way"
+    );
+    assert_eq!(count(&messages, "TEXT-"), 0);
+    assert_eq!(count(&messages, "NOTES-OF-ASK"), 1);
+}
