@@ -109,14 +109,15 @@ pub(crate) enum Command {
         store: StoreArgs,
     },
     /// Print the exact messages a model would get in an `llm` state, with their token
-    /// counts (tiktoken o200k_base).
+    /// counts (the model's own tokenizer where claij runs it, else tiktoken o200k_base).
     ///
     /// With --trail (a trail written by `claij run --trail`), prints the prompt tokens of
     /// every model step of that run instead.
     #[command(after_help = "Examples:
   claij prompt examples/code-review.yaml --state chairman --input @patch.json
   claij prompt examples/code-review.yaml --trail run.jsonl
-  claij prompt examples/code-review.yaml --trail run.jsonl --inline-schemas")]
+  claij prompt examples/code-review.yaml --trail run.jsonl --inline-schemas
+  claij prompt examples/notes-survey.yaml --trail run.jsonl --projection seed")]
     Prompt(PromptArgs),
     /// Inspect stored FSM definitions (runs are pinned to one: id, version, content hash).
     Defs {
