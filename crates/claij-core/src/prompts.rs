@@ -328,7 +328,7 @@ pub fn project(fsm: &Fsm, trail: &[TrailEntry], state: &str, opts: &PromptOption
     };
     let mut head = vec![Message::system(system_message(fsm))];
     push_example_turns(&mut head, fsm);
-    let mut parts = vec![Part::fixed(head)];
+    let mut parts = vec![Part::new(head)];
     let earlier = chain_prefix(fsm, trail);
     parts.extend(
         trail[..earlier]
@@ -356,9 +356,7 @@ pub fn project(fsm: &Fsm, trail: &[TrailEntry], state: &str, opts: &PromptOption
     }
     if is_llm(fsm, state) && !under_way {
         let input = previous.and_then(|p| entered_through(fsm, p, state));
-        parts.push(Part::fixed(vec![Message::user(
-            projector.task(state, input),
-        )]));
+        parts.push(Part::new(vec![Message::user(projector.task(state, input))]));
     }
     Projection::new(parts)
 }
@@ -593,7 +591,7 @@ fn shown_outgoing<'f>(fsm: &'f Fsm, state: &str) -> Vec<&'f Transition> {
 
 /// A transition's schema as shown to a model: its effective schema, or for a dynamic
 /// schema the provider's current schema with `id` added, or a placeholder naming it.
-fn transition_schema<'t>(t: &'t Transition, opts: &PromptOptions) -> Cow<'t, Value> {
+pub fn transition_schema<'t>(t: &'t Transition, opts: &PromptOptions) -> Cow<'t, Value> {
     if let Some(effective) = &t.effective {
         return Cow::Borrowed(effective);
     }

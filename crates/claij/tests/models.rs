@@ -14,8 +14,9 @@ fn repo() -> PathBuf {
 
 /// The binary from the repository root, runs in memory, no model configuration from the
 /// machine (HOME and XDG_CONFIG_HOME point at an empty directory).
-fn claij(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_claij"))
+fn command(home: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_claij"));
+    command
         .current_dir(repo())
         .stdin(Stdio::null())
         .env("CLAIJ_STORE", "memory")
@@ -29,7 +30,19 @@ fn claij(home: &Path, args: &[&str]) -> Output {
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("GEMINI_API_KEY")
         .env_remove("GOOGLE_API_KEY")
-        .env_remove("OPENROUTER_API_KEY")
+        .env_remove("OPENROUTER_API_KEY");
+    command
+}
+
+/// `claij ARGS`, as [`command`] sets it up.
+fn claij(home: &Path, args: &[&str]) -> Output {
+    command(home).args(args).output().expect("claij starts")
+}
+
+/// `claij ARGS` on the embedded model `model` (the file named by CLAIJ_EMBEDDED_MODEL).
+fn claij_embedded(home: &Path, model: &Path, args: &[&str]) -> Output {
+    command(home)
+        .env("CLAIJ_EMBEDDED_MODEL", model)
         .args(args)
         .output()
         .expect("claij starts")
@@ -117,24 +130,16 @@ fn the_triage_example_runs_on_the_embedded_model() {
         model.display()
     );
     let home = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_claij"))
-        .current_dir(repo())
-        .stdin(Stdio::null())
-        .env("CLAIJ_STORE", "memory")
-        .env("HOME", home.path())
-        .env("XDG_CONFIG_HOME", home.path())
-        .env("CLAIJ_EMBEDDED_MODEL", &model)
-        .env_remove("CLAIJ_CONFIG")
-        .env_remove("CLAIJ_MODEL")
-        .env_remove("OPENAI_API_KEY")
-        .args([
+    let out = claij_embedded(
+        home.path(),
+        &model,
+        &[
             "run",
             "examples/triage.yaml",
             "--input",
             "@examples/inputs/complaint.json",
-        ])
-        .output()
-        .unwrap();
+        ],
+    );
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("embedded model"), "{stderr}");
@@ -485,21 +490,7 @@ fn prompt_counts_an_embedded_model_s_tokens_as_the_model_does() {
     let model = claij_testkit::cache::embedded_model();
     let home = tempfile::tempdir().unwrap();
     let trail = home.path().join("run.jsonl");
-    let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_claij"))
-            .current_dir(repo())
-            .stdin(Stdio::null())
-            .env("CLAIJ_STORE", "memory")
-            .env("HOME", home.path())
-            .env("XDG_CONFIG_HOME", home.path())
-            .env("CLAIJ_EMBEDDED_MODEL", &model)
-            .env_remove("CLAIJ_CONFIG")
-            .env_remove("CLAIJ_MODEL")
-            .env_remove("OPENAI_API_KEY")
-            .args(args)
-            .output()
-            .unwrap()
-    };
+    let run = |args: &[&str]| claij_embedded(home.path(), &model, args);
     let out = run(&[
         "run",
         "examples/triage.yaml",

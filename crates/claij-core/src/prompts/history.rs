@@ -154,7 +154,7 @@ impl Projector<'_, '_> {
         let mut parts = Vec::new();
         if is_llm(self.fsm, visit.state) {
             let request = self.task(visit.state, input);
-            parts.push(Part::fixed(vec![Message::user(request)]));
+            parts.push(Part::new(vec![Message::user(request)]));
         }
         let (rounds, rest) = rounds(visit);
         let count = rounds.len();
@@ -166,7 +166,7 @@ impl Projector<'_, '_> {
                 .filter_map(|e| self.visit_message(visit, e, latest && used_up))
                 .collect();
             if latest {
-                parts.push(Part::fixed(full));
+                parts.push(Part::new(full));
                 continue;
             }
             let calls = round
@@ -182,7 +182,7 @@ impl Projector<'_, '_> {
             .filter_map(|e| self.visit_message(visit, e, false))
             .collect();
         if !rest.is_empty() {
-            parts.push(Part::fixed(rest));
+            parts.push(Part::new(rest));
         }
         parts
     }

@@ -29,18 +29,14 @@ pub(super) struct Part {
 }
 
 impl Part {
-    /// A part that never shrinks.
-    pub(super) fn fixed(messages: Vec<Message>) -> Self {
+    /// A part shown as `messages`; it never shrinks unless smaller forms are added
+    /// ([`or`](Self::or), [`droppable`](Self::droppable)).
+    pub(super) fn new(messages: Vec<Message>) -> Self {
         Self {
             forms: vec![messages],
             last_collapse: 0,
             shown: 0,
         }
-    }
-
-    /// A part shown as `full` until it collapses.
-    pub(super) fn new(full: Vec<Message>) -> Self {
-        Self::fixed(full)
     }
 
     /// Adds a smaller form the part may collapse to (ignored when equal to the last).
@@ -142,14 +138,14 @@ mod tests {
     #[test]
     fn collapses_the_oldest_first_then_drops_the_oldest() {
         let mut p = Projection::new(vec![
-            Part::fixed(vec![m("system")]),
+            Part::new(vec![m("system")]),
             Part::new(vec![m("a1"), m("a2")])
                 .or(vec![m("a")])
                 .droppable(vec![]),
             Part::new(vec![m("b1"), m("b2")])
                 .or(vec![m("b")])
                 .droppable(vec![m("b")]),
-            Part::fixed(vec![m("request")]),
+            Part::new(vec![m("request")]),
         ]);
         let texts = |p: &Projection| -> Vec<String> {
             p.messages().into_iter().map(|m| m.content).collect()

@@ -8,9 +8,8 @@
 
 use std::fmt::Write as _;
 
-use claij_core::prompts::Message;
-use claij_core::schema::effective_schema;
-use claij_core::{DynamicSchemas, Fsm, TrailEntry, Transition, TransitionSchema};
+use claij_core::prompts::{Message, PromptOptions, transition_schema};
+use claij_core::{DynamicSchemas, Fsm, TrailEntry, Transition};
 use serde_json::{Value, json};
 
 /// The seed-style conversation for a model answering in `state` after `trail`.
@@ -20,7 +19,11 @@ pub(super) fn seed_style(
     state: &str,
     dynamic: &dyn DynamicSchemas,
 ) -> Vec<Message> {
-    let schema = |t: &Transition| inlined(fsm, &transition_schema(t, dynamic));
+    let opts = PromptOptions {
+        dynamic: Some(dynamic),
+        ..PromptOptions::default()
+    };
+    let schema = |t: &Transition| inlined(fsm, &transition_schema(t, &opts));
     let output = |s: &str| {
         let routes: Vec<Value> = fsm.outgoing(s).filter(|t| !t.omit).map(&schema).collect();
         json!({ "oneOf": routes }).to_string()
@@ -107,23 +110,6 @@ fn primer(fsm: &Fsm, schema: &dyn Fn(&Transition) -> Value) -> String {
          you need to do. Answer with exactly one JSON object that satisfies it.",
     );
     out
-}
-
-/// A transition's effective schema, a dynamic one resolved (or named, when it cannot be).
-fn transition_schema(t: &Transition, dynamic: &dyn DynamicSchemas) -> Value {
-    if let Some(effective) = &t.effective {
-        return effective.clone();
-    }
-    match &t.schema {
-        TransitionSchema::Dynamic(name) => match dynamic.resolve(name) {
-            Ok(schema) => effective_schema(&t.from, &t.to, Some(&schema)),
-            Err(_) => {
-                json!({"x-dynamic-schema": name, "properties": {"id": {"const": t.id_value}}})
-            }
-        },
-        TransitionSchema::Static(schema) => effective_schema(&t.from, &t.to, Some(schema)),
-        TransitionSchema::Any => effective_schema(&t.from, &t.to, None),
-    }
 }
 
 /// `schema` with the shared definitions inlined.
