@@ -106,6 +106,8 @@ pub struct FsmSettings {
     pub timeout: Option<Duration>,
     /// Deadline of a whole run.
     pub deadline: Option<Duration>,
+    /// What a run and its children may spend together (`config.budget`).
+    pub budget: Option<crate::budget::Budget>,
 }
 
 /// One state.
@@ -182,6 +184,8 @@ pub struct StateSettings {
     pub timeout: Option<Duration>,
     /// Where to go when attempts run out.
     pub on_failure: Option<Arc<str>>,
+    /// Where to go, instead of suspending, when the run's budget would be exceeded.
+    pub on_budget: Option<Arc<str>>,
 }
 
 /// What an event taking a transition must look like.

@@ -30,6 +30,7 @@
 //! assert!(problems.to_string().contains("nowhere"));
 //! ```
 
+pub mod budget;
 pub mod diagnostic;
 pub mod fsm;
 pub mod graph;
@@ -44,6 +45,7 @@ pub mod store;
 pub mod synthesis;
 pub mod trail;
 
+pub use budget::{Budget, BudgetPause, Limit, PendingCalls, Spend};
 pub use diagnostic::{Diagnostic, Diagnostics, JsonPath, Problem};
 pub use fsm::{
     DEFAULT_MAX_ATTEMPTS, END_ACTION, Example, Fsm, FsmSettings, Keep, START, State, StateIdx,

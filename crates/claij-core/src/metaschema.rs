@@ -33,7 +33,11 @@ const UNKNOWN_FIELD_NOTE: &str = " (a typo? fields starting with `x-` are free)"
 
 /// Readable messages for the meta-schema's `anyOf`s, whose own message only says that
 /// none of the alternatives matched; keyed on the `anyOf`'s schema path.
-const ANY_OF_MESSAGES: [(&str, &str); 4] = [
+const ANY_OF_MESSAGES: [(&str, &str); 5] = [
+    (
+        "/$defs/count/anyOf",
+        "a count is a whole number, or a string such as `5000`, `200k`, `1.5m`",
+    ),
     (
         "/$defs/duration/anyOf",
         "a duration is a positive number of seconds or a string such as `500ms`, `30s`, `2m`",
@@ -122,7 +126,7 @@ mod tests {
                 (
                     "$.config.retries".to_owned(),
                     "unknown field `retries` (a typo? fields starting with `x-` are free); \
-                     known fields: max_attempts, timeout, deadline"
+                     known fields: max_attempts, timeout, deadline, budget"
                 ),
             ]
         );

@@ -320,6 +320,16 @@ pub fn trail_to_prompts(
 /// Cheap: entries are read in place, never cloned; each state's schema is rendered once
 /// per call however often it recurs.
 pub fn project(fsm: &Fsm, trail: &[TrailEntry], state: &str, opts: &PromptOptions) -> Projection {
+    // Pauses (for a budget, or calls lost in a crash) are not attempts: a run that went
+    // on after one reads as if it had not stopped.
+    if trail.iter().any(crate::budget::is_pause) {
+        let attempts: Vec<TrailEntry> = trail
+            .iter()
+            .filter(|e| !crate::budget::is_pause(e))
+            .cloned()
+            .collect();
+        return project(fsm, &attempts, state, opts);
+    }
     let mut projector = Projector {
         fsm,
         opts,

@@ -129,9 +129,19 @@ pub struct Wait {
     /// continued without input and its deadline's failure followed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_at: Option<SystemTime>,
+    /// Why the run stopped for a budget, when it did: such a run takes no input; it goes
+    /// on when resumed after its budget was raised (`claij runs resume RUN --budget …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Box<crate::budget::BudgetPause>>,
 }
 
 impl Wait {
+    /// Whether the run waits for an input (a person's answer, a webhook's call): not for
+    /// its child runs, nor for its budget to be raised.
+    pub fn takes_input(&self) -> bool {
+        self.children.is_empty() && self.budget.is_none()
+    }
+
     /// When the wait needs a worker without any input: the earlier of its expiry and the
     /// run's deadline (`None`: only an input, or a child's end, moves it).
     pub fn wakes_at(&self) -> Option<SystemTime> {
@@ -193,6 +203,17 @@ pub struct RunRecord {
     /// this run instead of creating another.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// What the run itself spent (its own trail's model calls, its time running and
+    /// waiting); its tree's totals come from [`RunStore::tree_spend`].
+    #[serde(default)]
+    pub spend: crate::budget::Spend,
+    /// What the run and its children may spend together, when limited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::budget::Budget>,
+    /// Model calls in flight when the run was last committed (a crash leaves them here:
+    /// the run taken over records them as spent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<crate::budget::PendingCalls>,
     /// When it started.
     pub created_at: SystemTime,
     /// When it last changed.
@@ -225,6 +246,10 @@ pub struct Checkpoint {
     /// transaction as the rest (the outbox), for workers to dispatch to the FSMs whose
     /// triggers subscribe to their topics.
     pub published: Vec<Published>,
+    /// What the run has spent, all told, once these entries are in (written in place of
+    /// the stored totals). Every commit also forgets the run's pending calls: their
+    /// entries are in.
+    pub spend: crate::budget::Spend,
 }
 
 /// An event published by a run (a `publish` state), as its checkpoint writes it.
@@ -588,6 +613,28 @@ pub trait RunStore: Send + Sync {
 
     /// Every pending delivery, by when it is due.
     fn pending_deliveries(&self) -> StoreFuture<'_, Vec<Delivery>>;
+
+    /// What a run and every run below it (children, their children, …) spent: their
+    /// tokens, cost and calls summed; the run's own time running and waiting (its
+    /// children run within it).
+    fn tree_spend<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, crate::budget::Spend>;
+
+    /// Sets (or with `None` removes) what a run and its children may spend together.
+    fn set_budget<'a>(
+        &'a self,
+        run_id: &'a str,
+        budget: Option<&'a crate::budget::Budget>,
+    ) -> StoreFuture<'a, ()>;
+
+    /// Records the model calls a running run has in flight, before they are made, if
+    /// `owner` still holds its lease ([`StoreError::LostLease`] otherwise); the next
+    /// commit forgets them.
+    fn note_pending<'a>(
+        &'a self,
+        run_id: &'a str,
+        owner: &'a str,
+        pending: &'a crate::budget::PendingCalls,
+    ) -> StoreFuture<'a, ()>;
 
     /// Bytes used by a run: its record and trail rows as stored (for growth checks).
     fn run_bytes<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, u64>;

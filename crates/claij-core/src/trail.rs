@@ -80,6 +80,30 @@ pub struct Usage {
     /// attempt before the model answered; they cost no validation attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_retries: Option<u32>,
+    /// How many model calls this usage adds up when more than one (a state's answer and
+    /// the summary its model wrote, or the sampling calls an MCP server made during a tool
+    /// call); absent: one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<u32>,
+}
+
+impl Usage {
+    /// Adds another call's (or calls') usage to this one.
+    pub fn add(&mut self, u: &Usage) {
+        let calls = self.calls.unwrap_or(1) + u.calls.unwrap_or(1);
+        self.input_tokens += u.input_tokens;
+        self.output_tokens += u.output_tokens;
+        if let Some(c) = u.cached_tokens {
+            *self.cached_tokens.get_or_insert(0) += c;
+        }
+        if let Some(c) = u.cost_usd {
+            *self.cost_usd.get_or_insert(0.0) += c;
+        }
+        if let Some(r) = u.http_retries {
+            *self.http_retries.get_or_insert(0) += r;
+        }
+        self.calls = Some(calls);
+    }
 }
 
 /// The kinds of failure an attempt can end in.
@@ -98,7 +122,8 @@ pub enum FailureKind {
     Timeout,
     /// The run was interrupted.
     Interrupted,
-    /// A budget (tokens, cost) ran out.
+    /// The run stopped for its budget (tokens, cost, calls, time) before a model call
+    /// that could go past it: a pause, not an attempt (see `budget::is_pause`).
     Budget,
 }
 
@@ -156,23 +181,14 @@ pub fn last_event(trail: &[TrailEntry]) -> Option<&Value> {
 
 /// The run's total usage: the sum over every entry that reports one.
 pub fn total_usage(trail: &[TrailEntry]) -> Usage {
-    trail
-        .iter()
-        .filter_map(|e| e.usage.as_ref())
-        .fold(Usage::default(), |mut sum, u| {
-            sum.input_tokens += u.input_tokens;
-            sum.output_tokens += u.output_tokens;
-            if let Some(c) = u.cached_tokens {
-                *sum.cached_tokens.get_or_insert(0) += c;
-            }
-            if let Some(c) = u.cost_usd {
-                *sum.cost_usd.get_or_insert(0.0) += c;
-            }
-            if let Some(r) = u.http_retries {
-                *sum.http_retries.get_or_insert(0) += r;
-            }
-            sum
-        })
+    let mut sum: Option<Usage> = None;
+    for u in trail.iter().filter_map(|e| e.usage.as_deref()) {
+        match &mut sum {
+            Some(sum) => sum.add(u),
+            None => sum = Some(u.clone()),
+        }
+    }
+    sum.unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -45,7 +45,9 @@ pub struct ActionInput<'a> {
     pub context: &'a Value,
     /// Which attempt this is, from 1.
     pub attempt: u32,
-    /// The sequence number the entry of this attempt will get.
+    /// The attempt's sequence number: the number of trail entries before it, pauses (for
+    /// a budget, or calls lost in a crash) at the trail's end not counted — the sequence
+    /// number its entry gets unless it was paused before.
     pub seq: u64,
     /// Cancelled when the run is interrupted; long-running actions should watch it.
     pub cancel: &'a CancellationToken,
@@ -56,6 +58,10 @@ pub struct ActionInput<'a> {
     pub scope: RunScope<'a>,
     /// The run's observers (told of text an action produces as it comes).
     pub observers: &'a [Arc<dyn Observer>],
+    /// Where the attempt's model calls go through: checked against the run tree's budget
+    /// before they are made, recorded as in flight, charged once they answered (the
+    /// attempt's trail entry records what they cost).
+    pub meter: &'a crate::spend::Meter,
 }
 
 /// What an action may use to start runs of its own (sub-FSMs, fork branches): the
@@ -72,6 +78,8 @@ pub struct RunScope<'a> {
     pub lease: Option<Duration>,
     /// Who keeps the run's lease, when not its own heartbeat (a worker's keeper).
     pub lease_keeper: Option<&'a crate::durable::LeaseKeeper>,
+    /// The budget the run's tree shares, which its children share too.
+    pub ledger: Option<&'a crate::spend::Ledger>,
 }
 
 impl<'a> ActionInput<'a> {
@@ -128,14 +136,17 @@ impl<'a> ActionInput<'a> {
             .collect()
     }
 
-    /// The failure entries of this state since it was entered, oldest first.
+    /// The failure entries of this state since it was entered, oldest first (pauses for a
+    /// budget are not failures of the state).
     pub fn failures_here(&self) -> impl Iterator<Item = &TrailEntry> {
         let entered = self
             .trail
             .iter()
             .rposition(TrailEntry::is_transition)
             .map_or(0, |i| i + 1);
-        self.trail[entered..].iter().filter(|e| e.failure.is_some())
+        self.trail[entered..]
+            .iter()
+            .filter(|e| e.failure.is_some() && !claij_core::budget::is_pause(e))
     }
 }
 

@@ -12,10 +12,13 @@ use claij_core::{Failure, FailureKind, Fsm, START, State, TrailEntry};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use claij_core::budget::{BudgetPause, Spend, is_pause};
+
 use crate::action::{ActionError, ActionInput, ActionOutput, Outcome, Suspension};
 use crate::durable::Durable;
 use crate::observer::Observer;
 use crate::run::{Engine, RunOutcome, RunStatus, kind_of};
+use crate::spend::{Ledger, Meter};
 
 /// The model call behind an attempt, as its trail entry records it (all `None` when no
 /// model was called).
@@ -44,9 +47,19 @@ enum Attempt {
         call: CallRecord,
     },
     Suspend(Suspension),
-    Interrupted,
+    /// A budget would be gone past: the run stops for it (what calls the attempt made
+    /// before are in `usage`).
+    Paused {
+        pause: Box<BudgetPause>,
+        usage: Option<Box<claij_core::Usage>>,
+    },
+    Interrupted {
+        usage: Option<Box<claij_core::Usage>>,
+    },
     LeaseLost,
-    DeadlineExceeded,
+    DeadlineExceeded {
+        usage: Option<Box<claij_core::Usage>>,
+    },
 }
 
 /// One run being driven: its trail and context in memory, and (with a store) how much of
@@ -71,6 +84,16 @@ pub(crate) struct RunState<'e> {
     pub committed: usize,
     /// Whether the context changed since the last commit.
     pub context_dirty: bool,
+    /// The budget the run's tree shares (the run's own, or its ancestors'), if any.
+    pub ledger: Option<Ledger>,
+    /// What the run spent: its entries' tokens, cost and calls, its time running before
+    /// `taken_up`, its time waiting.
+    pub spend: Spend,
+    /// When this process took the run up (its time running counts from here).
+    pub taken_up: Instant,
+    /// Whether an `on_budget` route was already taken (the run then stops at the next
+    /// call its budget refuses).
+    pub budget_routed: bool,
 }
 
 /// Wall-clock times for trail entries from one reading of the monotonic clock per
@@ -212,7 +235,32 @@ impl<'e> RunState<'e> {
                             ending = Some((RunStatus::Suspended, Some(Box::new(wait))));
                             break;
                         }
-                        Attempt::Interrupted => {
+                        Attempt::Paused { pause, usage } => {
+                            self.append_failure(
+                                state,
+                                serde_json::to_value(&pause).unwrap_or_default(),
+                                Failure {
+                                    kind: FailureKind::Budget,
+                                    message: pause.to_string(),
+                                    errors: Vec::new(),
+                                    attempt,
+                                },
+                                CallRecord {
+                                    usage,
+                                    ..CallRecord::default()
+                                },
+                                Some(duration),
+                            );
+                            if let Some(t) = self.on_budget_route(state, &pause, attempt) {
+                                next = Some(t);
+                                break;
+                            }
+                            let mut wait = self.wait_for(state, Suspension::default());
+                            wait.budget = Some(pause);
+                            ending = Some((RunStatus::Suspended, Some(Box::new(wait))));
+                            break;
+                        }
+                        Attempt::Interrupted { usage } => {
                             self.append_failure(
                                 state,
                                 Value::Null,
@@ -222,7 +270,10 @@ impl<'e> RunState<'e> {
                                     errors: Vec::new(),
                                     attempt,
                                 },
-                                CallRecord::default(),
+                                CallRecord {
+                                    usage,
+                                    ..CallRecord::default()
+                                },
                                 Some(duration),
                             );
                             ending = Some((RunStatus::Interrupted, None));
@@ -233,7 +284,7 @@ impl<'e> RunState<'e> {
                                 run: self.run_id.clone(),
                             });
                         }
-                        Attempt::DeadlineExceeded => {
+                        Attempt::DeadlineExceeded { usage } => {
                             let limit = self.deadline.map(|(_, d)| d).unwrap_or_default();
                             let failure = Failure {
                                 kind: FailureKind::Timeout,
@@ -248,7 +299,10 @@ impl<'e> RunState<'e> {
                                 state,
                                 Value::Null,
                                 failure.clone(),
-                                CallRecord::default(),
+                                CallRecord {
+                                    usage,
+                                    ..CallRecord::default()
+                                },
                                 Some(duration),
                             );
                             // The deadline is a failure like any other: its `on_failure` route
@@ -279,12 +333,23 @@ impl<'e> RunState<'e> {
         }
     }
 
-    /// How many attempts were recorded since the current state was entered.
+    /// The sequence number an attempt's key is made of: the trail's length, pauses at its
+    /// end not counted, so that an attempt made again after a pause (for a budget, or a
+    /// call lost in a crash) has the key it had — and a state that starts child runs
+    /// finds the children it started.
+    fn attempt_seq(&self) -> u64 {
+        let pauses = self.trail.iter().rev().take_while(|e| is_pause(e)).count();
+        (self.trail.len() - pauses) as u64
+    }
+
+    /// How many attempts were recorded since the current state was entered (pauses for
+    /// a budget are not attempts).
     pub(crate) fn attempts_here(&self) -> u32 {
         self.trail
             .iter()
             .rev()
             .take_while(|e| !e.is_transition())
+            .filter(|e| !is_pause(e))
             .count() as u32
     }
 
@@ -326,6 +391,7 @@ impl<'e> RunState<'e> {
             .iter()
             .rev()
             .take_while(|e| !e.is_transition())
+            .filter(|e| !is_pause(e))
             .find_map(|e| e.failure.as_deref().cloned())
     }
 
@@ -353,7 +419,86 @@ impl<'e> RunState<'e> {
             deadline_at: self.deadline.map(|(at, _)| {
                 to_micros(SystemTime::now() + at.saturating_duration_since(Instant::now()))
             }),
+            budget: None,
         }
+    }
+
+    /// A budget would be gone past: follow the state's `on_budget` route (once per drive)
+    /// with an event carrying the pause.
+    fn on_budget_route(
+        &mut self,
+        state: &State,
+        pause: &BudgetPause,
+        attempt: u32,
+    ) -> Option<usize> {
+        let target = state.settings.on_budget.as_ref()?;
+        if std::mem::replace(&mut self.budget_routed, true) {
+            return None;
+        }
+        let t = self.fsm.transition_idx(&state.id, target)?;
+        let event = json!({
+            "id": self.fsm.transitions[t].id_value,
+            "budget": pause,
+            "state": &*state.id,
+        });
+        self.append_full(t, event, attempt, CallRecord::default(), None, None);
+        Some(t)
+    }
+
+    /// Records the model calls a crashed process had in flight (the store kept them): an
+    /// `interrupted` entry in the current state with what they could cost at most, which
+    /// is counted as spent (they may have been paid for) but is not an attempt.
+    pub(crate) fn record_lost_calls(&mut self, pending: &claij_core::PendingCalls) {
+        let Some(state) = self
+            .trail
+            .iter()
+            .rev()
+            .find(|e| e.is_transition())
+            .and_then(|e| e.to.as_deref())
+            .and_then(|id| self.fsm.state(id))
+        else {
+            return;
+        };
+        let at_most = pending.at_most;
+        let usage = claij_core::Usage {
+            input_tokens: at_most.input_tokens,
+            output_tokens: at_most.output_tokens,
+            cost_usd: Some(at_most.cost_usd),
+            calls: Some(u32::try_from(at_most.calls).unwrap_or(u32::MAX)),
+            ..claij_core::Usage::default()
+        };
+        if let Some(ledger) = &self.ledger {
+            ledger.charge(&Spend::default(), &Spend::of_usage(&usage));
+        }
+        let attempt = self.attempts_here() + 1;
+        self.append_failure(
+            state,
+            Value::Null,
+            Failure {
+                kind: FailureKind::Interrupted,
+                message: format!(
+                    "the process running this attempt stopped during {} model call(s) ({}); they are counted as spent at most",
+                    at_most.calls,
+                    pending.models.join(", ")
+                ),
+                errors: Vec::new(),
+                attempt,
+            },
+            CallRecord {
+                usage: Some(Box::new(usage)),
+                ..CallRecord::default()
+            },
+            None,
+        );
+    }
+
+    /// What the run spent, its time running counted to now.
+    pub(crate) fn spend_now(&self) -> Spend {
+        let mut spend = self.spend;
+        spend.time_ms = spend
+            .time_ms
+            .saturating_add(u64::try_from(self.taken_up.elapsed().as_millis()).unwrap_or(u64::MAX));
+        spend
     }
 
     /// Commits what is not committed yet (no-op without a store, or when nothing
@@ -390,6 +535,7 @@ impl<'e> RunState<'e> {
                 wait,
                 lease_until,
                 published: std::mem::take(&mut self.published),
+                spend: self.spend_now(),
             })
             .await?;
         self.committed = self.trail.len();
@@ -421,7 +567,14 @@ impl<'e> RunState<'e> {
     async fn attempt(&mut self, state: &State, input_transition: usize, attempt: u32) -> Attempt {
         let fsm = self.fsm;
         if self.cancel.is_cancelled() {
-            return self.stopped();
+            return self.stopped(None);
+        }
+        // A tree whose calls went past its budget (by more than they were expected to
+        // cost), or whose time is up, stops before anything else is done.
+        if !self.budget_routed
+            && let Some(pause) = self.ledger.as_ref().and_then(Ledger::exceeded)
+        {
+            return Attempt::Paused { pause, usage: None };
         }
         for o in &self.observers {
             o.attempt_started(&self.run_id, state, attempt);
@@ -441,6 +594,12 @@ impl<'e> RunState<'e> {
             .find(|e| e.is_transition())
             .map(|e| &e.event)
             .unwrap_or(&Value::Null);
+        let meter = Meter::new(
+            self.ledger.clone(),
+            self.durable
+                .as_ref()
+                .map(|d| (d.store.clone(), self.run_id.clone(), d.owner.clone())),
+        );
         let input = ActionInput {
             run_id: &self.run_id,
             fsm,
@@ -450,7 +609,7 @@ impl<'e> RunState<'e> {
             trail: &self.trail,
             context: &self.context,
             attempt,
-            seq: self.trail.len() as u64,
+            seq: self.attempt_seq(),
             cancel: &self.cancel,
             schemas: self.engine.registry(),
             scope: crate::action::RunScope {
@@ -459,8 +618,10 @@ impl<'e> RunState<'e> {
                 owner: self.durable.as_ref().map(|d| d.owner.as_str()),
                 lease: self.durable.as_ref().map(|d| d.lease),
                 lease_keeper: self.durable.as_ref().and_then(|d| d.keeper.as_ref()),
+                ledger: self.ledger.as_ref(),
             },
             observers: &self.observers,
+            meter: &meter,
         };
         let state_timeout = fsm.timeout(state);
         // The clock is read here only for a run with a deadline.
@@ -475,7 +636,7 @@ impl<'e> RunState<'e> {
         let run = action.run(input);
         let result = tokio::select! {
             biased;
-            _ = self.cancel.cancelled() => return self.stopped(),
+            _ = self.cancel.cancelled() => return self.stopped(meter.usage_with_outstanding()),
             r = async {
                 match limit {
                     // Boxed: a timer is most of this future, and most states have none.
@@ -484,11 +645,23 @@ impl<'e> RunState<'e> {
                 }
             } => r,
         };
+        if let Some(pause) = meter.pause() {
+            // A call was refused for a budget: whatever the action made of that, the run
+            // stops here, and the attempt is made again once the budget allows it.
+            return Attempt::Paused {
+                pause,
+                usage: meter.usage().map(Box::new),
+            };
+        }
         let output = match result {
-            None if limit_is_deadline => return Attempt::DeadlineExceeded,
+            None if limit_is_deadline => {
+                return Attempt::DeadlineExceeded {
+                    usage: meter.usage_with_outstanding().map(Box::new),
+                };
+            }
             None => {
                 let limit = limit.unwrap_or_default();
-                return failed(
+                let mut timed_out = failed(
                     FailureKind::Timeout,
                     format!(
                         "state `{}` did not finish within its timeout of {}",
@@ -498,6 +671,10 @@ impl<'e> RunState<'e> {
                     attempt,
                     true,
                 );
+                if let Attempt::Failed { call, .. } = &mut timed_out {
+                    call.usage = meter.usage_with_outstanding().map(Box::new);
+                }
+                return timed_out;
             }
             Some(Err(ActionError {
                 kind,
@@ -506,14 +683,19 @@ impl<'e> RunState<'e> {
                 retryable,
                 model_call,
             })) => {
+                let reported = model_call.as_ref().and_then(|c| c.usage.clone());
+                let usage = metered(&meter, reported.map(Box::new));
                 let call = match model_call {
                     Some(call) => CallRecord {
                         model: Some(call.model),
-                        usage: call.usage.map(Box::new),
+                        usage,
                         enforce: call.enforce,
                         summary: None,
                     },
-                    None => CallRecord::default(),
+                    None => CallRecord {
+                        usage,
+                        ..CallRecord::default()
+                    },
                 };
                 return Attempt::Failed {
                     failure: Failure {
@@ -527,7 +709,10 @@ impl<'e> RunState<'e> {
                     call,
                 };
             }
-            Some(Ok(Outcome::Emit(output))) => output,
+            Some(Ok(Outcome::Emit(mut output))) => {
+                output.usage = metered(&meter, output.usage.take());
+                output
+            }
             Some(Ok(Outcome::Suspend(suspension))) => {
                 if self.durable.is_none() {
                     return failed(
@@ -548,10 +733,13 @@ impl<'e> RunState<'e> {
 
     /// Why the cancellation handle fired: an interrupt, or (durable runs) the lease was
     /// taken over by another process, which then owns the trail.
-    fn stopped(&self) -> Attempt {
+    /// (`usage`: what the attempt's calls cost, those in flight counted at most.)
+    fn stopped(&self, usage: Option<claij_core::Usage>) -> Attempt {
         match &self.durable {
             Some(d) if d.lost.load(Ordering::SeqCst) => Attempt::LeaseLost,
-            _ => Attempt::Interrupted,
+            _ => Attempt::Interrupted {
+                usage: usage.map(Box::new),
+            },
         }
     }
 
@@ -696,6 +884,7 @@ impl<'e> RunState<'e> {
     }
 
     fn push(&mut self, entry: TrailEntry) {
+        self.spend.add_calls(&Spend::of_entry(&entry));
         self.trail.push(entry);
         if !self.observers.is_empty()
             && let Some(entry) = self.trail.last()
@@ -733,7 +922,9 @@ impl<'e> RunState<'e> {
         let result = (status == RunStatus::Completed)
             .then(|| claij_core::trail::last_event(&self.trail).cloned())
             .flatten();
+        let spend = self.spend_now();
         Ok(RunOutcome {
+            spend,
             run_id: self.run_id,
             status,
             trail: self.trail,
@@ -747,6 +938,23 @@ impl<'e> RunState<'e> {
             wait,
             parent: None,
         })
+    }
+}
+
+/// The usage an attempt's entry records: what its calls through the meter cost, else
+/// what the action reported itself (charged to the budget now).
+fn metered(
+    meter: &Meter,
+    reported: Option<Box<claij_core::Usage>>,
+) -> Option<Box<claij_core::Usage>> {
+    match meter.usage() {
+        Some(usage) => Some(Box::new(usage)),
+        None => {
+            if let Some(usage) = &reported {
+                meter.charge_reported(usage);
+            }
+            reported
+        }
     }
 }
 

@@ -48,6 +48,7 @@ pub mod privilege;
 pub mod recover;
 pub mod registry;
 pub mod run;
+pub mod spend;
 pub mod tree;
 
 pub use action::{
@@ -64,5 +65,6 @@ pub use run::{
     Engine, InputError, RunError, RunOptions, RunOutcome, RunStatus, Submission, Submitted,
     interrupt, new_run_id,
 };
+pub use spend::{Ledger, Meter, Refusal};
 pub use tokio_util::sync::CancellationToken;
 pub use tree::ChildRun;

@@ -118,6 +118,8 @@ impl Engine {
             lease_keeper: scope.lease_keeper.cloned(),
             parent: Some(parent.to_owned()),
             prior_trail: child.prior_trail,
+            budget: None,
+            ledger: scope.ledger.cloned(),
         };
         if let Some(store) = scope.store {
             match store.run(&child.run_id).await {
@@ -141,9 +143,11 @@ impl Engine {
         record: RunRecord,
         options: RunOptions,
     ) -> Result<RunOutcome, RunError> {
-        let waits_for_children = record.wait.as_ref().is_some_and(|w| !w.children.is_empty());
-        if record.status == RunStatus::Running
-            || (record.status == RunStatus::Suspended && waits_for_children)
+        // A child waiting for children of its own, or stopped for a budget (which its
+        // parent's resume may have raised), tries again; one waiting for an input is
+        // reported as it stands.
+        let goes_on = record.wait.as_ref().is_some_and(|w| !w.takes_input());
+        if record.status == RunStatus::Running || (record.status == RunStatus::Suspended && goes_on)
         {
             let fsm = self.stored_fsm(store.as_ref(), &record).await?;
             let options = RunOptions {
@@ -192,6 +196,9 @@ impl Engine {
                     parent: None,
                     prior_trail: Vec::new(),
                     cancel: CancellationToken::new(),
+                    // The parent finds its budgets in the store.
+                    budget: None,
+                    ledger: None,
                     ..options.clone()
                 };
                 return match self.resume(fsm, parent, None, options).await {

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use claij_core::FailureKind;
 use claij_core::prompts::{PromptOptions, project, tool_rounds};
-use claij_core::{FailureKind, Usage};
 use claij_engine::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -13,8 +13,9 @@ use serde_json::{Value, json};
 use crate::enforce::{self, Mode, Route};
 use crate::extract::extract_object;
 use crate::layer::{LlmLayer, ResolvedModel};
+use crate::metered::CallFailure;
 use crate::provider::ProviderError;
-use crate::request::{Decoding, ModelRequest, ModelResponse};
+use crate::request::{Decoding, ModelRequest};
 use crate::summary;
 use crate::tokens;
 
@@ -128,7 +129,7 @@ impl LlmAction {
             },
         );
         let budget = prompt_budget(&config, &model);
-        let messages = tokens::fit(projection, budget, Some(&model)).await;
+        let (messages, prompt_tokens) = tokens::fit_counted(projection, budget, Some(&model)).await;
         let decoding = config.decoding.or(model.decoding);
         let request = ModelRequest {
             model: model.model_id.clone(),
@@ -137,23 +138,29 @@ impl LlmAction {
             decoding,
         };
         let started = Instant::now();
-        let response = self
+        let (response, usage) = self
             .layer
-            .call(
+            .metered_call(
                 &model,
                 &request,
                 &input.state.id,
                 input.text_sink().as_ref(),
+                input.meter,
+                false,
+                prompt_tokens,
             )
             .await
-            .map_err(|e| provider_failure(e, &model).enforced(mode.to_string()))?;
+            .map_err(|e| match e {
+                CallFailure::Provider(e) => provider_failure(e, &model).enforced(mode.to_string()),
+                // A budget's refusal stops the run (the engine reads it from the meter).
+                CallFailure::Refused(refusal) => ActionError::failed(refusal.to_string()),
+            })?;
         tracing::debug!(
             state = %input.state.id,
             model = %model.name,
             latency_ms = started.elapsed().as_millis() as u64,
             "model answered"
         );
-        let usage = usage(&model, &response);
         let event = match &response.tool_call {
             Some((name, args)) => enforce::tool_event(&request.enforcement, name, args)
                 .ok_or_else(|| {
@@ -211,10 +218,11 @@ impl LlmAction {
             &request.messages,
             &event,
             request.decoding,
+            input.meter,
         )
         .await
-        .map(|(text, tokens)| {
-            summary::add(&mut usage, &model, tokens);
+        .map(|(text, spent)| {
+            usage.add(&spent);
             text
         });
         Ok(ActionOutput {
@@ -349,19 +357,6 @@ fn shown_routes<'a>(input: &ActionInput<'a>) -> Result<Vec<Route<'a>>, ActionErr
             schema,
         })
         .collect())
-}
-
-fn usage(model: &ResolvedModel, response: &ModelResponse) -> Usage {
-    let tokens = response.tokens.unwrap_or_default();
-    Usage {
-        input_tokens: tokens.input,
-        output_tokens: tokens.output,
-        cached_tokens: tokens.cached,
-        cost_usd: model
-            .price
-            .map(|p| p.cost(tokens.input, tokens.output, tokens.cached.unwrap_or(0))),
-        http_retries: (response.retries > 0).then_some(response.retries),
-    }
 }
 
 fn provider_failure(e: ProviderError, model: &ResolvedModel) -> ActionError {

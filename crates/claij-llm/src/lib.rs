@@ -23,6 +23,7 @@ pub mod extract;
 pub mod http;
 pub mod layer;
 pub mod lower;
+pub mod metered;
 pub mod provider;
 pub mod providers;
 pub mod record;

@@ -2,15 +2,18 @@
 //! later prompts read it in place of the state's visit (its request, its attempts, its
 //! tool rounds). It is asked right after the answer that leaves, in the same
 //! conversation, as free text; the trail entry of that answer records it, and its call's
-//! tokens are added to the entry's usage. The call goes through the layer like any
+//! tokens are added to the entry's usage (through the attempt's meter, as an optional call:
+//! a budget that refuses it leaves claij's own summary line). The call goes through the layer like any
 //! other, so `--record` and `--replay` hold it too.
 
 use claij_core::prompts::Message;
 use claij_core::{Fsm, State, Usage};
 use serde_json::Value;
 
+use claij_engine::Meter;
+
 use crate::layer::{LlmLayer, ResolvedModel};
-use crate::request::{Decoding, Tokens};
+use crate::request::Decoding;
 use crate::text::TextRequest;
 
 /// The most tokens a summary may take.
@@ -21,6 +24,7 @@ const SUMMARY_MAX_TOKENS: u32 = 300;
 /// stays in the visit (a call to the state's tool-use loop), or when the call fails —
 /// the answer stands then, and later prompts read claij's own summary line (a warning
 /// is logged).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn write(
     layer: &LlmLayer,
     model: &ResolvedModel,
@@ -29,7 +33,8 @@ pub(crate) async fn write(
     conversation: &[Message],
     event: &Value,
     decoding: Decoding,
-) -> Option<(String, Option<Tokens>)> {
+    meter: &Meter,
+) -> Option<(String, Usage)> {
     let prompt = state.summary_prompt.as_deref()?;
     let to = event
         .get("id")
@@ -57,9 +62,10 @@ pub(crate) async fn write(
             ..decoding
         },
     };
-    match layer.complete_text(request, &state.id).await {
+    // Optional: a budget that refuses it leaves claij's own line, not a stopped run.
+    match layer.complete_text(request, &state.id, meter, true).await {
         Ok(answer) if !answer.text.trim().is_empty() => {
-            Some((answer.text.trim().to_owned(), answer.tokens))
+            Some((answer.text.trim().to_owned(), answer.usage))
         }
         Ok(_) => {
             tracing::warn!(state = %state.id, "the model wrote an empty summary");
@@ -69,19 +75,5 @@ pub(crate) async fn write(
             tracing::warn!(state = %state.id, error = %e, "the summary could not be written");
             None
         }
-    }
-}
-
-/// `usage` with a further call's `tokens` (and their cost at `model`'s price) added.
-pub(crate) fn add(usage: &mut Usage, model: &ResolvedModel, tokens: Option<Tokens>) {
-    let Some(t) = tokens else { return };
-    usage.input_tokens += t.input;
-    usage.output_tokens += t.output;
-    if let Some(cached) = t.cached {
-        usage.cached_tokens = Some(usage.cached_tokens.unwrap_or(0) + cached);
-    }
-    if let Some(price) = model.price {
-        let cost = price.cost(t.input, t.output, t.cached.unwrap_or(0));
-        usage.cost_usd = Some(usage.cost_usd.unwrap_or(0.0) + cost);
     }
 }

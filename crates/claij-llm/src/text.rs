@@ -4,9 +4,11 @@
 //! the run's, else the default) and the call goes through the same retries and tape.
 
 use claij_core::prompts::Message;
+use claij_engine::Meter;
 
 use crate::enforce::Mode;
 use crate::layer::LlmLayer;
+use crate::metered::CallFailure;
 use crate::request::{Decoding, Enforcement, ModelRequest, Tokens};
 
 /// What to complete.
@@ -29,16 +31,23 @@ pub struct TextAnswer {
     pub model: String,
     /// Token counts, where reported.
     pub tokens: Option<Tokens>,
+    /// What the call cost (its tokens at the model's price).
+    pub usage: claij_core::Usage,
 }
 
 impl LlmLayer {
     /// Completes `request` with free text. `on_behalf_of` names who asked (a state, or
-    /// `server NAME`), for logs and the tape. Errors are messages fit to send back to the
-    /// one who asked; they never carry keys.
+    /// `server NAME`), for logs and the tape; `meter` is the asking attempt's (the call is
+    /// checked against the run's budget and charged to it; [`Meter::unmetered`] outside
+    /// runs), `optional` when the attempt can do without the answer (its refusal for a
+    /// budget then does not stop the run). Errors are messages fit to send back to the one
+    /// who asked; they never carry keys.
     pub async fn complete_text(
         &self,
         request: TextRequest,
         on_behalf_of: &str,
+        meter: &Meter,
+        optional: bool,
     ) -> Result<TextAnswer, String> {
         let model = match &request.model {
             Some(name) => self.resolve(name)?,
@@ -54,14 +63,18 @@ impl LlmLayer {
             },
             decoding: request.decoding.or(model.decoding),
         };
-        let response = self
-            .call(&model, &call, on_behalf_of, None)
+        let (response, usage) = self
+            .metered_call(&model, &call, on_behalf_of, None, meter, optional, None)
             .await
-            .map_err(|e| format!("model `{}`: {e}", model.name))?;
+            .map_err(|e| match e {
+                CallFailure::Refused(refusal) => format!("model `{}`: {refusal}", model.name),
+                CallFailure::Provider(e) => format!("model `{}`: {e}", model.name),
+            })?;
         Ok(TextAnswer {
             text: response.text,
             model: model.name,
             tokens: response.tokens,
+            usage,
         })
     }
 }

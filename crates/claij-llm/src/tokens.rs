@@ -61,18 +61,27 @@ pub async fn count_for(model: Option<&ResolvedModel>, messages: &[Message]) -> P
 /// When even the smallest form is over, it is sent as it is, with a warning in the log:
 /// the provider says whether it fits its context.
 pub async fn fit(
-    mut projection: Projection,
+    projection: Projection,
     max_prompt_tokens: Option<u64>,
     model: Option<&ResolvedModel>,
 ) -> Vec<Message> {
+    fit_counted(projection, max_prompt_tokens, model).await.0
+}
+
+/// [`fit`], with the count of the messages returned when it made one (with a budget).
+pub async fn fit_counted(
+    mut projection: Projection,
+    max_prompt_tokens: Option<u64>,
+    model: Option<&ResolvedModel>,
+) -> (Vec<Message>, Option<u64>) {
     let Some(max) = max_prompt_tokens else {
-        return projection.messages();
+        return (projection.messages(), None);
     };
     loop {
         let messages = projection.messages();
         let counted = count_for(model, &messages).await.total as u64;
         if counted <= max {
-            return messages;
+            return (messages, Some(counted));
         }
         if !projection.shrink() {
             tracing::warn!(
@@ -80,7 +89,7 @@ pub async fn fit(
                 max_prompt_tokens = max,
                 "the prompt is over max_prompt_tokens with its history collapsed as far as it goes"
             );
-            return messages;
+            return (messages, Some(counted));
         }
     }
 }

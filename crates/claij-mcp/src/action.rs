@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use crate::client::McpClient;
 use crate::connection::Reply;
+use crate::hooks::Caller;
 
 /// The `mcp` action over an [`McpClient`].
 #[derive(Debug, Clone)]
@@ -140,11 +141,14 @@ impl Action for McpAction {
                     results.push(item);
                     continue;
                 }
-                let caller = json!({
-                    "run_id": input.run_id,
-                    "state": reply_to,
-                    "config": input.fsm.state(&reply_to).map(|s| s.config.clone()),
-                });
+                let caller = Caller {
+                    info: json!({
+                        "run_id": input.run_id,
+                        "state": reply_to,
+                        "config": input.fsm.state(&reply_to).map(|s| s.config.clone()),
+                    }),
+                    meter: input.meter.clone(),
+                };
                 let exchange = connection
                     .request_for(&method, params, input.cancel, Some(caller))
                     .await

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::catalog::Catalog;
 use crate::error::McpError;
 use crate::handler::{Handler, Shared};
-use crate::hooks::{ElicitationHandler, SamplingHandler};
+use crate::hooks::{Caller, ElicitationHandler, SamplingHandler};
 use crate::process::{DEFAULT_GRACE, Ending, ServerProcess, StderrTail};
 use crate::spec::{ServerSpec, Transport};
 
@@ -80,7 +80,7 @@ struct CallerGuard {
 }
 
 impl CallerGuard {
-    fn push(shared: &Arc<Shared>, caller: Value) -> Self {
+    fn push(shared: &Arc<Shared>, caller: Caller) -> Self {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         shared
@@ -322,7 +322,7 @@ impl Connection {
         method: &str,
         params: Value,
         cancel: &CancellationToken,
-        caller: Option<Value>,
+        caller: Option<Caller>,
     ) -> Result<Exchange, McpError> {
         let _on_behalf = caller.map(|caller| CallerGuard::push(&self.shared, caller));
         let request: ClientRequest =

@@ -22,7 +22,7 @@ use std::sync::RwLock;
 use tokio::sync::watch;
 
 use crate::catalog::{Catalog, ListKind};
-use crate::hooks::{ElicitationHandler, SamplingHandler};
+use crate::hooks::{Caller, ElicitationHandler, SamplingHandler};
 
 /// Notifications kept until a request collects them, at most (the oldest are dropped).
 const MAX_PENDING_NOTES: usize = 1000;
@@ -41,7 +41,7 @@ pub(crate) struct Shared {
     /// Notifications (progress, logs) not yet collected by a request.
     pub notes: Mutex<Vec<Value>>,
     /// On whose behalf the requests in flight were made (id, caller), oldest first.
-    pub callers: Mutex<Vec<(u64, Value)>>,
+    pub callers: Mutex<Vec<(u64, Caller)>>,
     /// Serialises refreshes.
     pub refreshing: tokio::sync::Mutex<()>,
 }

@@ -4,9 +4,21 @@
 
 use std::sync::Arc;
 
-use claij_engine::BoxFuture;
 use claij_engine::actions::HumanIo;
+use claij_engine::{BoxFuture, Meter};
 use serde_json::{Value, json};
+
+/// On whose behalf a request to a server is made, while it is in flight: what the run's
+/// `mcp` action says of itself, and the meter of its attempt, through which the sampling
+/// calls the server asks for meanwhile are checked against the run's budget and charged.
+#[derive(Clone)]
+pub struct Caller {
+    /// `{"run_id", "state", "config"}`: the run, the state that asked for the call (the
+    /// `llm` state wearing the hat) and its config.
+    pub info: Value,
+    /// The asking attempt's meter.
+    pub meter: Meter,
+}
 
 /// Answers `sampling/createMessage` requests from servers.
 ///
@@ -17,15 +29,15 @@ use serde_json::{Value, json};
 /// error carrying its message.
 ///
 /// `caller` says on whose behalf the request in flight was made, when a run made it
-/// (the `mcp` action sets it): `{"run_id", "state", "config"}`, `state` being the state
-/// that asked for the call (the `llm` state wearing the hat) and `config` its config, so
-/// the model layer can answer with that state's model.
+/// (the `mcp` action sets it, see [`Caller`]), so the model layer can answer with that
+/// state's model, charge the call to the run and refuse it when the run's budget would
+/// be gone past (the run then stops for its budget).
 pub trait SamplingHandler: Send + Sync {
     /// Produces the model's message for `request`.
     fn create_message<'a>(
         &'a self,
         server: &'a str,
-        caller: Option<&'a Value>,
+        caller: Option<&'a Caller>,
         request: Value,
     ) -> BoxFuture<'a, Result<Value, String>>;
 }

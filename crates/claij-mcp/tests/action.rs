@@ -227,10 +227,10 @@ impl claij_mcp::SamplingHandler for Recorder {
     fn create_message<'a>(
         &'a self,
         _server: &'a str,
-        caller: Option<&'a Value>,
+        caller: Option<&'a claij_mcp::Caller>,
         _request: Value,
     ) -> claij_engine::BoxFuture<'a, Result<Value, String>> {
-        self.0.lock().unwrap().push(caller.cloned());
+        self.0.lock().unwrap().push(caller.map(|c| c.info.clone()));
         Box::pin(async {
             Ok(
                 json!({"role": "assistant", "content": {"type": "text", "text": "sampled"}, "model": "m"}),

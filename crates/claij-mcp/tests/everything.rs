@@ -224,10 +224,10 @@ impl SamplingHandler for Canned {
     fn create_message<'a>(
         &'a self,
         server: &'a str,
-        caller: Option<&'a Value>,
+        caller: Option<&'a claij_mcp::Caller>,
         request: Value,
     ) -> BoxFuture<'a, Result<Value, String>> {
-        let caller = caller.cloned();
+        let caller = caller.map(|c| c.info.clone());
         Box::pin(async move {
             assert_eq!(server, "everything");
             assert_eq!(caller, Some(json!({"state": "asker"})));
@@ -285,7 +285,10 @@ async fn sampling_elicitation_and_roots_are_answered() {
             "tools/call",
             json!({"name": "trigger-sampling-request", "arguments": {"prompt": "Capital of France?", "maxTokens": 20}}),
             &CancellationToken::new(),
-            Some(json!({"state": "asker"})),
+            Some(claij_mcp::Caller {
+                info: json!({"state": "asker"}),
+                meter: claij_engine::Meter::unmetered(),
+            }),
         )
         .await
         .unwrap()

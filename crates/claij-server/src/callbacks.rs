@@ -212,7 +212,10 @@ async fn wait_data(state: &AppState, record: &RunRecord, wait: &claij_core::stor
         "transitions": wait.transitions,
         "expires_at": wait.expires_at.map(rfc3339),
     });
-    if wait.children.is_empty() {
+    if let Some(pause) = &wait.budget {
+        data["budget"] = json!(pause);
+    }
+    if wait.takes_input() {
         match crate::routes::hooks::mint(state, record).await {
             Ok(hook) => data["hook_url"] = json!(format!("{}{}", state.public_url(), hook.url)),
             Err(p) => tracing::warn!(

@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use claij_core::store::{RunRecord, Wait};
 use claij_core::trail::{last_event, total_usage};
-use claij_core::{Fsm, TrailEntry, Usage};
+use claij_core::{Budget, BudgetPause, Fsm, Spend, TrailEntry, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
@@ -47,6 +47,16 @@ pub(crate) struct RunView {
     /// Tokens and cost over the run's model calls.
     #[schema(value_type = Object)]
     pub usage: Usage,
+    /// What the run itself spent (its own model calls, its time running and waiting; not
+    /// its child runs'): `input_tokens`, `output_tokens`, `cost_usd`, `calls`, `time_ms`,
+    /// `waiting_ms`.
+    #[schema(value_type = Object)]
+    pub spend: Spend,
+    /// What the run and its child runs may spend together, when limited: any of
+    /// `tokens`, `cost_usd`, `calls`, `time_ms`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub budget: Option<Budget>,
     /// The run's context.
     #[schema(value_type = Object)]
     pub context: Value,
@@ -75,6 +85,12 @@ pub(crate) struct WaitView {
     /// The child runs it waits for (such a run takes no answer).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<String>,
+    /// Why the run stopped for a budget, when it did (such a run takes no answer: it goes
+    /// on once resumed with its budget raised): `run` (whose budget), `limit` (`tokens`,
+    /// `cost`, `calls` or `time`), `budget`, `spent`, `asked`, `model`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub budget: Option<BudgetPause>,
     /// Where to post the answer: `/runs/{id}/resume`.
     pub resume_url: String,
     /// A link that answers this wait with no other credential (`/hooks/{secret}`): given
@@ -119,6 +135,8 @@ impl RunView {
                 .then(|| last_event(trail).cloned())
                 .flatten(),
             usage: total_usage(trail),
+            spend: record.spend,
+            budget: record.budget,
             context: record.context.clone(),
             interrupt_requested: record.interrupt_requested,
             url,
@@ -160,6 +178,7 @@ impl WaitView {
             schema: wait.schema.clone(),
             expires_at: wait.expires_at.map(rfc3339),
             children: wait.children.clone(),
+            budget: wait.budget.as_deref().cloned(),
             resume_url: resume_url.to_owned(),
             hook_url: None,
         }
@@ -196,6 +215,13 @@ pub(crate) struct RunSummary {
     pub created_at: String,
     /// When it last changed.
     pub updated_at: String,
+    /// What the run itself spent (not its child runs'), as in a run's view.
+    #[schema(value_type = Object)]
+    pub spend: Spend,
+    /// What the run and its child runs may spend together, when limited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub budget: Option<Budget>,
     /// Where it is.
     pub url: String,
 }
@@ -211,6 +237,8 @@ impl From<&RunRecord> for RunSummary {
             parent: r.parent.clone(),
             created_at: rfc3339(r.created_at),
             updated_at: rfc3339(r.updated_at),
+            spend: r.spend,
+            budget: r.budget,
             url: format!("/runs/{}", r.id),
         }
     }

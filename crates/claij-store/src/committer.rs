@@ -108,6 +108,7 @@ where
     for<'e> String: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
     for<'e> Option<i64>: Encode<'e, DB> + Type<DB>,
     for<'e> Option<String>: Encode<'e, DB> + Type<DB>,
+    for<'e> f64: Encode<'e, DB> + Type<DB>,
     usize: sqlx::ColumnIndex<DB::Row>,
 {
     pub(crate) fn new(pool: Pool<DB>, counters: Arc<Counters>) -> Self {
@@ -203,6 +204,7 @@ where
     for<'e> String: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
     for<'e> Option<i64>: Encode<'e, DB> + Type<DB>,
     for<'e> Option<String>: Encode<'e, DB> + Type<DB>,
+    for<'e> f64: Encode<'e, DB> + Type<DB>,
     usize: sqlx::ColumnIndex<DB::Row>,
 {
     /// Writes `group` and answers each of its committers.
@@ -380,6 +382,12 @@ where
             .bind(checkpoint.owner.clone())
             .bind(checkpoint.first_seq)
             .bind(checkpoint.wake_at)
+            .bind(checkpoint.spend.input_tokens)
+            .bind(checkpoint.spend.output_tokens)
+            .bind(checkpoint.spend.cost_usd)
+            .bind(checkpoint.spend.calls)
+            .bind(checkpoint.spend.time_ms)
+            .bind(checkpoint.spend.waiting_ms)
             .fetch_optional(&mut *conn)
             .await?;
         if updated.is_none() {
@@ -410,6 +418,12 @@ where
             .bind(now)
             .bind(entries)
             .bind(checkpoint.wake_at)
+            .bind(checkpoint.spend.input_tokens)
+            .bind(checkpoint.spend.output_tokens)
+            .bind(checkpoint.spend.cost_usd)
+            .bind(checkpoint.spend.calls)
+            .bind(checkpoint.spend.time_ms)
+            .bind(checkpoint.spend.waiting_ms)
             .execute(&mut *conn)
             .await;
         match written {
@@ -497,10 +511,14 @@ where
 }
 
 /// The guarded update of a checkpoint: changes the run only if `$9` holds its lease and
-/// (with new entries) its trail is `$10` entries long; `$11` is its new wake time.
+/// (with new entries) its trail is `$10` entries long; `$11` is its new wake time,
+/// `$12`–`$17` its spend (written in place of the stored one); its pending calls are
+/// forgotten.
 const UPDATE_RUN: &str = "UPDATE runs SET status = $1, state = $2, \
      context = COALESCE($3, context), wait = $4, \
      lease_owner = CASE WHEN $5 IS NULL THEN NULL ELSE lease_owner END, lease_until = $5, \
-     trail_len = trail_len + $6, updated_at = $7, wake_at = $11 \
+     trail_len = trail_len + $6, updated_at = $7, wake_at = $11, \
+     input_tokens = $12, output_tokens = $13, cost_usd = $14, calls = $15, time_ms = $16, \
+     waiting_ms = $17, pending = NULL \
      WHERE id = $8 AND lease_owner = $9 AND ($10 IS NULL OR trail_len = $10) \
      RETURNING trail_len";

@@ -43,11 +43,12 @@ pub trait Dialect: sqlx::Database + private::Sealed {
     /// A query returning the connection's durability setting, as text.
     #[doc(hidden)]
     const DURABILITY_PROBE: &'static str;
-    /// One statement that writes a whole checkpoint (parameters `$1`–`$11`: run id, owner,
+    /// One statement that writes a whole checkpoint (parameters `$1`–`$17`: run id, owner,
     /// first sequence number, status, state, context, wait, lease end, time, entries as a
-    /// JSON array of `[seq, entry]`, wake time), failing with `claij: checkpoint refused` in its message
-    /// when the guard refuses it; `None` where a checkpoint is a guarded `UPDATE` and an
-    /// `INSERT`.
+    /// JSON array of `[seq, entry]`, wake time, then the run's spend: input tokens, output
+    /// tokens, cost, calls, time running, time waiting), forgetting the run's pending
+    /// calls, and failing with `claij: checkpoint refused` in its message when the guard
+    /// refuses it; `None` where a checkpoint is a guarded `UPDATE` and an `INSERT`.
     #[doc(hidden)]
     const CHECKPOINT_STATEMENT: Option<&'static str>;
 }

@@ -13,8 +13,9 @@
 //! Three tables (plus `claij_migrations`, the schema versions applied): `definitions` (id,
 //! version, content hash, the document as JSON text), `runs` (one row per run: the
 //! definition it is pinned to, parent, status, state, context, wait, lease, interrupt flag,
-//! trail length, times) and `trail` (one row per trail entry, keyed by run and sequence
-//! number). A commit appends its new entries and updates the run's row: it never rewrites
+//! trail length, times, what it spent, its budget, its model calls in flight) and `trail`
+//! (one row per trail entry, keyed by run and sequence number). A commit appends its new
+//! entries and updates the run's row (its spend written in place): it never rewrites
 //! history, so storage grows linearly with the run. Times are integer microseconds since
 //! the Unix epoch (read back exactly, to the microsecond); JSON is text, exactly as written
 //! (key order kept). On SQLite a checkpoint is one `INSERT` into the view

@@ -61,6 +61,11 @@ impl Dialect for Postgres {
             name: "events",
             sql: include_str!("../migrations/postgres/0004_events.sql"),
         },
+        Migration {
+            version: 5,
+            name: "spend",
+            sql: include_str!("../migrations/postgres/0005_spend.sql"),
+        },
     ];
     const BEGIN_WRITE: &'static str = "BEGIN";
     // A transaction-scoped advisory lock (key: "claij" in ASCII) serializes concurrent

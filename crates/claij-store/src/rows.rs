@@ -7,6 +7,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use claij_core::budget::{Budget, PendingCalls, Spend};
 use claij_core::store::{Checkpoint, Definition, Lease, RunRecord, RunStatus, StoreError, Wait};
 use claij_core::trail::TrailEntry;
 use serde::Serialize;
@@ -15,7 +16,12 @@ use serde::de::DeserializeOwned;
 /// The columns of `runs`, in the order [`RunRow`] reads them.
 pub(crate) const RUN_COLUMNS: &str = "id, fsm_id, version, hash, parent_id, status, state, \
      context, trail_len, wait, lease_owner, lease_until, interrupt_requested, created_at, \
-     updated_at, wake_at, idempotency_key";
+     updated_at, wake_at, idempotency_key, input_tokens, output_tokens, cost_usd, calls, \
+     time_ms, waiting_ms, budget, pending";
+
+/// The spend columns of `runs`, in the order of [`SpendColumns`].
+pub(crate) const SPEND_COLUMNS: &str =
+    "input_tokens, output_tokens, cost_usd, calls, time_ms, waiting_ms";
 
 /// The `wake_at` of a suspended run waiting for its children: the largest BIGINT (it is
 /// due when one of them ends, not at a time).
@@ -47,6 +53,21 @@ pub(crate) struct RunRow {
     pub updated_at: i64,
     pub wake_at: Option<i64>,
     pub idempotency_key: Option<String>,
+    pub spend: SpendColumns,
+    pub budget: Option<String>,
+    pub pending: Option<String>,
+}
+
+/// A run's spend as stored (the columns of [`SPEND_COLUMNS`]): counters as signed 64-bit
+/// integers, the cost as a double.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct SpendColumns {
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost_usd: f64,
+    pub calls: i64,
+    pub time_ms: i64,
+    pub waiting_ms: i64,
 }
 
 /// A `definitions` row as read from the database.
@@ -79,6 +100,9 @@ pub(crate) struct EncodedRun {
     pub updated_at: i64,
     pub wake_at: Option<i64>,
     pub idempotency_key: Option<String>,
+    pub spend: SpendColumns,
+    pub budget: Option<String>,
+    pub pending: Option<String>,
 }
 
 /// A checkpoint ready to write (encoded by the committing task, so that whoever holds the
@@ -99,6 +123,8 @@ pub(crate) struct EncodedCheckpoint {
     pub wake_at: Option<i64>,
     /// Published events: `(id, topic, event JSON)`.
     pub published: Vec<(String, String, String)>,
+    /// The run's spend once the checkpoint is in (written in place of the stored one).
+    pub spend: SpendColumns,
 }
 
 /// When a run in `status` needs a worker without anyone asking (the `wake_at` column): a
@@ -177,6 +203,32 @@ fn unsigned<T: TryFrom<i64>>(what: impl FnOnce() -> String, n: i64) -> Result<T,
     T::try_from(n).map_err(|_| corrupt(what(), format!("{n} is out of range")))
 }
 
+/// A spend as stored; `run` names the run for the error (a count too large to store).
+pub(crate) fn encode_spend(run: &str, spend: &Spend) -> Result<SpendColumns, StoreError> {
+    let count = |field: &str, n: u64| signed(&format!("run `{run}` {field}"), n);
+    Ok(SpendColumns {
+        input_tokens: count("input tokens", spend.input_tokens)?,
+        output_tokens: count("output tokens", spend.output_tokens)?,
+        cost_usd: spend.cost_usd,
+        calls: count("calls", spend.calls)?,
+        time_ms: count("time running", spend.time_ms)?,
+        waiting_ms: count("time waiting", spend.waiting_ms)?,
+    })
+}
+
+/// A spend from its columns; `what` names the row for the error (a negative count).
+pub(crate) fn decode_spend(what: &str, columns: SpendColumns) -> Result<Spend, StoreError> {
+    let count = |column: &str, n: i64| unsigned(|| format!("{what} {column}"), n);
+    Ok(Spend {
+        input_tokens: count("input_tokens", columns.input_tokens)?,
+        output_tokens: count("output_tokens", columns.output_tokens)?,
+        cost_usd: columns.cost_usd,
+        calls: count("calls", columns.calls)?,
+        time_ms: count("time_ms", columns.time_ms)?,
+        waiting_ms: count("waiting_ms", columns.waiting_ms)?,
+    })
+}
+
 /// A run record ready to insert.
 pub(crate) fn encode_run(record: &RunRecord) -> Result<EncodedRun, StoreError> {
     let what = |field: &str| format!("run `{}` {field}", record.id);
@@ -202,6 +254,17 @@ pub(crate) fn encode_run(record: &RunRecord) -> Result<EncodedRun, StoreError> {
         updated_at: micros(record.updated_at)?,
         wake_at: wake_at(record.status, record.wait.as_ref(), record.not_before)?,
         idempotency_key: record.idempotency_key.clone(),
+        spend: encode_spend(&record.id, &record.spend)?,
+        budget: record
+            .budget
+            .as_ref()
+            .map(|b| to_json(&what("budget"), b))
+            .transpose()?,
+        pending: record
+            .pending
+            .as_ref()
+            .map(|p| to_json(&what("pending"), p))
+            .transpose()?,
     })
 }
 
@@ -230,6 +293,14 @@ pub(crate) fn decode_run(row: RunRow) -> Result<RunRecord, StoreError> {
         Some(text) => Some(from_json(what("wait"), text)?),
         None => None,
     };
+    let budget: Option<Budget> = match &row.budget {
+        Some(text) => Some(from_json(what("budget"), text)?),
+        None => None,
+    };
+    let pending: Option<PendingCalls> = match &row.pending {
+        Some(text) => Some(from_json(what("pending"), text)?),
+        None => None,
+    };
     Ok(RunRecord {
         fsm_id: row.fsm_id,
         version: unsigned(|| what("version"), row.version)?,
@@ -247,6 +318,9 @@ pub(crate) fn decode_run(row: RunRow) -> Result<RunRecord, StoreError> {
             _ => None,
         },
         idempotency_key: row.idempotency_key,
+        spend: decode_spend(&format!("run `{id}`"), row.spend)?,
+        budget,
+        pending,
         created_at: time(row.created_at),
         updated_at: time(row.updated_at),
         id,
@@ -324,6 +398,7 @@ pub(crate) fn encode_checkpoint(
                 Ok((p.id.clone(), p.topic.clone(), event))
             })
             .collect::<Result<_, StoreError>>()?,
+        spend: encode_spend(run, &checkpoint.spend)?,
     }))
 }
 
@@ -355,9 +430,9 @@ mod tests {
         assert_eq!(micros(before_with_nanos).ok(), Some(-2));
     }
 
-    #[test]
-    fn a_lease_owner_without_an_end_is_corrupt() {
-        let row = RunRow {
+    /// A valid row of run `r1`, running and held by no one.
+    fn row() -> RunRow {
+        RunRow {
             id: "r1".into(),
             fsm_id: "f".into(),
             version: 1,
@@ -368,19 +443,99 @@ mod tests {
             context: "{}".into(),
             trail_len: 0,
             wait: None,
-            lease_owner: Some("me".into()),
+            lease_owner: None,
             lease_until: None,
             interrupt_requested: false,
             created_at: 0,
             updated_at: 0,
             wake_at: None,
             idempotency_key: None,
+            spend: SpendColumns::default(),
+            budget: None,
+            pending: None,
+        }
+    }
+
+    fn decode_error(row: RunRow) -> String {
+        decode_run(row)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_lease_owner_without_an_end_is_corrupt() {
+        let err = decode_error(RunRow {
+            lease_owner: Some("me".into()),
+            ..row()
+        });
+        assert!(err.contains("run `r1` lease"), "{err}");
+    }
+
+    #[test]
+    fn spend_budget_and_pending_calls_round_trip() {
+        let spend = Spend {
+            input_tokens: 1200,
+            output_tokens: 34,
+            cost_usd: 0.000_125,
+            calls: 3,
+            time_ms: 1800,
+            waiting_ms: 7_200_000,
         };
-        let err = decode_run(row)
+        let budget = Budget {
+            cost_usd: Some(0.5),
+            tokens: Some(200_000),
+            ..Budget::default()
+        };
+        let pending = PendingCalls {
+            models: vec!["smollm2".into()],
+            at_most: Spend {
+                input_tokens: 900,
+                output_tokens: 512,
+                cost_usd: 0.01,
+                calls: 1,
+                ..Spend::default()
+            },
+        };
+        let decoded = decode_run(RunRow {
+            spend: encode_spend("r1", &spend).ok().unwrap_or_default(),
+            budget: to_json("budget", &budget).ok(),
+            pending: to_json("pending", &pending).ok(),
+            ..row()
+        });
+        let decoded = decoded.map(|r| (r.spend, r.budget, r.pending));
+        assert_eq!(decoded, Ok((spend, Some(budget), Some(pending))));
+    }
+
+    #[test]
+    fn unreadable_budgets_pending_calls_and_counts_are_corrupt() {
+        let err = decode_error(RunRow {
+            budget: Some("{\"tokens\": \"many\"}".into()),
+            ..row()
+        });
+        assert!(err.contains("run `r1` budget"), "{err}");
+        let err = decode_error(RunRow {
+            pending: Some("[not json".into()),
+            ..row()
+        });
+        assert!(err.contains("run `r1` pending"), "{err}");
+        let err = decode_error(RunRow {
+            spend: SpendColumns {
+                calls: -1,
+                ..SpendColumns::default()
+            },
+            ..row()
+        });
+        assert!(err.contains("run `r1` calls"), "{err}");
+        let too_many = Spend {
+            input_tokens: u64::MAX,
+            ..Spend::default()
+        };
+        let err = encode_spend("r1", &too_many)
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
-        assert!(err.contains("run `r1` lease"), "{err}");
+        assert!(err.contains("run `r1` input tokens"), "{err}");
     }
 
     #[test]

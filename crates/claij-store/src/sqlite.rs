@@ -45,6 +45,11 @@ impl Dialect for Sqlite {
             name: "events",
             sql: include_str!("../migrations/sqlite/0005_events.sql"),
         },
+        Migration {
+            version: 6,
+            name: "spend",
+            sql: include_str!("../migrations/sqlite/0006_spend.sql"),
+        },
     ];
     const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
     const MIGRATION_LOCK: Option<&'static str> = None;
@@ -59,11 +64,12 @@ impl Dialect for Sqlite {
     const DURABILITY_PROBE: &'static str = "SELECT 'journal_mode=' || j.journal_mode || \
          ' synchronous=' || CASE s.synchronous WHEN 0 THEN 'off' WHEN 1 THEN 'normal' \
          WHEN 2 THEN 'full' ELSE 'extra' END FROM pragma_journal_mode AS j, pragma_synchronous AS s";
-    // The view and trigger of migrations 2 and 4.
+    // The view and trigger of migrations 2, 4 and 6.
     const CHECKPOINT_STATEMENT: Option<&'static str> = Some(
         "INSERT INTO checkpoint_writes (run_id, owner, first_seq, status, state, context, \
-         wait, lease_until, updated_at, entries, wake_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+         wait, lease_until, updated_at, entries, wake_at, input_tokens, output_tokens, \
+         cost_usd, calls, time_ms, waiting_ms) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
     );
 }
 

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use claij_core::budget::{Budget, PendingCalls, Spend};
 use claij_core::store::{
     Checkpoint, ClaimFrom, Definition, Delivery, Doorbell, Due, EventRecord, EventStatus,
     Heartbeat, HeldLease, Hook, Notice, QueueStats, RunFilter, RunRecord, RunStatus, RunStore,
@@ -17,7 +18,7 @@ use crate::committer::{CommitStats, Commits, Counters, Writer};
 use crate::dialect::Dialect;
 use crate::migrate::{self, AppliedMigration};
 use crate::rows::{
-    self, DEFINITION_COLUMNS, DefinitionRow, FINAL_STATUSES_SQL, RUN_COLUMNS, RunRow,
+    self, DEFINITION_COLUMNS, DefinitionRow, FINAL_STATUSES_SQL, RUN_COLUMNS, RunRow, SpendColumns,
 };
 
 /// Ids per `IN (…)` list when deleting runs.
@@ -42,6 +43,7 @@ impl<DB: Dialect> std::fmt::Debug for SqlStore<DB> {
 mod events;
 mod queue;
 mod serving;
+mod spend;
 
 fn backend(what: &str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
     move |e| StoreError::Backend(format!("{what}: {e}"))
@@ -126,6 +128,7 @@ where
     for<'e> bool: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
     for<'e> Option<i64>: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
     for<'e> Option<String>: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
+    for<'e> f64: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
     usize: sqlx::ColumnIndex<DB::Row>,
 {
     /// Migrates the schema and sets up the commit queue and its writer.
@@ -191,6 +194,21 @@ where
             updated_at: row.try_get(14)?,
             wake_at: row.try_get(15)?,
             idempotency_key: row.try_get(16)?,
+            spend: Self::spend_columns(row, 17)?,
+            budget: row.try_get(23)?,
+            pending: row.try_get(24)?,
+        })
+    }
+
+    /// The six spend columns (see [`rows::SPEND_COLUMNS`]) starting at column `from`.
+    fn spend_columns(row: &DB::Row, from: usize) -> Result<SpendColumns, sqlx::Error> {
+        Ok(SpendColumns {
+            input_tokens: row.try_get(from)?,
+            output_tokens: row.try_get(from + 1)?,
+            cost_usd: row.try_get(from + 2)?,
+            calls: row.try_get(from + 3)?,
+            time_ms: row.try_get(from + 4)?,
+            waiting_ms: row.try_get(from + 5)?,
         })
     }
 
@@ -343,12 +361,10 @@ where
             .begin_with(DB::BEGIN_WRITE)
             .await
             .map_err(backend(what))?;
-        let inserted = sqlx::query(
-            "INSERT INTO runs (id, fsm_id, version, hash, parent_id, status, state, context, \
-             trail_len, wait, lease_owner, lease_until, interrupt_requested, created_at, \
-             updated_at, wake_at, idempotency_key) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
-        )
+        let inserted = sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO runs ({RUN_COLUMNS}) VALUES ({})",
+            placeholders(1, RUN_COLUMNS.split(',').count())
+        )))
         .bind(run.id)
         .bind(run.fsm_id)
         .bind(run.version)
@@ -366,6 +382,14 @@ where
         .bind(run.updated_at)
         .bind(run.wake_at)
         .bind(run.idempotency_key)
+        .bind(run.spend.input_tokens)
+        .bind(run.spend.output_tokens)
+        .bind(run.spend.cost_usd)
+        .bind(run.spend.calls)
+        .bind(run.spend.time_ms)
+        .bind(run.spend.waiting_ms)
+        .bind(run.budget)
+        .bind(run.pending)
         .execute(&mut *tx)
         .await;
         match inserted {
@@ -691,7 +715,8 @@ where
             "SELECT CAST(octet_length(id) + octet_length(fsm_id) + octet_length(hash) \
              + COALESCE(octet_length(parent_id), 0) + octet_length(status) \
              + octet_length(state) + octet_length(context) + COALESCE(octet_length(wait), 0) \
-             + COALESCE(octet_length(lease_owner), 0) \
+             + COALESCE(octet_length(lease_owner), 0) + COALESCE(octet_length(budget), 0) \
+             + COALESCE(octet_length(pending), 0) \
              + COALESCE((SELECT SUM(octet_length(entry)) FROM trail WHERE run_id = $1), 0) \
              AS BIGINT) FROM runs WHERE id = $1",
         )
@@ -720,6 +745,7 @@ where
     for<'e> bool: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
     for<'e> Option<i64>: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
     for<'e> Option<String>: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
+    for<'e> f64: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
     usize: sqlx::ColumnIndex<DB::Row>,
 {
     fn describe(&self) -> String {
@@ -815,6 +841,27 @@ where
 
     fn pending_deliveries(&self) -> StoreFuture<'_, Vec<Delivery>> {
         Box::pin(self.pending_deliveries_now())
+    }
+
+    fn tree_spend<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Spend> {
+        Box::pin(self.tree_spend_now(run_id))
+    }
+
+    fn set_budget<'a>(
+        &'a self,
+        run_id: &'a str,
+        budget: Option<&'a Budget>,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(self.set_budget_now(run_id, budget))
+    }
+
+    fn note_pending<'a>(
+        &'a self,
+        run_id: &'a str,
+        owner: &'a str,
+        pending: &'a PendingCalls,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(self.note_pending_now(run_id, owner, pending))
     }
 
     fn run_bytes<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, u64> {

@@ -2,8 +2,14 @@
 
 use std::path::PathBuf;
 
-use claij_core::RunStatus;
+use claij_core::{Budget, RunStatus};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Reads `--budget SPEC` (`cost=0.50,tokens=200k,calls=20,time=10m`); clap names the flag
+/// in front of what is wrong and exits as for any other bad invocation.
+fn parse_budget(spec: &str) -> Result<Budget, String> {
+    Budget::parse(spec)
+}
 
 /// Check, draw and run LLM workflows written as data: finite state machines whose
 /// transitions carry JSON Schemas.
@@ -21,8 +27,8 @@ survive crashes, wait for people, and can be listed, resumed and interrupted lat
 
 Exit status: 0 success; 1 the run failed or was interrupted, or a document is invalid;
 2 bad invocation (unreadable or invalid document, input refused, store that cannot be
-opened); 3 the run is suspended, waiting for input (continue it with `claij runs
-resume`). More in docs/DURABILITY.md.")]
+opened); 3 the run is suspended, waiting for input or stopped for its budget (continue
+it with `claij runs resume`). More in docs/DURABILITY.md.")]
 pub(crate) struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -53,10 +59,13 @@ pub(crate) enum Command {
     /// `interrupted` entry. Exits 0 when the run completed, 1 when it failed or was
     /// interrupted, 2 when the invocation, the document, the input or the store is
     /// refused, 3 when it suspended to wait for a person (what it waits for is printed as
-    /// JSON on stdout; answer with `claij runs resume`).
+    /// JSON on stdout; answer with `claij runs resume`) or stopped for its budget (--budget
+    /// or the document's `config.budget`; raise it with `claij runs resume RUN --budget
+    /// …`). The usage line at the end counts the whole run tree (the run and its child runs).
     #[command(after_help = "Examples:
   claij run flow.yaml --input '{\"text\": \"hello\"}'
   claij run flow.yaml --input @event.json --trail trail.jsonl
+  claij run flow.yaml --budget cost=0.50,tokens=200k,calls=20,time=10m
   echo '{\"text\": \"hi\"}' | claij run flow.yaml --input -")]
     Run(RunArgs),
     /// Run an FSM's cases on one or more models and compare them in one table.
@@ -450,7 +459,8 @@ pub(crate) enum DurabilityArg {
 /// `claij runs …`
 #[derive(Debug, Subcommand)]
 pub(crate) enum RunsCommand {
-    /// List runs, newest first.
+    /// List runs, newest first, with what each spent on its own (COST, TOKENS: its own
+    /// model calls, not its child runs'; `claij runs show RUN` gives its tree's totals).
     List {
         /// Only runs with this status (repeatable): running, suspended, completed, failed, interrupted.
         #[arg(long = "status", value_name = "STATUS")]
@@ -465,7 +475,8 @@ pub(crate) enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Show a run: status, state, what it waits for, its last event.
+    /// Show a run: status, state, what it waits for, its last event, what it spent (on its
+    /// own and with all the runs below it) and its budget.
     Show {
         /// The run's id.
         run: String,
@@ -481,8 +492,16 @@ pub(crate) enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Continue runs: a suspended run with its input, or (after a crash) runs that were
-    /// running, and waits that expired.
+    /// Continue runs: a suspended run with its input, a run stopped for its budget (with
+    /// --budget to raise it), a run waiting for child runs, or (after a crash) runs that
+    /// were running, and waits that expired.
+    #[command(after_help = "Examples:
+  claij runs resume RUN --input '{\"id\": [\"approve\", \"deploy\"]}'
+  claij runs resume RUN --budget cost=1.00       # stopped for its budget: raise it, go on
+  claij runs resume --all
+
+A run stopped for its budget resumed without --budget tries again under the budget it
+has: if that is still used up, it simply stops again (exit 3).")]
     Resume {
         /// The run's id (or --all).
         #[arg(required_unless_present = "all", conflicts_with = "all")]
@@ -502,13 +521,24 @@ pub(crate) enum RunsCommand {
         /// processes instead of driving it here.
         #[arg(long, requires = "input", conflicts_with = "trail")]
         submit: bool,
+        /// Raise (or set) what the run and its child runs may spend together before it
+        /// continues: `cost=1.00,tokens=400k,calls=40,time=20m` (any of them); each limit
+        /// given replaces the run's own, the others stay. For a run stopped for its
+        /// budget, or waiting for child runs that were.
+        #[arg(long, value_name = "SPEC", value_parser = parse_budget, conflicts_with_all = ["all", "submit"])]
+        budget: Option<Budget>,
+        /// The models it goes on with: the run's model, the configuration, record or
+        /// replay (as `claij run` takes them).
+        #[command(flatten)]
+        llm: LlmArgs,
         /// No progress on stderr.
         #[arg(long, short)]
         quiet: bool,
     },
     /// Wait for a run to end (driven by a worker, or elsewhere), then report it as `claij
-    /// run` does: exit 0 completed, 1 failed or interrupted; 3 if --timeout passed first
-    /// (or, with --until-suspended, the run waits for input).
+    /// run` does: exit 0 completed, 1 failed or interrupted; 3 if --timeout passed first,
+    /// the run stopped for a budget (it or a run below it: raise it with `claij runs resume
+    /// RUN --budget …`), or, with --until-suspended, the run waits for input.
     Wait {
         /// The run's id.
         run: String,
@@ -598,6 +628,13 @@ pub(crate) struct RunArgs {
     /// A deadline for the whole run (e.g. 30s, 5m); overrides the document's.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub deadline: Option<std::time::Duration>,
+    /// What the run and all its child runs may spend together: any of
+    /// `cost=0.50,tokens=200k,calls=20,time=10m` (time: running, not waiting). Its limits
+    /// replace the same ones of the document's `config.budget`. A run that would go past
+    /// it stops before the call that would (exit 3); raise it and continue with `claij
+    /// runs resume RUN --budget …`.
+    #[arg(long, value_name = "SPEC", value_parser = parse_budget)]
+    pub budget: Option<Budget>,
     /// The run's id (default: generated).
     #[arg(long)]
     pub run_id: Option<String>,

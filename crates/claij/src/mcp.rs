@@ -7,10 +7,11 @@
 use std::sync::{Arc, OnceLock};
 
 use claij_core::Fsm;
-use claij_engine::{ActionRegistry, BoxFuture};
+use claij_engine::{ActionRegistry, BoxFuture, Meter};
 use claij_llm::{Decoding, LlmLayer, TextRequest};
 use claij_mcp::{
-    ClientHooks, HumanElicitation, McpClient, SamplingHandler, SamplingRequest, sampling_result,
+    Caller, ClientHooks, HumanElicitation, McpClient, SamplingHandler, SamplingRequest,
+    sampling_result,
 };
 use serde_json::Value;
 
@@ -37,7 +38,7 @@ impl SamplingHandler for ModelSampling {
     fn create_message<'a>(
         &'a self,
         server: &'a str,
-        caller: Option<&'a Value>,
+        caller: Option<&'a Caller>,
         request: Value,
     ) -> BoxFuture<'a, Result<Value, String>> {
         Box::pin(async move {
@@ -45,8 +46,9 @@ impl SamplingHandler for ModelSampling {
                 .get()
                 .ok_or("this claij command runs no models")?;
             let asked = SamplingRequest::from_params(&request)?;
+            let unmetered = Meter::unmetered();
             let state_model = caller
-                .and_then(|c| c["config"]["model"].as_str())
+                .and_then(|c| c.info["config"]["model"].as_str())
                 .map(str::to_owned);
             let model = state_model.or_else(|| {
                 asked
@@ -55,7 +57,7 @@ impl SamplingHandler for ModelSampling {
                     .find(|hint| layer.knows(hint))
                     .cloned()
             });
-            let on_behalf_of = match caller.and_then(|c| c["state"].as_str()) {
+            let on_behalf_of = match caller.and_then(|c| c.info["state"].as_str()) {
                 Some(state) => format!("{state} (sampling for `{server}`)"),
                 None => format!("sampling for `{server}`"),
             };
@@ -71,6 +73,8 @@ impl SamplingHandler for ModelSampling {
                         },
                     },
                     &on_behalf_of,
+                    caller.map_or(&unmetered, |c| &c.meter),
+                    false,
                 )
                 .await?;
             Ok(sampling_result(&answer.text, &answer.model))

@@ -951,3 +951,311 @@ fn a_closed_stderr_or_stdout_stops_nothing() {
         assert!(!out.stderr.contains("panicked"), "{args:?}: {}", out.stderr);
     }
 }
+
+/// A one-state document whose `transform` answers `{"id": ["echo", "done"], "n": 1}`:
+/// no model, no program.
+fn transform_document() -> Value {
+    json!({
+        "id": "echo",
+        "states": [
+            {"id": "echo", "action": "transform",
+             "config": {"template": "{\"id\": [\"echo\", \"done\"], \"n\": 1}"}},
+            {"id": "done", "action": "end"}
+        ],
+        "xitions": [
+            {"id": ["start", "echo"]},
+            {"id": ["echo", "done"]}
+        ]
+    })
+}
+
+/// A document whose first state (a program) runs for 0.4 s, longer than a budget of
+/// `time=200ms`: the run stops for its budget before its second state, with no model.
+fn slow_document() -> Value {
+    json!({
+        "id": "slow",
+        "states": [
+            {"id": "work", "action": "command",
+             "config": {"argv": ["sh", "-c", "sleep 0.4; echo '{\"id\": [\"work\", \"more\"]}'"]}},
+            {"id": "more", "action": "command",
+             "config": {"argv": ["sh", "-c", "echo '{\"id\": [\"more\", \"done\"]}'"]}},
+            {"id": "done", "action": "end"}
+        ],
+        "xitions": [
+            {"id": ["start", "work"]},
+            {"id": ["work", "more"]},
+            {"id": ["more", "done"]}
+        ]
+    })
+}
+
+/// The budget suggested in a `… --budget SPEC` command of `text` (after `resume RUN`).
+#[track_caller]
+fn suggested_budget(text: &str, run: &str) -> String {
+    let line = text
+        .lines()
+        .find(|l| l.contains(&format!("claij runs resume {run} ")) && l.contains("--budget "))
+        .unwrap_or_else(|| panic!("no `claij runs resume {run} … --budget` in:\n{text}"));
+    let (_, after) = line.split_once("--budget ").unwrap();
+    after.split_whitespace().next().unwrap().to_owned()
+}
+
+#[test]
+fn budget_specs_that_do_not_parse_are_usage_errors_naming_the_flag_and_the_problem() {
+    let store = Store::new();
+    let doc = store.document("echo.json", &transform_document());
+    for (spec, problem) in [
+        ("cost=abc", "cost: `abc` is not an amount"),
+        ("money=3", "unknown budget `money`"),
+        ("tokens=lots", "tokens: `lots` is not a count"),
+        ("calls", "`calls` is not KEY=VALUE"),
+        (",", "an empty budget"),
+    ] {
+        let out = store.run(&["run", &doc, "--budget", spec]).exits(2);
+        assert!(
+            out.stderr.contains("--budget") && out.stderr.contains(problem),
+            "{spec}: {}",
+            out.stderr
+        );
+    }
+    // Nothing ran: no run was stored.
+    assert!(
+        store
+            .run(&["runs", "list", "--json"])
+            .exits(0)
+            .json_lines()
+            .is_empty()
+    );
+    let out = store
+        .run(&["runs", "resume", "any", "--budget", "time=soon"])
+        .exits(2);
+    assert!(
+        out.stderr.contains("--budget") && out.stderr.contains("time: `soon`"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_run_keeps_the_budget_it_was_given_and_shows_what_it_spent() {
+    let store = Store::new();
+    let doc = store.document("echo.json", &transform_document());
+    let out = store
+        .run(&[
+            "run",
+            &doc,
+            "--run-id",
+            "budgeted",
+            "--budget",
+            "cost=1,calls=5",
+        ])
+        .exits(0);
+    assert_eq!(out.json()["n"], 1, "{out:#?}");
+    let shown = store.show("budgeted");
+    assert_eq!(shown["budget"], json!({"cost_usd": 1.0, "calls": 5}));
+    for spend in [&shown["spend"], &shown["tree_spend"]] {
+        assert_eq!(spend["input_tokens"], 0, "{shown:#}");
+        assert_eq!(spend["output_tokens"], 0, "{shown:#}");
+        assert_eq!(spend["calls"], 0, "{shown:#}");
+        assert_eq!(spend["cost_usd"], 0.0, "{shown:#}");
+    }
+    let text = store.run(&["runs", "show", "budgeted"]).exits(0).stdout;
+    for line in [
+        "spent     0 tokens (0 in, 0 out), $0.000000, 0 call(s)",
+        "budget    cost=1,calls=5",
+    ] {
+        assert!(text.contains(line), "no `{line}` in:\n{text}");
+    }
+    let listed = store.run(&["runs", "list", "--json"]).exits(0).json_lines();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["budget"], shown["budget"]);
+    assert_eq!(listed[0]["spend"]["calls"], 0);
+    let table = store.run(&["runs", "list"]).exits(0).stdout;
+    assert!(
+        table
+            .lines()
+            .next()
+            .is_some_and(|h| h.contains("COST") && h.contains("TOKENS")),
+        "{table}"
+    );
+
+    // A run without --budget has none.
+    store.run(&["run", &doc, "--run-id", "free"]).exits(0);
+    assert_eq!(store.show("free")["budget"], Value::Null);
+}
+
+#[test]
+fn resuming_a_completed_run_with_a_budget_is_refused_and_changes_nothing() {
+    let store = Store::new();
+    let doc = store.document("echo.json", &transform_document());
+    store
+        .run(&[
+            "run",
+            &doc,
+            "--run-id",
+            "done",
+            "--budget",
+            "cost=1,calls=5",
+        ])
+        .exits(0);
+    let before = store.show("done");
+    let out = store
+        .run(&["runs", "resume", "done", "--budget", "cost=5,tokens=10k"])
+        .exits(1);
+    assert!(
+        out.stderr.contains("not resumable") && out.stderr.contains("completed"),
+        "{}",
+        out.stderr
+    );
+    let after = store.show("done");
+    assert_eq!(after["budget"], json!({"cost_usd": 1.0, "calls": 5}));
+    assert_eq!(after["status"], "completed");
+    assert_eq!(after["steps"], before["steps"]);
+    assert_eq!(after["updated_at"], before["updated_at"]);
+}
+
+#[test]
+fn a_run_stopped_for_its_budget_says_how_to_raise_it_and_goes_on_once_raised() {
+    let store = Store::new();
+    let doc = store.document("slow.json", &slow_document());
+    let out = store
+        .run(&["run", &doc, "--run-id", "slow", "--budget", "time=200ms"])
+        .exits(3);
+    let wait = out.json();
+    assert_eq!(wait["state"], "more");
+    assert_eq!(wait["budget"]["limit"], "time", "{wait:#}");
+    assert_eq!(wait["budget"]["run"], "slow");
+    assert_eq!(wait["waiting_for"], json!([]), "it takes no input");
+    assert!(
+        out.stderr
+            .contains("run slow stopped for a budget: the budget of run `slow`"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("claij runs resume slow --store sqlite:"),
+        "{}",
+        out.stderr
+    );
+    let suggested = suggested_budget(&out.stderr, "slow");
+    assert!(suggested.starts_with("time="), "{suggested}");
+
+    // `runs show`: why it stopped and the command to continue.
+    let text = store.run(&["runs", "show", "slow"]).exits(0).stdout;
+    assert!(
+        text.contains("stopped for its budget: the budget of run `slow` (200ms running)"),
+        "{text}"
+    );
+    assert!(text.contains("budget    time=200ms"), "{text}");
+    assert_eq!(suggested_budget(&text, "slow"), suggested);
+    let shown = store.show("slow");
+    assert_eq!(shown["wait"]["budget"]["limit"], "time", "{shown:#}");
+    assert!(
+        shown["spend"]["time_ms"].as_u64().unwrap() >= 400,
+        "{shown:#}"
+    );
+
+    // It takes no input.
+    let out = store
+        .run(&[
+            "runs",
+            "resume",
+            "slow",
+            "--input",
+            r#"{"id": ["more", "done"]}"#,
+        ])
+        .exits(2);
+    assert!(
+        out.stderr.contains("stopped for a budget"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(store.show("slow")["steps"], shown["steps"]);
+
+    // Without a larger budget it simply stops again.
+    let out = store.run(&["runs", "resume", "slow"]).exits(3);
+    assert_eq!(out.json()["budget"]["limit"], "time");
+    assert_eq!(store.show("slow")["status"], "suspended");
+
+    // With the suggested one it goes on; the other limits of its budget stay.
+    store
+        .run(&["runs", "resume", "slow", "--budget", "calls=7"])
+        .exits(3);
+    let out = store
+        .run(&["runs", "resume", "slow", "--budget", &suggested])
+        .exits(0);
+    assert_eq!(out.json()["id"], json!(["more", "done"]));
+    let done = store.show("slow");
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["budget"]["calls"], 7, "{done:#}");
+    assert_eq!(
+        done["budget"]["time_ms"],
+        serde_json::to_value(
+            humantime::parse_duration(suggested.trim_start_matches("time="))
+                .unwrap()
+                .as_millis() as u64
+        )
+        .unwrap()
+    );
+}
+
+#[test]
+fn a_child_stopped_for_its_parents_budget_is_continued_by_raising_the_parents() {
+    let store = Store::new();
+    store.document("slow.json", &slow_document());
+    let parent = store.document(
+        "parent.json",
+        &json!({
+            "id": "parent",
+            "states": [
+                {"id": "delegate", "action": "fsm",
+                 "config": {"fsm": "slow.json", "success_to": "done"}},
+                {"id": "done", "action": "end"}
+            ],
+            "xitions": [
+                {"id": ["start", "delegate"]},
+                {"id": ["delegate", "done"]}
+            ]
+        }),
+    );
+    let out = store
+        .run(&["run", &parent, "--run-id", "top", "--budget", "time=200ms"])
+        .exits(3);
+    let child = out.json()["children"][0]
+        .as_str()
+        .unwrap_or_else(|| panic!("no child: {out:#?}"))
+        .to_owned();
+    assert!(
+        out.stderr.contains(&format!(
+            "child run {child} stopped for a budget: the budget of run `top`"
+        )),
+        "{}",
+        out.stderr
+    );
+    let suggested = suggested_budget(&out.stderr, "top");
+    let text = store.run(&["runs", "show", "top"]).exits(0).stdout;
+    assert!(
+        text.contains(&format!("stopped   child run {child} for a budget")),
+        "{text}"
+    );
+    assert_eq!(suggested_budget(&text, "top"), suggested);
+
+    // Raising the child's own budget would not help: refused, nothing changed.
+    let out = store
+        .run(&["runs", "resume", &child, "--budget", &suggested])
+        .exits(2);
+    assert!(
+        out.stderr.contains("stopped for the budget of run `top`"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(store.show(&child)["budget"], Value::Null);
+
+    let out = store
+        .run(&["runs", "resume", "top", "--budget", &suggested])
+        .exits(0);
+    assert_eq!(out.json()["child"]["run"], json!(child), "{out:#?}");
+    assert_eq!(store.show(&child)["status"], "completed");
+    assert_eq!(store.show("top")["status"], "completed");
+}

@@ -247,6 +247,11 @@ fn build(
             &root.join("config").join("deadline"),
             found,
         ),
+        budget: structure::budget_at(
+            raw.config.get("budget"),
+            &root.join("config").join("budget"),
+            found,
+        ),
     };
 
     let states = build_states(&raw.states, actions, found);

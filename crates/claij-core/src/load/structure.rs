@@ -23,6 +23,33 @@ pub(super) fn clamp_u32(n: u64) -> u32 {
 /// A duration field: a positive number of seconds or a humantime string (`500ms`,
 /// `1h 30m`). Values of another type, numbers not above zero and empty strings are left
 /// to the meta-schema to report.
+/// The document's `config.budget`, its counts and duration read (the meta-schema has
+/// checked its shape); problems reported at their place.
+pub(super) fn budget_at(
+    value: Option<&Value>,
+    at: &JsonPath,
+    found: &mut Collector,
+) -> Option<crate::budget::Budget> {
+    let map = value?.as_object()?;
+    // A count the meta-schema refused (its pattern is what `count` reads) is reported
+    // there, once.
+    let count = |key: &str| -> Option<u64> {
+        match map.get(key)? {
+            Value::Number(n) => n.as_u64(),
+            Value::String(s) => crate::budget::count(s).ok(),
+            _ => None,
+        }
+    };
+    let budget = crate::budget::Budget {
+        tokens: count("tokens"),
+        calls: count("calls"),
+        cost_usd: map.get("cost").and_then(Value::as_f64),
+        time_ms: duration_at(map.get("time"), &at.join("time"), found)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+    };
+    (!budget.is_empty()).then_some(budget)
+}
+
 pub(super) fn duration_at(
     value: Option<&Value>,
     at: &JsonPath,
@@ -98,6 +125,11 @@ pub(super) fn build_states(
             ),
             on_failure: config
                 .remove("on_failure")
+                .as_ref()
+                .and_then(Value::as_str)
+                .map(Arc::from),
+            on_budget: config
+                .remove("on_budget")
                 .as_ref()
                 .and_then(Value::as_str)
                 .map(Arc::from),
@@ -277,17 +309,22 @@ pub(super) fn check_graph(fsm: &Fsm, key: &str, found: &mut Collector) {
     }
 }
 
-/// Every route a state names, the engine's `on_failure` and those its action's config
+/// Every route a state names, the engine's `on_failure` and `on_budget` and those its action's config
 /// declares ([`ConfigRoute`]), has a transition [state, target].
 pub(super) fn check_routes(fsm: &Fsm, actions: &dyn KnownActions, found: &mut Collector) {
     for (i, state) in fsm.states.iter().enumerate() {
         let config_at = JsonPath::root().join("states").join(i).join("config");
         let mut routes: Vec<ConfigRoute> = Vec::new();
-        if let Some(target) = &state.settings.on_failure {
-            routes.push(ConfigRoute {
-                pointer: "/on_failure".to_owned(),
-                target: target.to_string(),
-            });
+        for (key, target) in [
+            ("/on_failure", &state.settings.on_failure),
+            ("/on_budget", &state.settings.on_budget),
+        ] {
+            if let Some(target) = target {
+                routes.push(ConfigRoute {
+                    pointer: key.to_owned(),
+                    target: target.to_string(),
+                });
+            }
         }
         if actions.has_action(&state.action) {
             routes.extend(actions.config_routes(&state.action, &state.config));

@@ -76,6 +76,14 @@ pub(super) fn visits<'t>(fsm: &'t Fsm, trail: &'t [TrailEntry]) -> Vec<Visit<'t>
 /// How many rounds `state`'s tool-use loop has made in the visit of `state` under way at
 /// the end of `trail` (0 when `state` is not being visited, or has no loop).
 pub fn tool_rounds(fsm: &Fsm, trail: &[TrailEntry], state: &str) -> usize {
+    if trail.iter().any(crate::budget::is_pause) {
+        let attempts: Vec<TrailEntry> = trail
+            .iter()
+            .filter(|e| !crate::budget::is_pause(e))
+            .cloned()
+            .collect();
+        return tool_rounds(fsm, &attempts, state);
+    }
     visits(fsm, &trail[super::chain_prefix(fsm, trail)..])
         .last()
         .filter(|v| !v.left && v.state == state)

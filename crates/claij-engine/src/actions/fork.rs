@@ -297,11 +297,12 @@ async fn run_fork(input: ActionInput<'_>) -> Result<Outcome, ActionError> {
     let (ok, failed, suspended) = tally(&ended);
     let success = ok >= need;
     if !success && n - failed >= need && !suspended.is_empty() {
-        // The join needs branches that wait for a person: wait for them.
+        // The join needs branches that wait (for a person, or for their budget to be
+        // raised): wait for them.
         let children: Vec<String> = suspended.iter().map(|&i| ids[i].clone()).collect();
         return Ok(Outcome::Suspend(Suspension {
             prompt: Some(format!(
-                "waits for {} branch run(s) suspended for a person: {}",
+                "waits for {} suspended branch run(s) (for a person or a budget): {}",
                 children.len(),
                 children.join(", ")
             )),

@@ -53,6 +53,16 @@ async fn interrupt_one(store: &dyn RunStore, run_id: &str) -> Result<RunRecord, 
     let attempt = trail
         .last()
         .map_or(1, |e| if e.is_transition() { 1 } else { e.attempt + 1 });
+    // Calls a dead process had in flight are counted as spent, at most.
+    let usage = record.pending.as_ref().map(|p| {
+        Box::new(claij_core::Usage {
+            input_tokens: p.at_most.input_tokens,
+            output_tokens: p.at_most.output_tokens,
+            cost_usd: Some(p.at_most.cost_usd),
+            calls: Some(u32::try_from(p.at_most.calls).unwrap_or(u32::MAX)),
+            ..claij_core::Usage::default()
+        })
+    });
     let entry = TrailEntry {
         seq: claimed.trail_len,
         fsm: Arc::from(claimed.fsm_id.as_str()),
@@ -63,7 +73,7 @@ async fn interrupt_one(store: &dyn RunStore, run_id: &str) -> Result<RunRecord, 
         at: crate::drive::to_micros(SystemTime::now()),
         attempt,
         model: None,
-        usage: None,
+        usage,
         enforce: None,
         summary: None,
         duration_ms: None,
@@ -74,6 +84,13 @@ async fn interrupt_one(store: &dyn RunStore, run_id: &str) -> Result<RunRecord, 
             attempt,
         })),
     };
+    let mut spend = record.spend;
+    spend.add_calls(&claij_core::Spend::of_entry(&entry));
+    if record.status == RunStatus::Suspended {
+        spend.waiting_ms = spend
+            .waiting_ms
+            .saturating_add(crate::spend::millis_since(record.updated_at));
+    }
     store
         .commit(claij_core::store::Checkpoint {
             run_id: run_id.to_owned(),
@@ -85,6 +102,7 @@ async fn interrupt_one(store: &dyn RunStore, run_id: &str) -> Result<RunRecord, 
             wait: None,
             lease_until: None,
             published: Vec::new(),
+            spend,
         })
         .await?;
     Ok(store.run(run_id).await?)

@@ -108,6 +108,10 @@ impl Engine {
             }),
             committed: 0,
             context_dirty: false,
+            ledger: options.ledger.clone(),
+            spend: claij_core::Spend::default(),
+            taken_up: Instant::now(),
+            budget_routed: false,
         }
     }
 

@@ -44,4 +44,11 @@ pub struct RunOptions {
     /// conversation). They head the run's trail, renumbered from 0, and keep the `fsm`
     /// and `version` of the run that made them.
     pub prior_trail: Vec<TrailEntry>,
+    /// What the run and its children may spend together (`claij run --budget`): its
+    /// limits take the place of the same ones in the FSM's `config.budget`.
+    pub budget: Option<claij_core::Budget>,
+    /// The budget of the run's ancestors, which a child run shares (the engine sets it
+    /// for the children it starts; a child resumed on its own finds its ancestors'
+    /// budgets in the store).
+    pub ledger: Option<crate::spend::Ledger>,
 }

@@ -27,6 +27,10 @@ pub struct RunOutcome {
     /// When resuming this run (a child) let its parent continue: how the parent's own
     /// resume ended.
     pub parent: Option<Box<RunOutcome>>,
+    /// What the run itself spent (its own trail's model calls, its time running and
+    /// waiting; a store's [`tree_spend`](claij_core::RunStore::tree_spend) adds its
+    /// children's).
+    pub spend: claij_core::Spend,
 }
 
 impl RunOutcome {
@@ -46,6 +50,7 @@ impl RunOutcome {
             state: record.state,
             wait: record.wait,
             parent: None,
+            spend: record.spend,
         })
     }
 }

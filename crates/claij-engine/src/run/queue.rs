@@ -104,7 +104,13 @@ impl Engine {
             )));
         }
         let wait = match (record.status, &record.wait) {
-            (RunStatus::Suspended, Some(wait)) if wait.children.is_empty() => wait.clone(),
+            (RunStatus::Suspended, Some(wait)) if wait.takes_input() => wait.clone(),
+            (RunStatus::Suspended, Some(wait)) if wait.budget.is_some() => {
+                return Err(not_answerable(
+                    "stopped for its budget, not for an input: resume it once the budget is raised"
+                        .to_owned(),
+                ));
+            }
             (RunStatus::Suspended, Some(wait)) => {
                 return Err(not_answerable(format!(
                     "waits for its child runs ({}), not for an input: answer those",

@@ -80,17 +80,22 @@ impl Engine {
                     .wait
                     .clone()
                     .ok_or_else(|| not_resumable("is suspended but its wait is missing".into()))?;
-                if !wait.children.is_empty() {
+                if !wait.takes_input() {
                     if input.is_some() {
-                        return Err(not_resumable(format!(
-                            "waits for its child runs ({}), not for an input: resume those",
-                            wait.children.join(", ")
-                        )));
+                        return Err(not_resumable(match &wait.budget {
+                            Some(pause) => format!(
+                                "stopped for a budget ({pause}), not for an input: resume it without one once the budget is raised"
+                            ),
+                            None => format!(
+                                "waits for its child runs ({}), not for an input: resume those",
+                                wait.children.join(", ")
+                            ),
+                        }));
                     }
                     return self
                         .claim_and_continue(
                             &fsm,
-                            run_id,
+                            &record,
                             ClaimFrom::Suspended,
                             store,
                             &owner,
@@ -140,7 +145,7 @@ impl Engine {
                     .collect();
                 self.claim_and_continue(
                     &fsm,
-                    run_id,
+                    &record,
                     ClaimFrom::Stale { dead_owners },
                     store,
                     &owner,
@@ -202,13 +207,14 @@ impl Engine {
         Ok(t)
     }
 
-    /// Claims the run (from `from`), rebuilds its state from the store and continues it
-    /// from the last transition of its trail, with the next attempt of that state.
+    /// Claims the run (from `from`; `before`: its record before the claim), rebuilds its
+    /// state from the store and continues it from the last transition of its trail, with
+    /// the next attempt of that state.
     #[allow(clippy::too_many_arguments)]
     async fn claim_and_continue(
         &self,
         fsm: &Fsm,
-        run_id: &str,
+        before: &RunRecord,
         from: ClaimFrom,
         store: Arc<dyn RunStore>,
         owner: &str,
@@ -216,9 +222,18 @@ impl Engine {
         options: &RunOptions,
     ) -> Result<RunOutcome, RunError> {
         let claimed = store
-            .claim(run_id, from, owner, SystemTime::now() + lease)
+            .claim(&before.id, from, owner, SystemTime::now() + lease)
             .await?;
-        self.continue_claimed_run(fsm, &claimed, None, store, owner, lease, options)
+        // The claimed record (running now) with what the run was before: its wait, its
+        // status (a suspended run's time waiting ends now) and its calls in flight.
+        let before = RunRecord {
+            status: before.status,
+            wait: before.wait.clone(),
+            pending: before.pending.clone(),
+            updated_at: before.updated_at,
+            ..claimed
+        };
+        self.continue_claimed_run(fsm, &before, None, store, owner, lease, options)
             .await
     }
 
@@ -273,9 +288,13 @@ impl Engine {
             .await?;
         let now = SystemTime::now();
         // A suspended run, or a running one whose claimer died before its first commit
-        // (its wait is still there): the wait is acted on as it stands.
+        // (its wait is still there): the wait is acted on as it stands. A run stopped for
+        // its budget tries its state again, unless its deadline passed meanwhile.
         let waited = match (&before.status, &before.wait) {
-            (RunStatus::Suspended | RunStatus::Running, Some(wait)) if wait.children.is_empty() => {
+            (RunStatus::Suspended | RunStatus::Running, Some(wait))
+                if wait.children.is_empty()
+                    && (wait.budget.is_none() || wait.deadline_at.is_some_and(|at| at <= now)) =>
+            {
                 Some(wait)
             }
             _ => None,
@@ -410,6 +429,36 @@ impl Engine {
             &options,
         );
         run.committed = run.trail.len();
+        run.spend = record.spend;
+        if record.status == RunStatus::Suspended {
+            run.spend.waiting_ms = run
+                .spend
+                .waiting_ms
+                .saturating_add(crate::spend::millis_since(record.updated_at));
+        }
+        if let Some(durable) = &run.durable {
+            let store = durable.store.clone();
+            let above = match (&options.ledger, &record.parent) {
+                (Some(ledger), _) => Some(ledger.clone()),
+                (None, Some(parent)) => crate::spend::stored_ledger(store.as_ref(), parent).await?,
+                (None, None) => None,
+            };
+            run.ledger = match record.budget {
+                Some(limit) => {
+                    let mut spent = store.tree_spend(&record.id).await?;
+                    spent.time_ms = record.spend.time_ms;
+                    Some(crate::spend::Ledger::new(
+                        &record.id, limit, spent, true, above,
+                    ))
+                }
+                None => above,
+            };
+        }
+        if record.status == RunStatus::Running
+            && let Some(pending) = &record.pending
+        {
+            run.record_lost_calls(pending);
+        }
         for o in &run.observers {
             o.run_started(&run.run_id);
         }

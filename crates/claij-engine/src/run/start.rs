@@ -5,8 +5,8 @@ use crate::drive::CallRecord;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use claij_core::Fsm;
 use claij_core::store::{Definition, RunRecord, RunStore, StoreError};
+use claij_core::{Fsm, Spend};
 use serde_json::Value;
 
 use super::{
@@ -14,6 +14,7 @@ use super::{
     new_run_id,
 };
 use crate::drive::RunState;
+use crate::spend::Ledger;
 
 /// The trail entries a new run has room for before its trail first grows.
 const INITIAL_TRAIL: usize = 4;
@@ -64,6 +65,20 @@ impl Engine {
             e.seq = seq as u64;
         }
         let mut run = self.run_state(fsm, run_id, trail, context, deadline, &options);
+        // The run's own budget: the document's, its limits replaced by those it was given.
+        let budget = match (fsm.settings.budget, options.budget) {
+            (Some(doc), Some(given)) => Some(doc.overridden_by(&given)),
+            (doc, given) => given.or(doc),
+        };
+        if let Some(limit) = budget {
+            run.ledger = Some(Ledger::new(
+                &run.run_id,
+                limit,
+                Spend::default(),
+                true,
+                options.ledger.clone(),
+            ));
+        }
         run.append_full(entry, input, 1, CallRecord::default(), None, None);
         if let Some(durable) = &run.durable {
             self.store_definition(durable.store.as_ref(), fsm).await?;
@@ -89,6 +104,9 @@ impl Engine {
                 interrupt_requested: false,
                 not_before: queued.and_then(|q| q.not_before),
                 idempotency_key: queued.and_then(|q| q.idempotency_key.clone()),
+                spend: run.spend,
+                budget,
+                pending: None,
                 created_at: now,
                 updated_at: now,
             };

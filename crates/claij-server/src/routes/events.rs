@@ -133,6 +133,7 @@ async fn follow(
                     "state": w.state,
                     "transitions": w.transitions,
                     "prompt": w.prompt,
+                    "budget": w.budget,
                 })),
             });
             if let Ok(event) = Event::default().event("status").json_data(&data)

@@ -93,7 +93,13 @@ pub(crate) async fn mint(state: &AppState, record: &RunRecord) -> Result<NewHook
             record.id, record.status
         )));
     };
-    if !wait.children.is_empty() {
+    if wait.budget.is_some() {
+        return Err(Problem::conflict(format!(
+            "run `{}` stopped for its budget, not for an answer",
+            record.id
+        )));
+    }
+    if !wait.takes_input() {
         return Err(Problem::conflict(format!(
             "run `{}` waits for its child runs, not for an answer",
             record.id

@@ -164,8 +164,12 @@ async fn answer(
     if finished {
         let record = find_run(state, &launched.run_id).await?;
         let mut view = run_view_of(state, &record).await?;
-        // A run waiting for an answer: a link to give whoever must answer.
-        if let Some(wait) = view.wait.as_mut().filter(|w| w.children.is_empty())
+        // A run waiting for an answer (not for its children, nor for its budget): a link
+        // to give whoever must answer.
+        if let Some(wait) = view
+            .wait
+            .as_mut()
+            .filter(|_| record.wait.as_ref().is_some_and(|w| w.takes_input()))
             && let Ok(hook) = crate::routes::hooks::mint(state, &record).await
         {
             wait.hook_url = Some(hook.url);
@@ -398,7 +402,13 @@ pub(crate) async fn resume(
             record.status
         )));
     }
-    if let Some(wait) = record.wait.as_ref().filter(|w| !w.children.is_empty()) {
+    if let Some(pause) = record.wait.as_ref().and_then(|w| w.budget.as_deref()) {
+        return Err(Problem::conflict(format!(
+            "run `{id}` stopped for a budget, not for an answer ({pause}); raise the budget of run `{}` and resume it (`claij runs resume {} --budget …`)",
+            pause.run, pause.run
+        )));
+    }
+    if let Some(wait) = record.wait.as_ref().filter(|w| !w.takes_input()) {
         return Err(Problem::conflict(format!(
             "run `{id}` waits for its child runs ({}), not for an answer",
             wait.children.join(", ")

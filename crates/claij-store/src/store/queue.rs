@@ -41,6 +41,7 @@ where
     for<'e> bool: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
     for<'e> Option<i64>: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
     for<'e> Option<String>: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
+    for<'e> f64: Encode<'e, DB> + Decode<'e, DB> + Type<DB>,
     usize: sqlx::ColumnIndex<DB::Row>,
 {
     pub(super) async fn claim_due_now(

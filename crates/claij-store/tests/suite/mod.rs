@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use claij_core::budget::{Budget, PendingCalls, Spend};
 use claij_core::store::{
     Checkpoint, ClaimFrom, Definition, Delivery, DeliveryStatus, Durability, EventStatus,
     Heartbeat, Hook, Lease, Notice, Published, RunCursor, RunFilter, RunRecord, RunStatus,
@@ -43,7 +44,11 @@ macro_rules! store_suite {
             leases_are_renewed_together_and_runs_handed_back,
             idempotency_keys_find_the_first_run,
             a_parent_is_due_once_a_child_ends,
-            published_events_are_written_with_their_checkpoint
+            published_events_are_written_with_their_checkpoint,
+            a_commits_spend_is_written_in_place_and_summed_over_its_tree,
+            budgets_are_set_changed_and_removed,
+            pending_calls_are_noted_by_the_holder_and_forgotten_by_the_next_commit,
+            older_runs_get_their_spend_from_their_trails
         );
         // These race spawned tasks against each other (claims, recoveries, commits that
         // group): two worker threads make the tasks run in parallel, not only take turns
@@ -177,6 +182,9 @@ fn record(
         interrupt_requested: false,
         not_before: None,
         idempotency_key: None,
+        spend: Spend::default(),
+        budget: None,
+        pending: None,
         created_at: at(created),
         updated_at: at(created),
     }
@@ -192,6 +200,7 @@ fn a_wait() -> Wait {
         prompt: Some("Approve?".into()),
         children: vec!["r-child.1".into()],
         deadline_at: None,
+        budget: None,
     }
 }
 
@@ -228,6 +237,7 @@ fn checkpoint(run: &str, owner: &str, entries: Vec<TrailEntry>) -> Checkpoint {
         wait: None,
         lease_until: Some(in_an_hour()),
         published: Vec::new(),
+        spend: Spend::default(),
     }
 }
 
@@ -1122,6 +1132,10 @@ pub(crate) async fn a_sqlite_file_of_schema_1_is_upgraded(h: Harness) {
          DROP TABLE workers; DROP INDEX runs_idempotency_key; DROP INDEX runs_wake; DROP INDEX runs_queued; \
          DROP INDEX runs_parent; DROP INDEX runs_lease_owner; \
          ALTER TABLE runs DROP COLUMN wake_at; ALTER TABLE runs DROP COLUMN idempotency_key; \
+         ALTER TABLE runs DROP COLUMN input_tokens; ALTER TABLE runs DROP COLUMN output_tokens; \
+         ALTER TABLE runs DROP COLUMN cost_usd; ALTER TABLE runs DROP COLUMN calls; \
+         ALTER TABLE runs DROP COLUMN time_ms; ALTER TABLE runs DROP COLUMN waiting_ms; \
+         ALTER TABLE runs DROP COLUMN budget; ALTER TABLE runs DROP COLUMN pending; \
          DELETE FROM claij_migrations WHERE version >= 2",
     )
     .await;
@@ -1139,7 +1153,8 @@ pub(crate) async fn a_sqlite_file_of_schema_1_is_upgraded(h: Harness) {
             (2, "checkpoint_statement".into()),
             (3, "server".into()),
             (4, "workers".into()),
-            (5, "events".into())
+            (5, "events".into()),
+            (6, "spend".into())
         ]
     );
     let store = upgraded.store();
@@ -1835,4 +1850,460 @@ pub(crate) async fn published_events_are_written_with_their_checkpoint(h: Harnes
             .expect("subscriptions")
             .is_empty()
     );
+}
+
+/// A spend with every field set, `n` (1 or more) making each differ. The costs are
+/// binary fractions, so that their sums are exact in any order.
+fn spent(n: u64) -> Spend {
+    Spend {
+        input_tokens: 1000 * n + 1,
+        output_tokens: 100 * n + 2,
+        cost_usd: 0.5_f64.powi(n as i32),
+        calls: n,
+        time_ms: 1500 * n,
+        waiting_ms: 60_000 * n + 3,
+    }
+}
+
+/// A tree's spend: the tokens, cost and calls of all its runs, the times of its top run
+/// (the first) alone — children run within it.
+fn total(spends: &[Spend]) -> Spend {
+    spends.iter().fold(
+        Spend {
+            time_ms: spends[0].time_ms,
+            waiting_ms: spends[0].waiting_ms,
+            ..Spend::default()
+        },
+        |mut sum, s| {
+            sum.add_calls(s);
+            sum
+        },
+    )
+}
+
+/// Creates a running run held by `w1`, with no entries, below `parent`.
+async fn create_child(store: &Arc<dyn RunStore>, id: &str, parent: Option<&str>) {
+    let def = definition("review", 1, T0);
+    store.put_definition(&def).await.expect("put definition");
+    let mut run = record(id, &def, RunStatus::Running, Some("w1"), T0);
+    run.parent = parent.map(str::to_owned);
+    store
+        .create_run(&run, &[])
+        .await
+        .unwrap_or_else(|e| panic!("create {id}: {e}"));
+}
+
+/// A checkpoint of no entries that writes `spend`.
+fn spending(run: &str, owner: &str, spend: Spend) -> Checkpoint {
+    let mut cp = checkpoint(run, owner, vec![]);
+    cp.state = "a".into();
+    cp.spend = spend;
+    cp
+}
+
+pub(crate) async fn a_commits_spend_is_written_in_place_and_summed_over_its_tree(h: Harness) {
+    let store = h.open().await;
+    // Created with a spend, a budget and pending calls: all read back.
+    let def = definition("review", 1, T0);
+    store.put_definition(&def).await.expect("put definition");
+    let mut root = record("p", &def, RunStatus::Running, Some("w1"), T0);
+    root.spend = spent(1);
+    root.budget = Some(Budget {
+        tokens: Some(50_000),
+        ..Budget::default()
+    });
+    root.pending = Some(PendingCalls {
+        models: vec!["smollm2".into()],
+        at_most: spent(2),
+    });
+    store.create_run(&root, &[]).await.expect("create p");
+    assert_eq!(store.run("p").await.expect("run"), root);
+
+    // A lone commit's spend is read back exactly (a cost that is no binary fraction
+    // included), and the next commit's replaces it: the totals are not added up.
+    let odd = Spend {
+        cost_usd: 0.1 + 0.2,
+        ..spent(3)
+    };
+    let mut step = spending("p", "w1", odd);
+    step.entries = entries(0, 2);
+    store.commit(step).await.expect("commit");
+    let run = store.run("p").await.expect("run");
+    assert_eq!(run.spend, odd);
+    assert_eq!(run.spend.cost_usd.to_bits(), (0.1_f64 + 0.2).to_bits());
+    assert_eq!(run.pending, None, "a commit forgets the pending calls");
+    assert_eq!(run.budget, root.budget, "a commit keeps the budget");
+    store
+        .commit(spending("p", "w1", spent(4)))
+        .await
+        .expect("commit");
+    assert_eq!(store.run("p").await.expect("run").spend, spent(4));
+    // A refused commit writes no spend.
+    let refused = store.commit(spending("p", "intruder", spent(9))).await;
+    assert_eq!(refused, Err(StoreError::LostLease { run: "p".into() }));
+    assert_eq!(store.run("p").await.expect("run").spend, spent(4));
+
+    // Two children, a grandchild, and a tree beside it; their commits together (grouped
+    // where they meet).
+    for (id, parent) in [
+        ("p.1", Some("p")),
+        ("p.2", Some("p")),
+        ("p.1.1", Some("p.1")),
+        ("q", None),
+        ("q.1", Some("q")),
+    ] {
+        create_child(&store, id, parent).await;
+    }
+    let spends = [("p.1", 5), ("p.2", 6), ("p.1.1", 7), ("q", 8), ("q.1", 9)];
+    let results = commit_all(
+        &store,
+        spends
+            .iter()
+            .map(|(id, n)| spending(id, "w1", spent(*n)))
+            .collect(),
+    )
+    .await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    for (id, n) in spends {
+        assert_eq!(store.run(id).await.expect("run").spend, spent(n), "{id}");
+    }
+    let tree = |id: &'static str| {
+        let store = store.clone();
+        async move { store.tree_spend(id).await.expect("tree spend") }
+    };
+    assert_eq!(
+        tree("p").await,
+        total(&[spent(4), spent(5), spent(6), spent(7)])
+    );
+    assert_eq!(tree("p.1").await, total(&[spent(5), spent(7)]));
+    assert_eq!(tree("p.1.1").await, spent(7));
+    assert_eq!(tree("q").await, total(&[spent(8), spent(9)]));
+    assert_eq!(
+        store.tree_spend("nope").await,
+        Err(StoreError::NotFound {
+            what: "run",
+            id: "nope".into()
+        })
+    );
+    // A run that spent nothing yet.
+    create_child(&store, "r", None).await;
+    assert_eq!(tree("r").await, Spend::default());
+}
+
+pub(crate) async fn budgets_are_set_changed_and_removed(h: Harness) {
+    let store = h.open().await;
+    create(&store, "r1", RunStatus::Suspended, None, 1).await;
+    let before = store.run("r1").await.expect("run");
+    let budget = Budget {
+        tokens: Some(200_000),
+        cost_usd: Some(0.35),
+        calls: Some(20),
+        time_ms: Some(600_000),
+    };
+    store
+        .set_budget("r1", Some(&budget))
+        .await
+        .expect("set a budget");
+    let after = store.run("r1").await.expect("run");
+    assert_eq!(after.budget, Some(budget));
+    assert_eq!(
+        RunRecord {
+            budget: None,
+            ..after
+        },
+        before,
+        "nothing else changes, the update time included"
+    );
+    let raised = Budget {
+        cost_usd: Some(1.0),
+        ..Budget::default()
+    };
+    store.set_budget("r1", Some(&raised)).await.expect("raise");
+    assert_eq!(store.run("r1").await.expect("run").budget, Some(raised));
+    store.set_budget("r1", None).await.expect("remove");
+    assert_eq!(store.run("r1").await.expect("run"), before);
+
+    // Any status: a finished run's budget is still what it was given.
+    create(&store, "r2", RunStatus::Running, Some("w1"), 1).await;
+    let mut finish = checkpoint("r2", "w1", entries(1, 2));
+    finish.status = RunStatus::Completed;
+    finish.lease_until = None;
+    store.commit(finish).await.expect("finish");
+    store.set_budget("r2", Some(&raised)).await.expect("set");
+    let done = store.run("r2").await.expect("run");
+    assert_eq!(
+        (done.status, done.budget),
+        (RunStatus::Completed, Some(raised))
+    );
+
+    assert_eq!(
+        store.set_budget("nope", Some(&raised)).await,
+        Err(StoreError::NotFound {
+            what: "run",
+            id: "nope".into()
+        })
+    );
+}
+
+pub(crate) async fn pending_calls_are_noted_by_the_holder_and_forgotten_by_the_next_commit(
+    h: Harness,
+) {
+    let store = h.open().await;
+    create(&store, "r1", RunStatus::Running, Some("w1"), 1).await;
+    let calls = PendingCalls {
+        models: vec!["smollm2".into(), "qwen2.5".into()],
+        at_most: Spend {
+            input_tokens: 900,
+            output_tokens: 1024,
+            cost_usd: 0.0125,
+            calls: 2,
+            ..Spend::default()
+        },
+    };
+    store
+        .note_pending("r1", "w1", &calls)
+        .await
+        .expect("note pending calls");
+    let before = store.run("r1").await.expect("run");
+    assert_eq!(before.pending, Some(calls.clone()));
+
+    // Only the holder notes them.
+    assert_eq!(
+        store
+            .note_pending("r1", "w2", &PendingCalls::default())
+            .await,
+        Err(StoreError::LostLease { run: "r1".into() })
+    );
+    assert_eq!(store.run("r1").await.expect("run"), before);
+    assert_eq!(
+        store.note_pending("nope", "w1", &calls).await,
+        Err(StoreError::NotFound {
+            what: "run",
+            id: "nope".into()
+        })
+    );
+
+    // Its holder died: the run taken over shows them, and the new holder's first commit
+    // records them as spent and forgets them.
+    let claimed = store
+        .claim(
+            "r1",
+            ClaimFrom::Stale {
+                dead_owners: vec!["w1".into()],
+            },
+            "w2",
+            in_an_hour(),
+        )
+        .await
+        .expect("take over");
+    assert_eq!(claimed.pending, Some(calls.clone()));
+    let mut recover = checkpoint("r1", "w2", entries(1, 2));
+    recover.spend = calls.at_most;
+    store.commit(recover).await.expect("commit");
+    let run = store.run("r1").await.expect("run");
+    assert_eq!((run.pending, run.spend), (None, calls.at_most));
+
+    // A suspended run has no holder.
+    let mut suspend = checkpoint("r1", "w2", entries(2, 3));
+    suspend.status = RunStatus::Suspended;
+    suspend.wait = Some(a_wait());
+    suspend.lease_until = None;
+    store.commit(suspend).await.expect("suspend");
+    assert_eq!(
+        store.note_pending("r1", "w2", &calls).await,
+        Err(StoreError::LostLease { run: "r1".into() })
+    );
+
+    // Commits written together forget them too.
+    many_runs(&store, "g", 12).await;
+    for i in 0..12 {
+        store
+            .note_pending(&format!("g{i}"), "w1", &calls)
+            .await
+            .expect("note");
+    }
+    let results = commit_all(
+        &store,
+        (0..12)
+            .map(|i| spending(&format!("g{i}"), "w1", spent(i + 1)))
+            .collect(),
+    )
+    .await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    for i in 0..12 {
+        let run = store.run(&format!("g{i}")).await.expect("run");
+        assert_eq!((run.pending, run.spend), (None, spent(i + 1)), "g{i}");
+    }
+}
+
+/// The spend columns of migration `spend` (SQLite 6, PostgreSQL 5).
+const SPEND_COLUMNS: [&str; 8] = [
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "calls",
+    "time_ms",
+    "waiting_ms",
+    "budget",
+    "pending",
+];
+
+/// SQLite's checkpoint statement as migration 4 left it (migration 6 replaces it).
+const SQLITE_CHECKPOINT_OF_SCHEMA_5: &str = "
+CREATE VIEW checkpoint_writes (
+    run_id, owner, first_seq, status, state, context, wait, lease_until, updated_at, entries,
+    wake_at
+) AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0;
+CREATE TRIGGER checkpoint_write INSTEAD OF INSERT ON checkpoint_writes
+BEGIN
+    UPDATE runs SET
+        status = NEW.status,
+        state = NEW.state,
+        context = COALESCE(NEW.context, context),
+        wait = NEW.wait,
+        lease_owner = CASE WHEN NEW.lease_until IS NULL THEN NULL ELSE lease_owner END,
+        lease_until = NEW.lease_until,
+        trail_len = trail_len + json_array_length(NEW.entries),
+        updated_at = NEW.updated_at,
+        wake_at = NEW.wake_at
+    WHERE id = NEW.run_id AND lease_owner = NEW.owner
+        AND (NEW.first_seq IS NULL OR trail_len = NEW.first_seq);
+    SELECT RAISE(ABORT, 'claij: checkpoint refused') WHERE changes() = 0;
+    INSERT INTO trail (run_id, seq, entry)
+        SELECT NEW.run_id, json_extract(value, '$[0]'), json_extract(value, '$[1]')
+        FROM json_each(NEW.entries);
+END;";
+
+/// Takes the database back to the schema before migration `spend`: its columns dropped
+/// (and on SQLite the checkpoint statement of migration 4 put back), its record removed.
+async fn rewind_to_before_spend(h: &Harness) -> (i64, String) {
+    match h.backend() {
+        Backend::Sqlite => {
+            let drops: String = SPEND_COLUMNS
+                .iter()
+                .map(|c| format!("ALTER TABLE runs DROP COLUMN {c};\n"))
+                .collect();
+            h.execute(&format!(
+                "DROP TRIGGER checkpoint_write; DROP VIEW checkpoint_writes;\n{drops}\
+                 {SQLITE_CHECKPOINT_OF_SCHEMA_5}\n\
+                 DELETE FROM claij_migrations WHERE version >= 6"
+            ))
+            .await;
+            (6, "spend".into())
+        }
+        Backend::Postgres => {
+            let drops: Vec<String> = SPEND_COLUMNS
+                .iter()
+                .map(|c| format!("DROP COLUMN {c}"))
+                .collect();
+            h.execute(&format!(
+                "ALTER TABLE runs {}; DELETE FROM claij_migrations WHERE version >= 5",
+                drops.join(", ")
+            ))
+            .await;
+            (5, "spend".into())
+        }
+    }
+}
+
+/// Entries covering what `Spend::of_entry` tells apart: after `entries(0, 6)` (two failed
+/// attempts with usage and a model), an entry naming a model without usage (one call, no
+/// tokens), usage of three calls without a cost, and usage without a model.
+fn entries_with_calls() -> Vec<TrailEntry> {
+    let mut all = entries(0, 9);
+    all[6].model = Some("smollm2".into());
+    all[6].usage = None;
+    all[7].model = Some("qwen2.5".into());
+    all[7].usage = Some(Box::new(Usage {
+        input_tokens: 2000,
+        output_tokens: 300,
+        calls: Some(3),
+        ..Usage::default()
+    }));
+    all[8].model = None;
+    all[8].usage = Some(Box::new(Usage {
+        input_tokens: 40,
+        output_tokens: 5,
+        cost_usd: Some(0.25),
+        ..Usage::default()
+    }));
+    all
+}
+
+pub(crate) async fn older_runs_get_their_spend_from_their_trails(h: Harness) {
+    let calls = entries_with_calls();
+    {
+        let store = h.open().await;
+        let def = definition("review", 1, T0);
+        store.put_definition(&def).await.expect("put definition");
+        for (id, parent, trail) in [
+            ("old", None, calls.clone()),
+            ("old.1", Some("old"), entries(0, 4)),
+            ("quiet", None, entries(0, 2)),
+            ("damaged", None, entries(0, 3)),
+        ] {
+            let mut run = record(id, &def, RunStatus::Running, Some("w1"), T0);
+            run.parent = parent.map(str::to_owned);
+            run.trail_len = trail.len() as u64;
+            store.create_run(&run, &trail).await.expect("create");
+        }
+    }
+    // An entry that is not JSON any more (it names a model, so PostgreSQL tries to parse
+    // it): it counts nothing, and does not stop the migration.
+    h.execute(
+        "UPDATE trail SET entry = '{\"seq\": 1, \"model\": \"x\", \"usage\": {' \
+         WHERE run_id = 'damaged' AND seq = 1",
+    )
+    .await;
+    let migration = rewind_to_before_spend(&h).await;
+
+    let upgraded = h.open_concrete(Durability::Normal).await;
+    let applied = upgraded.applied_migrations().await;
+    let last = applied.last().map(|m| (m.version, m.name.clone()));
+    assert_eq!(last, Some(migration));
+    let store = upgraded.store();
+    let expected = |trail: &[TrailEntry]| Spend::of_entries(trail);
+    let mut damaged = entries(0, 3);
+    damaged.remove(1);
+    for (id, want) in [
+        ("old", expected(&calls)),
+        ("old.1", expected(&entries(0, 4))),
+        ("quiet", Spend::default()),
+        ("damaged", expected(&damaged)),
+    ] {
+        let run = store.run(id).await.expect("run");
+        let got = run.spend;
+        assert!(
+            (got.cost_usd - want.cost_usd).abs() < 1e-12,
+            "{id}: {got:?} {want:?}"
+        );
+        assert_eq!(
+            Spend {
+                cost_usd: want.cost_usd,
+                ..got
+            },
+            want,
+            "{id}"
+        );
+        assert_eq!((run.budget, run.pending), (None, None), "{id}");
+    }
+    // What the entries of `entries_with_calls` count, spelled out: two usages of 120 in,
+    // 7 out, $0.000125; one call with no usage; three calls of 2000 in, 300 out; one
+    // usage of 40 in, 5 out, $0.25.
+    let old = store.run("old").await.expect("run").spend;
+    assert_eq!(
+        (old.input_tokens, old.output_tokens, old.calls),
+        (2 * 120 + 2000 + 40, 2 * 7 + 300 + 5, 2 + 1 + 3 + 1)
+    );
+    assert!((old.cost_usd - (2.0 * 0.000_125 + 0.25)).abs() < 1e-12);
+    assert_eq!((old.time_ms, old.waiting_ms), (0, 0));
+    let tree = store.tree_spend("old").await.expect("tree");
+    assert_eq!(tree.calls, old.calls + 1);
+
+    // The runs go on, and their commits write their spend.
+    let mut step = spending("old", "w1", spent(2));
+    step.entries = entries(9, 10);
+    store.commit(step).await.expect("commit after the upgrade");
+    let run = store.run("old").await.expect("run");
+    assert_eq!((run.trail_len, run.spend), (10, spent(2)));
 }

@@ -5,11 +5,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Result;
 use claij_core::store::{RunFilter, RunRecord, RunStore, StoreError};
-use claij_core::{Fsm, RunStatus};
+use claij_core::{Budget, Fsm, RunStatus, Spend};
 use claij_engine::{Engine, RunError, RunOptions, is_dead_local_owner};
 use serde_json::{Value, json};
 
-use super::run::{engine, interrupt_on_ctrl_c, observers, report};
+use super::run::{below, engine, interrupt_on_ctrl_c, observers, raised, report};
 use crate::cli::RunsCommand;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, input};
 
@@ -50,8 +50,19 @@ pub(super) async fn runs(store: Arc<dyn RunStore>, command: RunsCommand) -> Resu
             input,
             trail,
             quiet,
+            budget,
+            llm,
             ..
-        } => resume_one(store, &run, input.as_deref(), trail.as_deref(), quiet).await,
+        } => {
+            let how = Resume {
+                input: input.as_deref(),
+                trail: trail.as_deref(),
+                budget: budget.as_ref(),
+                llm: &llm,
+                quiet,
+            };
+            resume_one(store, &run, how).await
+        }
         RunsCommand::Resume { quiet, .. } => resume_all(store, quiet).await,
         RunsCommand::Interrupt { run, wait } => interrupt(store.as_ref(), &run, wait).await,
         RunsCommand::Prune {
@@ -111,11 +122,14 @@ fn record_json(r: &RunRecord) -> Value {
             "on_expiry": w.on_expiry,
             "schema": w.schema,
             "children": w.children,
+            "budget": w.budget,
         })),
         "owner": r.lease.as_ref().map(|l| &l.owner),
         "interrupt_requested": r.interrupt_requested,
         "not_before": r.not_before.map(at),
         "idempotency_key": r.idempotency_key,
+        "spend": r.spend,
+        "budget": r.budget,
         "created_at": at(r.created_at),
         "updated_at": at(r.updated_at),
     })
@@ -130,16 +144,19 @@ async fn list(store: &dyn RunStore, filter: &RunFilter, as_json: bool) -> Result
         return Ok(EXIT_OK);
     }
     out!(
-        "{:<38} {:<28} {:<12} {:<18} {:>5}  UPDATED",
+        "{:<38} {:<28} {:<12} {:<18} {:>5} {:>9} {:>7}  UPDATED",
         "RUN",
         "FSM",
         "STATUS",
         "STATE",
-        "STEPS"
+        "STEPS",
+        "COST",
+        "TOKENS"
     )?;
     for r in &runs {
+        let (cost, tokens) = spend_columns(&r.spend);
         out!(
-            "{:<38} {:<28} {:<12} {:<18} {:>5}  {}",
+            "{:<38} {:<28} {:<12} {:<18} {:>5} {cost:>9} {tokens:>7}  {}",
             r.id,
             format!("{} v{}", r.fsm_id, r.version),
             r.status.as_str(),
@@ -164,6 +181,25 @@ async fn list(store: &dyn RunStore, filter: &RunFilter, as_json: bool) -> Result
     Ok(EXIT_OK)
 }
 
+/// A run's own spend in the list's COST and TOKENS columns (`$0.0123`, `12.3k`; `-` when
+/// it called no model).
+fn spend_columns(spend: &Spend) -> (String, String) {
+    if spend.calls == 0 && spend.tokens() == 0 {
+        return ("-".into(), "-".into());
+    }
+    let cost = if spend.cost_usd >= 100.0 {
+        format!("${:.0}", spend.cost_usd)
+    } else {
+        format!("${:.4}", spend.cost_usd)
+    };
+    let tokens = match spend.tokens() {
+        n if n < 10_000 => n.to_string(),
+        n if n < 1_000_000 => format!("{:.1}k", n as f64 / 1e3),
+        n => format!("{:.1}m", n as f64 / 1e6),
+    };
+    (cost, tokens)
+}
+
 async fn show(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
     let record = store.run(run).await?;
     let tail = store.trail(run, record.trail_len.saturating_sub(8)).await?;
@@ -177,8 +213,10 @@ async fn show(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
         .rev()
         .take_while(|e| !e.is_transition())
         .find_map(|e| e.failure.as_deref());
+    let tree = store.tree_spend(run).await?;
     if as_json {
         let mut out = record_json(&record);
+        out["tree_spend"] = serde_json::to_value(tree)?;
         out["last_event"] = last_event.cloned().unwrap_or(Value::Null);
         out["last_failure"] = serde_json::to_value(last_failure)?;
         out!("{}", serde_json::to_string_pretty(&out)?)?;
@@ -207,11 +245,48 @@ async fn show(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
         };
         out!("owner     {} until {}{note}", lease.owner, at(lease.until))?;
     }
-    if let Some(wait) = record.wait.as_ref().filter(|w| !w.children.is_empty()) {
+    out!("spent     {}", record.spend)?;
+    if tree != record.spend {
+        out!("tree      {} (this run and the runs below it)", tree)?;
+    }
+    if let Some(budget) = &record.budget {
+        out!("budget    {budget} (this run and the runs below it, together)")?;
+    }
+    let wait = record.wait.as_ref();
+    if let Some(pause) = wait.and_then(|w| w.budget.as_deref()) {
+        out!("stopped for its budget: {pause}")?;
         out!(
-            "waits for child runs {} (answer them with `claij runs resume CHILD --input …`; this run continues when they are done)",
-            wait.children.join(", ")
+            "resume    claij runs resume {} --budget {} (raise it and continue)",
+            pause.run,
+            raised(pause)
         )?;
+    } else if let Some(wait) = wait.filter(|w| !w.children.is_empty()) {
+        let below = below(store, &wait.children).await;
+        if below.stopped.is_empty() {
+            out!(
+                "waits for child runs {} (answer them with `claij runs resume CHILD --input …`; this run continues when they are done)",
+                wait.children.join(", ")
+            )?;
+        } else {
+            out!(
+                "waits for child runs {}; this run continues when they are done",
+                wait.children.join(", ")
+            )?;
+            for (child, pause) in &below.stopped {
+                out!("stopped   child run {child} for a budget: {pause}")?;
+            }
+            for (owner, budget) in below.raises() {
+                out!(
+                    "resume    claij runs resume {owner} --budget {budget} (raise it and continue)"
+                )?;
+            }
+            if !below.asking.is_empty() {
+                out!(
+                    "asking    child runs {} wait for an input (`claij runs resume CHILD --input …`)",
+                    below.asking.join(", ")
+                )?;
+            }
+        }
         if let Some(prompt) = &wait.prompt {
             out!("note      {prompt}")?;
         }
@@ -302,13 +377,28 @@ async fn pinned_fsm(store: &dyn RunStore, engine: &Engine, record: &RunRecord) -
     Ok(fsm)
 }
 
-async fn resume_one(
-    store: Arc<dyn RunStore>,
-    run: &str,
-    input: Option<&str>,
-    trail: Option<&std::path::Path>,
+/// How `claij runs resume RUN` continues the run.
+struct Resume<'a> {
+    /// The input event (JSON text, @FILE or -), for a run waiting for one.
+    input: Option<&'a str>,
+    /// Where to write the whole trail as the run goes.
+    trail: Option<&'a std::path::Path>,
+    /// Limits to set on the run's budget first (each replaces the run's own).
+    budget: Option<&'a Budget>,
+    /// The models it goes on with.
+    llm: &'a crate::cli::LlmArgs,
+    /// No progress on stderr.
     quiet: bool,
-) -> Result<u8> {
+}
+
+async fn resume_one(store: Arc<dyn RunStore>, run: &str, how: Resume<'_>) -> Result<u8> {
+    let Resume {
+        input,
+        trail,
+        budget,
+        llm,
+        quiet,
+    } = how;
     let input = match input.map(|i| input::json_argument("input", i)).transpose() {
         Ok(i) => i,
         Err(e) => {
@@ -316,13 +406,34 @@ async fn resume_one(
             return Ok(EXIT_USAGE);
         }
     };
-    let engine = engine(true);
+    let engine = match super::run::llm_layer(llm) {
+        Ok((layer, _)) => super::run::engine_with(true, layer),
+        Err(e) => {
+            note!("claij: {e:#}");
+            return Ok(EXIT_USAGE);
+        }
+    };
     let record = store.run(run).await?;
-    if let Some(refusal) = refuse_resume(&record, input.is_some()) {
+    if let Some(refusal) = refuse_resume(&record, input.is_some())
+        .or_else(|| budget.and_then(|_| refuse_budget(&record)))
+    {
         note!("claij: {}", refusal.message);
         return Ok(refusal.code);
     }
     let fsm = pinned_fsm(store.as_ref(), &engine, &record).await?;
+    if let Some(given) = budget {
+        let budget = record.budget.unwrap_or_default().overridden_by(given);
+        store.set_budget(run, Some(&budget)).await?;
+        if !quiet {
+            note!(
+                "claij: run {run}'s budget is now {budget}{}",
+                record
+                    .budget
+                    .map(|b| format!(" (was {b})"))
+                    .unwrap_or_default()
+            );
+        }
+    }
     let earlier = match trail {
         Some(_) => Some(store.trail(run, 0).await?),
         None => None,
@@ -366,7 +477,7 @@ async fn resume_one(
         );
         return Ok(EXIT_FAILED);
     }
-    Ok(report(result, quiet, ""))
+    Ok(report(result, quiet, Some(store.as_ref()), "").await)
 }
 
 /// Why `claij runs resume` cannot do what it is asked with this run, before trying.
@@ -383,8 +494,9 @@ fn refuse_resume(record: &RunRecord, has_input: bool) -> Option<Refusal> {
     match (record.status, has_input) {
         (RunStatus::Suspended, false) => {
             let wait = record.wait.as_ref()?;
-            // A run waiting for its children tries again (they may all be done).
-            if wait.expires_at.is_some_and(|at| at <= now) || !wait.children.is_empty() {
+            // A run waiting for its children tries again (they may all be done); one
+            // stopped for its budget tries again under the budget it has now.
+            if wait.wakes_at().is_some_and(|at| at <= now) || !wait.takes_input() {
                 return None;
             }
             Some(Refusal {
@@ -419,6 +531,26 @@ fn refuse_resume(record: &RunRecord, has_input: bool) -> Option<Refusal> {
                 code: EXIT_FAILED,
             })
         }
+        (RunStatus::Suspended, true) => {
+            let wait = record.wait.as_ref().filter(|w| !w.takes_input())?;
+            let why = match &wait.budget {
+                Some(pause) => format!(
+                    "stopped for a budget ({pause}), not for an input: continue it without --input (raise the budget with --budget {})",
+                    raised(pause)
+                ),
+                None => format!(
+                    "waits for its child runs ({}), not for an input: answer those (`claij runs show {run}`)",
+                    wait.children.join(", ")
+                ),
+            };
+            Some(Refusal {
+                message: format!(
+                    "run `{run}` is suspended in `{}` but {why}; this input was not used",
+                    wait.state
+                ),
+                code: EXIT_USAGE,
+            })
+        }
         (status, true) if status.is_final() => Some(Refusal {
             message: format!(
                 "run `{run}` is {status}, not suspended, so it waits for no input (another resume may have answered it first); this input was not used"
@@ -427,6 +559,43 @@ fn refuse_resume(record: &RunRecord, has_input: bool) -> Option<Refusal> {
         }),
         _ => None,
     }
+}
+
+/// A `--budget` that cannot be set: on a finished run (nothing to spend any more), or on
+/// a run stopped for an ancestor's budget (its own would not let it go on).
+fn refuse_budget(record: &RunRecord) -> Option<Refusal> {
+    let run = &record.id;
+    if record.status.is_final() {
+        return Some(Refusal {
+            message: format!(
+                "run `{run}` is not resumable: it is {}; its budget is left as it was",
+                record.status
+            ),
+            code: EXIT_FAILED,
+        });
+    }
+    if let Some(lease) = &record.lease
+        && lease.until > SystemTime::now()
+        && !is_dead_local_owner(&lease.owner)
+    {
+        return Some(Refusal {
+            message: format!(
+                "run `{run}` is running in another process (`{}`), which keeps the budget it started with; its budget is left as it was",
+                lease.owner
+            ),
+            code: EXIT_FAILED,
+        });
+    }
+    let pause = record.wait.as_ref()?.budget.as_deref()?;
+    (pause.run != *run).then(|| Refusal {
+        message: format!(
+            "run `{run}` stopped for the budget of run `{}`, not its own: raise that one (`claij runs resume {} --budget {}`); nothing was changed",
+            pause.run,
+            pause.run,
+            raised(pause)
+        ),
+        code: EXIT_USAGE,
+    })
 }
 
 async fn resume_all(store: Arc<dyn RunStore>, quiet: bool) -> Result<u8> {

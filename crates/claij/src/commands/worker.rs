@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::mcp_serve::stop_on_signals;
-use super::run::{engine, engine_with, report};
+use super::run::{below, engine, engine_with, report};
 use crate::cli::{EventsCommand, WorkerArgs, WorkersCommand};
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_SUSPENDED, EXIT_USAGE, input, store};
 use claij_llm::providers::embedded::default_model_file;
@@ -418,6 +418,20 @@ pub(super) async fn answer(
     }
 }
 
+/// Whether `record` is suspended for a budget, or waits for runs below it that are: it
+/// goes on only once someone raises that budget, so `claij runs wait` stops waiting.
+async fn stopped_for_budget(store: &dyn RunStore, record: &claij_core::store::RunRecord) -> bool {
+    let Some(wait) = record
+        .wait
+        .as_ref()
+        .filter(|_| record.status == RunStatus::Suspended)
+    else {
+        return false;
+    };
+    wait.budget.is_some()
+        || (!wait.children.is_empty() && !below(store, &wait.children).await.stopped.is_empty())
+}
+
 /// How often `claij runs wait` looks at the run.
 const WAIT_POLL: Duration = Duration::from_millis(200);
 
@@ -433,8 +447,9 @@ pub(super) async fn wait(
     let give_up = timeout.map(|t| tokio::time::Instant::now() + t);
     let record = loop {
         let record = store.run(run).await?;
-        let done =
-            record.status.is_final() || (until_suspended && record.status == RunStatus::Suspended);
+        let done = record.status.is_final()
+            || (until_suspended && record.status == RunStatus::Suspended)
+            || stopped_for_budget(store.as_ref(), &record).await;
         if done {
             break record;
         }
@@ -458,5 +473,5 @@ pub(super) async fn wait(
         });
     }
     let outcome = RunOutcome::stored(store.as_ref(), record).await?;
-    Ok(report(Ok(outcome), false, ""))
+    Ok(report(Ok(outcome), false, Some(store.as_ref()), "").await)
 }
