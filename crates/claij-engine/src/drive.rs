@@ -255,6 +255,11 @@ impl<'e> RunState<'e> {
                                 next = Some(t);
                                 break;
                             }
+                            if self.durable.is_none() {
+                                // No store to wait in for a larger budget: the run ends here.
+                                ending = Some((RunStatus::Failed, None));
+                                break;
+                            }
                             let mut wait = self.wait_for(state, Suspension::default());
                             wait.budget = Some(pause);
                             ending = Some((RunStatus::Suspended, Some(Box::new(wait))));

@@ -460,3 +460,38 @@ xitions:
     );
     assert!((record.spend.cost_usd - 0.5).abs() < 1e-9);
 }
+
+#[tokio::test]
+async fn a_run_without_a_store_ends_failed_at_its_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let hang = Arc::new(AtomicBool::new(false));
+    let engine = engine(&hang);
+    let doc = r#"
+id: twice
+states:
+  - {id: first, action: priced, config: {to: second}}
+  - {id: second, action: priced, config: {to: end}}
+  - {id: end, action: end}
+xitions:
+  - id: [start, first]
+  - id: [first, second]
+  - id: [second, end]
+"#;
+    let fsm = load(&engine, &write(dir.path(), "twice.yaml", doc));
+    let out = engine
+        .run(
+            fsm,
+            json!({}),
+            RunOptions {
+                budget: Some(Budget::parse("calls=1").unwrap()),
+                ..RunOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Failed);
+    assert_eq!(out.state, "second");
+    let last = out.trail.last().unwrap();
+    assert_eq!(last.failure.as_ref().unwrap().kind, FailureKind::Budget);
+    assert_eq!(out.spend.calls, 1);
+}

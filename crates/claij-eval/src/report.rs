@@ -81,6 +81,10 @@ pub struct Verdict {
     pub reason: String,
     /// The judge's own run.
     pub run_id: String,
+    /// What the judge's run (and any runs below it) spent; not part of the case's own
+    /// tokens and cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<claij_core::Spend>,
 }
 
 /// One run of one case on one model.

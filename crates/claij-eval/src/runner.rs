@@ -315,10 +315,12 @@ async fn one(eval: &Eval, job: &Job) -> CaseResult {
     result.model_steps = steps;
     result.first_try_valid = first_try;
     result.model_attempts = attempts;
+    // The whole run tree's (sub-FSMs and branches too), when the runs are stored.
     let usage = claij_core::trail::total_usage(&outcome.trail);
-    result.input_tokens = usage.input_tokens;
-    result.output_tokens = usage.output_tokens;
-    result.cost_usd = usage.cost_usd;
+    let tree = tree_spend(eval, &outcome).await;
+    result.input_tokens = tree.input_tokens;
+    result.output_tokens = tree.output_tokens;
+    result.cost_usd = (usage.cost_usd.is_some() || tree.cost_usd > 0.0).then_some(tree.cost_usd);
     let judged_wrong = result.judge.as_ref().is_some_and(|v| !v.pass);
     result.passed = misses.is_empty() && judge_error.is_none() && !judged_wrong;
     if result.passed {
@@ -360,6 +362,17 @@ fn elapsed_ms(started: Instant) -> u64 {
 /// Runs the judge on a case's run: its input is `{case: {name, input}, result: {run_id,
 /// status, state, event}}`; it must complete with a final event holding `pass` (a
 /// boolean) and `reason` (a string).
+/// What a run and the runs below it spent: from the store when the runs are kept, else
+/// the run's own trail.
+async fn tree_spend(eval: &Eval, outcome: &RunOutcome) -> claij_core::Spend {
+    if let Some(store) = &eval.store
+        && let Ok(spent) = store.tree_spend(&outcome.run_id).await
+    {
+        return spent;
+    }
+    outcome.spend
+}
+
 async fn run_judge(
     eval: &Eval,
     engine: &Engine,
@@ -401,6 +414,7 @@ async fn run_judge(
                 .unwrap_or_default()
         ));
     }
+    let spend = tree_spend(eval, &judged).await;
     let verdict = judged.result.unwrap_or(Value::Null);
     match (
         verdict.get("pass").and_then(Value::as_bool),
@@ -409,6 +423,7 @@ async fn run_judge(
         (Some(pass), Some(reason)) => Ok(Verdict {
             pass,
             reason: reason.to_owned(),
+            spend: Some(spend),
             run_id: id,
         }),
         _ => Err(format!(

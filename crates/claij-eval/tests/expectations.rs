@@ -274,6 +274,14 @@ async fn each_expectation_passes_when_it_holds_and_fails_when_it_does_not() {
     assert_eq!(verdict.run_id, format!("{}.judge", judged.run_id));
     let record = setup.store.run(&verdict.run_id).await.unwrap();
     assert_eq!(record.fsm_id, "judge-sum");
+    // What the judge spent is its run's, kept apart from the case's (a template judge
+    // calls no model; its two steps took some time).
+    let spent = verdict.spend.expect("the judge's spend");
+    assert_eq!(
+        spent,
+        setup.store.tree_spend(&verdict.run_id).await.unwrap()
+    );
+    assert_eq!((spent.calls, spent.tokens()), (0, 0));
     // Run ids name the eval, the model, the case and the repeat.
     assert_eq!(judged.run_id, "eval-adder.none-templates.judge-ok.1");
     // The summary: the 8 "ok" cases of 17 passed; no model steps in a template FSM.
