@@ -279,6 +279,12 @@ pub(crate) struct StartRun {
     /// A deadline for the whole run (`30s`, `5m`, `2h`), overriding the FSM's.
     #[serde(default)]
     pub deadline: Option<String>,
+    /// What the run and its child runs may spend together, as `claij run --budget` takes
+    /// it (`cost=0.50,tokens=200k,calls=20,time=10m`): its limits replace the same ones of
+    /// the FSM's `config.budget`. A run that would go past it suspends, waiting on
+    /// `budget` (`claij runs resume RUN --budget …` raises it).
+    #[serde(default)]
+    pub budget: Option<String>,
     /// Where to post the run's ends (completed, failed, interrupted, suspended with a
     /// resume link), signed the Standard Webhooks way; needs the server's webhook secret.
     #[serde(default)]

@@ -77,6 +77,8 @@ async fn a_run_waits_for_a_person_a_refused_answer_changes_nothing_and_a_good_on
     assert_eq!(shown.status, 200);
     let run = &shown.body;
     assert_eq!(run["state"], "approve");
+    assert_eq!(run["spend"]["calls"], 0, "{run}");
+    assert!(run["budget"].is_null(), "none was given: {run}");
     assert_eq!(run["wait"]["state"], "approve");
     let answers = run["wait"]["answers"].as_array().expect("answers");
     let ids: Vec<&Value> = answers.iter().map(|a| &a["id"]).collect();
@@ -172,6 +174,23 @@ async fn a_run_waits_for_a_person_a_refused_answer_changes_nothing_and_a_good_on
         (0..total).collect::<Vec<_>>(),
         "every entry once, in order"
     );
+}
+
+#[tokio::test]
+async fn a_run_started_with_a_budget_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Served::start(&dir.path().join("claij.db"), &[&approval()]);
+    let http = client();
+    let reply = post(
+        &http,
+        server.url("/runs?wait=30"),
+        &json!({"fsm": "human-approval", "input": raw_request(), "budget": "cost=0.5,calls=3"}),
+    )
+    .await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let id = reply.body["id"].as_str().expect("an id");
+    let run = get(&http, server.url(&format!("/runs/{id}"))).await.body;
+    assert_eq!(run["budget"], json!({"cost_usd": 0.5, "calls": 3}), "{run}");
 }
 
 #[tokio::test]
@@ -500,6 +519,22 @@ async fn bad_requests_get_located_problems_and_change_nothing() {
     .await;
     assert_problem(&bad_deadline, 422);
     assert_eq!(places(&bad_deadline.body), ["$.deadline"]);
+
+    let bad_budget = post(
+        &http,
+        runs_url.clone(),
+        &json!({"fsm": "human-approval", "input": raw_request(), "budget": "dollars=3"}),
+    )
+    .await;
+    assert_problem(&bad_budget, 422);
+    assert_eq!(places(&bad_budget.body), ["$.budget"]);
+    assert!(
+        bad_budget.body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("dollars")),
+        "{}",
+        bad_budget.body
+    );
 
     let unknown_fsm = post(
         &http,

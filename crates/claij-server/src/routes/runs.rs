@@ -30,7 +30,7 @@ use crate::views::{
         (status = 201, description = "The run ended or suspended within `wait`", body = RunView),
         (status = 202, description = "The run goes on", body = Accepted),
         (status = 404, description = "No such FSM", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "The input (or model, deadline) was refused; nothing changed", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The input (or model, deadline, budget) was refused; nothing changed", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub(crate) async fn start(
@@ -62,6 +62,15 @@ pub(crate) async fn start(
             )
             .with_errors(vec![PlacedError::at("$.deadline", e.to_string())])
         })?;
+    let budget = body
+        .budget
+        .as_deref()
+        .map(claij_core::Budget::parse)
+        .transpose()
+        .map_err(|e| {
+            Problem::refused("bad-budget", "Bad budget", format!("the budget: {e}"))
+                .with_errors(vec![PlacedError::at("$.budget", e)])
+        })?;
     let context = body.context.unwrap_or(Value::Null);
     if !(context.is_null() || context.is_object()) {
         return Err(Problem::refused(
@@ -81,6 +90,7 @@ pub(crate) async fn start(
         run_id: Some(run_id.clone()),
         context,
         deadline,
+        budget,
         ..RunOptions::default()
     };
     if let Some(url) = &webhook {
