@@ -223,6 +223,18 @@ struct MeterInner {
     tally: Mutex<Tally>,
 }
 
+impl Tally {
+    /// What the calls that reported it cost, the calls that reported none counted in
+    /// its `calls`.
+    fn reported(&self) -> Option<Usage> {
+        let mut usage = self.usage.clone()?;
+        if self.unreported > 0 {
+            usage.calls = Some(usage.calls.unwrap_or(1) + self.unreported);
+        }
+        Some(usage)
+    }
+}
+
 #[derive(Default)]
 struct Tally {
     /// What the calls that answered cost.
@@ -233,6 +245,8 @@ struct Tally {
     outstanding: Spend,
     /// The budget a call was refused for, if one was.
     pause: Option<Box<BudgetPause>>,
+    /// Calls that failed before reporting what they cost.
+    unreported: u32,
 }
 
 impl Meter {
@@ -311,13 +325,20 @@ impl Meter {
     }
 
     /// After the call [`before_call`](Self::before_call) let through with `at_most`:
-    /// what it cost (`None`: it failed before reporting any; it counts as a call).
+    /// what it cost (`None`: it failed before reporting any; it counts as a call, of no
+    /// tokens — its entry then names the model and has no usage, as a provider's failure
+    /// does).
     pub fn after_call(&self, at_most: &Spend, usage: Option<&Usage>) {
         let Some(inner) = &self.0 else {
             return;
         };
-        let usage = usage.cloned().unwrap_or_default();
-        let cost = Spend::of_usage(&usage);
+        let cost = usage.map_or(
+            Spend {
+                calls: 1,
+                ..Spend::default()
+            },
+            Spend::of_usage,
+        );
         // A budget gone past by what the call actually cost stops the run before its
         // next attempt (`Ledger::exceeded`).
         if let Some(ledger) = &inner.ledger {
@@ -325,16 +346,18 @@ impl Meter {
         }
         if let Some(mut tally) = self.tally() {
             tally.outstanding = minus(&tally.outstanding, at_most);
-            match &mut tally.usage {
-                Some(sum) => sum.add(&usage),
-                None => tally.usage = Some(usage),
+            match (usage, &mut tally.usage) {
+                (None, _) => tally.unreported += 1,
+                (Some(u), Some(sum)) => sum.add(u),
+                (Some(u), None) => tally.usage = Some(u.clone()),
             }
         }
     }
 
-    /// What the attempt's calls cost, when it made any.
+    /// What the attempt's calls cost, when any reported it (the calls that reported none
+    /// counted in its `calls`).
     pub(crate) fn usage(&self) -> Option<Usage> {
-        self.tally().and_then(|t| t.usage.clone())
+        self.tally().and_then(|t| t.reported())
     }
 
     /// What the attempt's calls cost, with the calls still in flight counted at most (an
@@ -343,9 +366,9 @@ impl Meter {
         let tally = self.tally()?;
         let out = tally.outstanding;
         if out.calls == 0 {
-            return tally.usage.clone();
+            return tally.reported();
         }
-        let mut usage = tally.usage.clone().unwrap_or(Usage {
+        let mut usage = tally.reported().unwrap_or(Usage {
             calls: Some(0),
             ..Usage::default()
         });
