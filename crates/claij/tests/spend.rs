@@ -507,3 +507,106 @@ fn a_society_stopped_by_its_budget_in_the_panel_goes_on_to_the_uncapped_trails()
     };
     assert_eq!(said("free"), said("capped"));
 }
+
+/// `time` counts a run's time running, not its time waiting: a run that waited for a
+/// person longer than its whole budget still makes its next model call (the embedded
+/// SmolLM2); the time its work takes then uses the budget up, and it stops before its
+/// next step, to go on when the budget is raised.
+#[test]
+fn a_time_budget_leaves_waiting_out_and_stops_the_run_when_running_uses_it_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = r#"
+id: slow-review
+states:
+  - {id: ask, action: human, config: {prompt: "Go on?"}}
+  - {id: first, action: llm, prompts: [Say anything.]}
+  - id: work
+    action: command
+    config: {argv: [python3, -c, "import json, time; time.sleep(10.5); print(json.dumps({'id': ['work', 'second']}))"]}
+  - {id: second, action: llm, prompts: [Say anything.]}
+  - {id: done, action: end}
+xitions:
+  - id: [start, ask]
+  - id: [ask, first]
+  - id: [first, work]
+    schema: {type: object, required: [note], properties: {note: {type: string, maxLength: 40}}}
+  - id: [work, second]
+  - id: [second, done]
+    schema: {type: object, required: [note], properties: {note: {type: string, maxLength: 40}}}
+"#;
+    std::fs::write(dir.path().join("slow.yaml"), doc).unwrap();
+    let out = on_the_embedded_model(dir.path())
+        .args([
+            "run",
+            "slow.yaml",
+            "--run-id",
+            "t1",
+            "--budget",
+            "time=10s",
+            "--quiet",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        show(dir.path(), "t1")["wait"]["budget"].is_null(),
+        "waits for the person"
+    );
+    // Longer than the whole budget, waiting. (The budget has room for loading the
+    // embedded model, which is running time, on a loaded machine.)
+    std::thread::sleep(Duration::from_millis(11_000));
+    let out = on_the_embedded_model(dir.path())
+        .args([
+            "runs",
+            "resume",
+            "t1",
+            "--input",
+            r#"{"id": ["ask", "first"]}"#,
+            "--quiet",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let record = show(dir.path(), "t1");
+    assert_eq!(
+        record["state"], "second",
+        "the model step after the wait ran: {record}"
+    );
+    let pause = &record["wait"]["budget"];
+    assert_eq!(pause["limit"], "time", "{record}");
+    assert!(
+        pause["spent"]["time_ms"].as_u64().unwrap() >= 10_000,
+        "{record}"
+    );
+    assert!(
+        record["spend"]["waiting_ms"].as_u64().unwrap() >= 11_000,
+        "{record}"
+    );
+    assert_eq!(record["spend"]["calls"], 1, "{record}");
+    let entries = trail(dir.path(), "t1");
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["from"] == "first" && e["to"] == "work" && e["usage"].is_object()),
+        "{entries:?}"
+    );
+
+    let out = on_the_embedded_model(dir.path())
+        .args(["runs", "resume", "t1", "--budget", "time=5m", "--quiet"])
+        .output()
+        .unwrap();
+    succeeded(&out);
+    let record = show(dir.path(), "t1");
+    assert_eq!(record["status"], "completed", "{record}");
+    assert_eq!(record["spend"]["calls"], 2, "{record}");
+}
