@@ -68,6 +68,18 @@ impl Spend {
         }
     }
 
+    /// The usage record of these tokens, cost and calls (the inverse of
+    /// [`Spend::of_usage`]; the times are not part of a usage record).
+    pub fn as_usage(&self) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            cost_usd: Some(self.cost_usd),
+            calls: Some(u32::try_from(self.calls).unwrap_or(u32::MAX)),
+            ..Usage::default()
+        }
+    }
+
     /// The tokens, cost and calls of one trail entry: its usage, or one call without
     /// usage when it names a model (a call that failed before it reported any).
     pub fn of_entry(entry: &TrailEntry) -> Spend {

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use claij_core::Usage;
-use claij_core::budget::{Budget, BudgetPause, PendingCalls, Spend};
+use claij_core::budget::{Budget, BudgetPause, Limit, PendingCalls, Spend};
 use claij_core::store::{RunStore, StoreError};
 
 /// The budget of one run, shared by the runs below it, as this process knows it: the
@@ -92,6 +92,26 @@ impl Ledger {
         spent
     }
 
+    /// Why this ledger's run stops: `over` of its `budget`, with `spent` so far and
+    /// `asked` for the call refused (by `model`).
+    fn pause(
+        &self,
+        over: Limit,
+        budget: Budget,
+        spent: Spend,
+        asked: Spend,
+        model: Option<&str>,
+    ) -> Box<BudgetPause> {
+        Box::new(BudgetPause {
+            run: self.0.run.clone(),
+            limit: over,
+            budget,
+            spent,
+            asked,
+            model: model.map(str::to_owned),
+        })
+    }
+
     /// Reserves `asked` in every budget of the chain, or says which one it would exceed.
     fn reserve(&self, asked: &Spend, model: Option<&str>) -> Result<(), Box<BudgetPause>> {
         let nodes: Vec<&Ledger> = self.chain().collect();
@@ -105,14 +125,7 @@ impl Ledger {
             let limit = node.limit();
             let spent = Self::spent_now(book);
             if let Some(over) = limit.exceeded_by(&spent, asked) {
-                return Err(Box::new(BudgetPause {
-                    run: node.0.run.clone(),
-                    limit: over,
-                    budget: limit,
-                    spent,
-                    asked: *asked,
-                    model: model.map(str::to_owned),
-                }));
+                return Err(node.pause(over, limit, spent, *asked, model));
             }
         }
         for book in &mut books {
@@ -139,16 +152,9 @@ impl Ledger {
             let limit = node.limit();
             let book = node.0.book.lock().unwrap_or_else(|p| p.into_inner());
             let spent = Self::spent_now(&book);
-            limit.exceeded_by(&spent, &Spend::default()).map(|over| {
-                Box::new(BudgetPause {
-                    run: node.0.run.clone(),
-                    limit: over,
-                    budget: limit,
-                    spent,
-                    asked: Spend::default(),
-                    model: None,
-                })
-            })
+            limit
+                .exceeded_by(&spent, &Spend::default())
+                .map(|over| node.pause(over, limit, spent, Spend::default(), None))
         })
     }
 }
@@ -372,13 +378,7 @@ impl Meter {
             calls: Some(0),
             ..Usage::default()
         });
-        usage.add(&Usage {
-            input_tokens: out.input_tokens,
-            output_tokens: out.output_tokens,
-            cost_usd: Some(out.cost_usd),
-            calls: Some(u32::try_from(out.calls).unwrap_or(u32::MAX)),
-            ..Usage::default()
-        });
+        usage.add(&out.as_usage());
         Some(usage)
     }
 

@@ -47,13 +47,7 @@ impl RunState<'_> {
             return;
         };
         let at_most = pending.at_most;
-        let usage = claij_core::Usage {
-            input_tokens: at_most.input_tokens,
-            output_tokens: at_most.output_tokens,
-            cost_usd: Some(at_most.cost_usd),
-            calls: Some(u32::try_from(at_most.calls).unwrap_or(u32::MAX)),
-            ..claij_core::Usage::default()
-        };
+        let usage = at_most.as_usage();
         if let Some(ledger) = &self.ledger {
             ledger.charge(&Spend::default(), &Spend::of_usage(&usage));
         }

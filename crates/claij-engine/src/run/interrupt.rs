@@ -54,15 +54,10 @@ async fn interrupt_one(store: &dyn RunStore, run_id: &str) -> Result<RunRecord, 
         .last()
         .map_or(1, |e| if e.is_transition() { 1 } else { e.attempt + 1 });
     // Calls a dead process had in flight are counted as spent, at most.
-    let usage = record.pending.as_ref().map(|p| {
-        Box::new(claij_core::Usage {
-            input_tokens: p.at_most.input_tokens,
-            output_tokens: p.at_most.output_tokens,
-            cost_usd: Some(p.at_most.cost_usd),
-            calls: Some(u32::try_from(p.at_most.calls).unwrap_or(u32::MAX)),
-            ..claij_core::Usage::default()
-        })
-    });
+    let usage = record
+        .pending
+        .as_ref()
+        .map(|p| Box::new(p.at_most.as_usage()));
     let entry = TrailEntry {
         seq: claimed.trail_len,
         fsm: Arc::from(claimed.fsm_id.as_str()),
