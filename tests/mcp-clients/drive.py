@@ -16,6 +16,9 @@ Phases (each asserts what it sees; exit 0 only when every check passed):
         behaviors complete.
   fsm1  start a run that suspends in a human state; refused inputs change nothing.
   fsm2  after the server was restarted: status, continue with a valid input, status again.
+  progress  a run started with a progress token and the log level at info: one progress
+        notification per transition (1, 2, with "from → to"), an info log message for each,
+        all before the result; at level warning, none of the info messages.
 Prints one line per step ("ok: ...") and "PHASE passed" at the end.
 """
 
@@ -235,7 +238,48 @@ async def fsm2(client, opts):
     print("fsm2 passed", flush=True)
 
 
-PHASES = {"bot1": bot1, "bot2": bot2, "fsm1": fsm1, "fsm2": fsm2}
+async def progress(client, opts):
+    notes = []
+
+    async def on_progress(progress, total, message):
+        notes.append(("progress", progress, message))
+
+    LOG_SINK.append(lambda params: notes.append(("log", params.level, params.logger, params.data)))
+    start = {"id": ["start", "summarise"], "service": "billing", "version": "2.4.1", "changes": 14}
+    if opts.mode == "legacy":
+        await client.set_logging_level("info")
+    result = await client.call_tool(f"{FSM}_start", start, progress_callback=on_progress,
+                                    meta={"io.modelcontextprotocol/logLevel": "info"})
+    r = result.structured_content
+    check(r["status"] == "suspended", "the run suspends", r)
+    got = [(n[1], n[2]) for n in notes if n[0] == "progress"]
+    check(got == [(1, "start → summarise"), (2, "summarise → approve")],
+          "one progress notification per transition, before the result", notes)
+    logs = [n for n in notes if n[0] == "log"]
+    check(len(logs) == 2 and all(l[1] == "info" and l[2] == "claij" for l in logs),
+          "an info log message from logger claij per transition", notes)
+    check(logs[0][3]["run_id"] == r["run_id"] and logs[1][3]["transition"] == ["summarise", "approve"],
+          "each names the run and the transition", logs)
+    notes.clear()
+    if opts.mode == "legacy":
+        await client.set_logging_level("warning")
+    result = await client.call_tool(f"{FSM}_start", start,
+                                    meta={"io.modelcontextprotocol/logLevel": "warning"})
+    check(result.structured_content["status"] == "suspended", "a second run suspends", result.structured_content)
+    check(not notes, "at level warning, no info messages and no progress without a token", notes)
+    print("progress passed", flush=True)
+
+
+# Where log notifications go (the client takes its logging callback when it connects).
+LOG_SINK = []
+
+
+async def on_log(params):
+    for sink in LOG_SINK:
+        sink(params)
+
+
+PHASES = {"bot1": bot1, "bot2": bot2, "fsm1": fsm1, "fsm2": fsm2, "progress": progress}
 
 
 async def main():
@@ -252,7 +296,7 @@ async def main():
         server = opts.http
     else:
         server = StdioServerParameters(command=opts.stdio[0], args=opts.stdio[1:])
-    async with Client(server, mode=opts.mode, read_timeout_seconds=60) as client:
+    async with Client(server, mode=opts.mode, read_timeout_seconds=60, logging_callback=on_log) as client:
         await PHASES[opts.phase](client, opts)
 
 

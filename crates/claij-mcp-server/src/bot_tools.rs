@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::bot_folder::{Bot, BotErrors, Completion, load_bot};
-use crate::fsm_tools::{self, Runtime};
+use crate::fsm_tools::{self, RunWatch, Runtime};
 use crate::tool::{ToolOutput, ToolSpec};
 use crate::workflow_state::{
     self, CompletedAction, Position, StateError, WorkflowState, action_path, after, behavior_path,
@@ -287,7 +287,7 @@ impl BotHost {
                 .get("input")
                 .cloned()
                 .unwrap_or_else(|| fsm.input.clone());
-            match fsm_tools::start(runtime, &fsm.fsm, input, cancel).await {
+            match fsm_tools::start(runtime, &fsm.fsm, input, RunWatch::cancelled_by(cancel)).await {
                 ToolOutput::Json(run) => out["fsm_run"] = run,
                 ToolOutput::Error(message) => {
                     return Err(ToolOutput::error(format!(

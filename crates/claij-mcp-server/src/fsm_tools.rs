@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use claij_core::store::{RunFilter, RunRecord, RunStore, StoreError};
 use claij_core::{Fsm, RunStatus};
-use claij_engine::{Engine, RunError, RunOptions, RunOutcome};
+use claij_engine::{Engine, Observer, RunError, RunOptions, RunOutcome};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -236,16 +236,36 @@ fn run_error(e: &RunError) -> ToolOutput {
     })
 }
 
+/// How a tool call's run is watched: cancelled with the request, observed (progress and
+/// log notifications to the client) while it moves.
+#[derive(Clone, Default)]
+pub(crate) struct RunWatch {
+    /// Cancelled when the client cancels the request.
+    pub(crate) cancel: CancellationToken,
+    /// Told of the run's moves.
+    pub(crate) observers: Vec<Arc<dyn Observer>>,
+}
+
+impl RunWatch {
+    /// Cancelled by `cancel`, observed by no one.
+    pub(crate) fn cancelled_by(cancel: CancellationToken) -> Self {
+        Self {
+            cancel,
+            observers: Vec::new(),
+        }
+    }
+}
+
 /// Calls an FSM tool.
 pub(crate) async fn call(
     runtime: &Runtime,
     fsm: &Arc<Fsm>,
     verb: FsmVerb,
     args: Map<String, Value>,
-    cancel: CancellationToken,
+    watch: RunWatch,
 ) -> ToolOutput {
     match verb {
-        FsmVerb::Start => start(runtime, fsm, Value::Object(args), cancel).await,
+        FsmVerb::Start => start(runtime, fsm, Value::Object(args), watch).await,
         FsmVerb::Continue => {
             let Some(run_id) = args.get("run_id").and_then(Value::as_str) else {
                 return ToolOutput::error("`run_id` (a string) is required");
@@ -253,7 +273,7 @@ pub(crate) async fn call(
             let Some(input) = args.get("input").cloned() else {
                 return ToolOutput::error("`input` (the event the run waits for) is required");
             };
-            resume(runtime, fsm, run_id, input, cancel).await
+            resume(runtime, fsm, run_id, input, watch).await
         }
         FsmVerb::Status => {
             let trail = args.get("trail").and_then(Value::as_bool).unwrap_or(true);
@@ -283,11 +303,12 @@ pub(crate) async fn start(
     runtime: &Runtime,
     fsm: &Arc<Fsm>,
     input: Value,
-    cancel: CancellationToken,
+    watch: RunWatch,
 ) -> ToolOutput {
     let options = RunOptions {
         store: Some(runtime.store.clone()),
-        cancel,
+        cancel: watch.cancel,
+        observers: watch.observers,
         ..RunOptions::default()
     };
     match runtime.engine.run(fsm.clone(), input, options).await {
@@ -301,7 +322,7 @@ async fn resume(
     fsm: &Arc<Fsm>,
     run_id: &str,
     input: Value,
-    cancel: CancellationToken,
+    watch: RunWatch,
 ) -> ToolOutput {
     let record = match runtime.store.run(run_id).await {
         Ok(r) => r,
@@ -328,7 +349,8 @@ async fn resume(
     };
     let options = RunOptions {
         store: Some(runtime.store.clone()),
-        cancel,
+        cancel: watch.cancel,
+        observers: watch.observers,
         ..RunOptions::default()
     };
     match runtime

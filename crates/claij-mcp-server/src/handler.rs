@@ -11,10 +11,10 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Map;
-use tokio_util::sync::CancellationToken;
 
 use crate::bot_tools::{BotHost, BotVerb};
-use crate::fsm_tools::{self, FsmVerb, Runtime};
+use crate::fsm_tools::{self, FsmVerb, RunWatch, Runtime};
+use crate::report::{LogLevel, RunReporter};
 use crate::tool::{ToolOutput, ToolSpec};
 
 /// Two served things would have a tool of the same name.
@@ -35,10 +35,13 @@ struct Inner {
     bots: Vec<BotHost>,
 }
 
-/// The claij MCP server: FSM tools and bot tools. Cheap to clone (one per HTTP session).
+/// The claij MCP server: FSM tools and bot tools. Cheap to clone; each MCP session has
+/// its own ([`for_session`](Self::for_session)).
 #[derive(Clone)]
 pub struct McpServer {
     inner: Arc<Inner>,
+    /// The log level this session asked for.
+    level: LogLevel,
 }
 
 /// What a tool name routes to.
@@ -60,6 +63,7 @@ impl McpServer {
                 fsms,
                 bots,
             }),
+            level: LogLevel::default(),
         };
         let mut seen: HashMap<String, String> = HashMap::new();
         for (spec, origin) in server.tools_with_origin() {
@@ -72,6 +76,14 @@ impl McpServer {
             }
         }
         Ok(server)
+    }
+
+    /// The server for a new MCP session: the same tools, the session's own log level.
+    pub fn for_session(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            level: LogLevel::default(),
+        }
     }
 
     fn tools_with_origin(&self) -> Vec<(ToolSpec, String)> {
@@ -122,24 +134,29 @@ impl McpServer {
         &self,
         name: &str,
         args: Map<String, serde_json::Value>,
-        cancel: CancellationToken,
+        watch: RunWatch,
     ) -> Option<ToolOutput> {
         let output = match self.route(name)? {
             Route::Fsm(fsm, verb) => {
-                fsm_tools::call(&self.inner.runtime, fsm, verb, args, cancel).await
+                fsm_tools::call(&self.inner.runtime, fsm, verb, args, watch).await
             }
-            Route::Bot(bot, verb) => bot.call(verb, &args, &self.inner.runtime, cancel).await,
+            Route::Bot(bot, verb) => {
+                bot.call(verb, &args, &self.inner.runtime, watch.cancel)
+                    .await
+            }
         };
         Some(output)
     }
 }
 
 impl ServerHandler for McpServer {
+    #[allow(deprecated)] // logging: see crate::report
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_logging()
                 .build(),
         )
         .with_server_info(Implementation::new("claij", env!("CARGO_PKG_VERSION")))
@@ -149,6 +166,16 @@ impl ServerHandler for McpServer {
              BOT_BEHAVIOR_ACTION (run an action), BOT_close_current_action (when the \
              person agrees the current action is done), BOT_restart (reload).",
         )
+    }
+
+    #[allow(deprecated)] // logging: see crate::report
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.level.set(request.level);
+        Ok(())
     }
 
     async fn list_tools(
@@ -161,13 +188,30 @@ impl ServerHandler for McpServer {
         ))
     }
 
+    #[allow(deprecated)] // the request's log level: see crate::report
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
-        match self.call(&request.name, args, context.ct.clone()).await {
+        let reporter = RunReporter::start(
+            context.peer.clone(),
+            context.meta.get_progress_token(),
+            self.level.for_request(context.meta.log_level()),
+        );
+        let watch = RunWatch {
+            cancel: context.ct.clone(),
+            observers: reporter
+                .iter()
+                .map(|r| r.clone() as Arc<dyn claij_engine::Observer>)
+                .collect(),
+        };
+        let output = self.call(&request.name, args, watch).await;
+        if let Some(reporter) = reporter {
+            reporter.finish().await;
+        }
+        match output {
             Some(output) => {
                 if let ToolOutput::Json(v) = &output
                     && v.get("tools_changed") == Some(&serde_json::Value::Bool(true))
@@ -210,7 +254,7 @@ mod tests {
         let Value::Object(args) = args else {
             panic!("arguments are an object");
         };
-        server.call(name, args, CancellationToken::new()).await
+        server.call(name, args, RunWatch::default()).await
     }
 
     #[tokio::test]

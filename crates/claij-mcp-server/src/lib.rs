@@ -15,6 +15,7 @@ pub mod bot_folder;
 pub mod bot_tools;
 pub mod fsm_tools;
 pub mod handler;
+mod report;
 pub mod serve;
 pub mod tool;
 pub mod workflow_state;

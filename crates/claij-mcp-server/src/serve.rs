@@ -92,7 +92,7 @@ pub fn http_router(
     }
     config.allowed_hosts.extend(allowed_hosts.iter().cloned());
     let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
+        move || Ok(server.for_session()),
         Arc::new(LocalSessionManager::default()),
         config,
     );

@@ -31,7 +31,9 @@ pub use catalog::Catalog;
 pub use client::McpClient;
 pub use connection::{ClientHooks, Connection, Exchange, Reply};
 pub use error::McpError;
-pub use hooks::{Caller, ElicitationHandler, Elicited, HumanElicitation, SamplingHandler};
+pub use hooks::{
+    Caller, ElicitationHandler, Elicited, HumanElicitation, SamplingHandler, ScriptedElicitation,
+};
 pub use sampling::{SamplingRequest, sampling_result};
 pub use schemas::McpSchemas;
 pub use spec::{ServerSpec, Transport};

@@ -262,7 +262,12 @@ impl HumanIo for Scripted {
 async fn sampling_elicitation_and_roots_are_answered() {
     let sampling = Arc::new(Canned(Mutex::new(Vec::new())));
     let person = Arc::new(Scripted {
-        answers: Mutex::new(vec![r#"{"name": "Ada", "check": true, "firstLine": "x", "email": "ada@example.org", "homepage": "https://example.org", "birthdate": "1815-12-10", "integer": 7, "number": 2.5, "untitledSingleSelectEnum": "Option 1", "titledSingleSelectEnum": "option1", "legacyTitledEnum": "option1", "untitledMultipleSelectEnum": ["Option 1"], "titledMultipleSelectEnum": ["option1"]}"#.to_owned()]),
+        // Read from the end: first an answer the requested schema refuses (asked again),
+        // then one it takes (its defaults fill the rest).
+        answers: Mutex::new(vec![
+            r#"{"name": "Ada", "integer": 7}"#.to_owned(),
+            r#"{"name": "Ada", "integer": "seven"}"#.to_owned(),
+        ]),
         shown: Mutex::new(String::new()),
     });
     let hooks = ClientHooks {
@@ -304,10 +309,14 @@ async fn sampling_elicitation_and_roots_are_answered() {
 
     let reply = call(&c, "trigger-elicitation-request", json!({})).await;
     let text = text_of(&reply);
-    assert!(text.contains("Ada"), "{text}");
+    assert!(text.contains("Name: Ada"), "{text}");
+    assert!(text.contains("Favorite Integer: 7"), "{text}");
+    assert!(text.contains("hero-1"), "a default filled in: {text}");
+    let shown = person.shown.lock().unwrap().clone();
+    assert!(shown.contains("asks"), "the person was shown the request");
     assert!(
-        person.shown.lock().unwrap().contains("asks"),
-        "the person was shown the request"
+        shown.contains("does not fit") && shown.contains("/integer"),
+        "the refused answer was asked again, naming the field: {shown}"
     );
 
     let reply = call(&c, "get-roots-list", json!({})).await;

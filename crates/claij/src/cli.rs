@@ -295,6 +295,39 @@ pub(crate) enum McpCommand {
         #[arg(last = true, required_unless_present = "url", value_name = "CMD ARGS")]
         command: Vec<String>,
     },
+    /// Call one tool of a server and print what it answers.
+    ///
+    /// Starts the server given after `--` or connects to `--url`, performs the handshake,
+    /// calls TOOL with ARGS and prints the result's text (`--json`: the whole result).
+    /// The server's elicitation requests are asked on the terminal, or answered with
+    /// `--elicit`. Exits 0, 1 when the tool answers with an error (`isError`) or the
+    /// server refuses the call, 2 when the server cannot be reached or the arguments are
+    /// not JSON.
+    #[command(after_help = r#"Examples:
+  claij mcp call get-sum '{"a": 2, "b": 3}' -- npx -y @modelcontextprotocol/server-everything
+  claij mcp call read_text_file '{"path": "README.md"}' -- mcp-server-filesystem .
+  claij mcp call book @args.json --elicit '{}' --url http://127.0.0.1:3001/mcp"#)]
+    Call {
+        /// The tool's name.
+        tool: String,
+        /// Its arguments: a JSON object, @FILE (JSON or YAML) or - (stdin); `{}` when
+        /// left out.
+        args: Option<String>,
+        /// A streamable HTTP endpoint instead of a command.
+        #[arg(long, conflicts_with = "command")]
+        url: Option<String>,
+        /// Answer the server's elicitation requests with this instead of asking: a JSON
+        /// object accepts (the requested schema's defaults fill what it leaves out; the
+        /// answer must then fit that schema), "decline" declines, null cancels.
+        #[arg(long, value_name = "JSON")]
+        elicit: Option<String>,
+        /// Print the whole result as JSON (`content`, `structuredContent`, `isError`).
+        #[arg(long)]
+        json: bool,
+        /// The server's program and arguments, after `--`.
+        #[arg(last = true, required_unless_present = "url", value_name = "CMD ARGS")]
+        command: Vec<String>,
+    },
 }
 
 /// The options of `claij serve`.

@@ -69,6 +69,89 @@ fn mcp_tools_lists_tools_resources_and_prompts() {
 }
 
 #[test]
+fn mcp_call_calls_a_tool_and_answers_elicitations_checked_against_their_schema() {
+    let everything = claij_testkit::cache::mcp_server_bin("mcp-server-everything");
+    let out = claij(&[
+        "mcp",
+        "call",
+        "get-sum",
+        r#"{"a": 2, "b": 40}"#,
+        "--",
+        &everything,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "The sum of 2 and 40 is 42."
+    );
+
+    // The requested schema's defaults fill what the answer leaves out; the server sees
+    // the whole answer.
+    let out = claij(&[
+        "mcp",
+        "call",
+        "trigger-elicitation-request",
+        "--elicit",
+        r#"{"name": "Ada"}"#,
+        "--json",
+        "--",
+        &everything,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let result: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let said = result["content"].to_string();
+    assert!(said.contains("Name: Ada"), "{said}");
+    assert!(said.contains("Favorite Integer: 42"), "the default: {said}");
+
+    // An answer the requested schema refuses is not sent as an acceptance: the server
+    // is told why, at the field.
+    let out = claij(&[
+        "mcp",
+        "call",
+        "trigger-elicitation-request",
+        "--elicit",
+        "{}",
+        "--",
+        &everything,
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(text.contains(r#""name" is a required property"#), "{text}");
+
+    // Declined.
+    let out = claij(&[
+        "mcp",
+        "call",
+        "trigger-elicitation-request",
+        "--elicit",
+        r#""decline""#,
+        "--",
+        &everything,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("decline"),
+        "{out:?}"
+    );
+
+    // An unknown tool, arguments that are not an object, a server that does not start.
+    let out = claij(&["mcp", "call", "no-such-tool", "--", &everything]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let out = claij(&["mcp", "call", "get-sum", "[1]", "--", &everything]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("a JSON object"),
+        "{out:?}"
+    );
+    let out = claij(&["mcp", "call", "get-sum", "--", "/nonexistent/server"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("/nonexistent/server"),
+        "{out:?}"
+    );
+}
+
+#[test]
 fn a_run_uses_a_hat_through_the_cli() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap().display().to_string();

@@ -1,6 +1,6 @@
 //! `claij mcp serve` driven by real MCP clients: the official Python MCP SDK
 //! (tests/mcp-clients/drive.py) over stdio and streamable HTTP, with a restart of the
-//! server in the middle, and the MCP Inspector CLI listing the tools. Malformed bot
+//! server in the middle, progress and log notifications as a run moves, and the MCP Inspector CLI listing the tools. Malformed bot
 //! folders stop the server at start-up with an error naming the file.
 //!
 //! The clients are installed by `scripts/setup/mcp-clients` (scripts/test runs it).
@@ -193,6 +193,22 @@ fn python_sdk_drives_the_bot_and_an_fsm_over_streamable_http_across_a_restart() 
     let http = ["--http".to_owned(), server.url.clone()];
     drive(&scratch, "bot2", "legacy", &http);
     drive(&scratch, "fsm2", "auto", &http);
+    server.stop();
+}
+
+#[test]
+fn a_run_started_by_the_python_sdk_reports_progress_and_logs_per_transition() {
+    // Over stdio with the 2025-11-25 handshake (`logging/setLevel`), over HTTP with the
+    // SDK's own choice (the level in each request's `_meta` on 2026-07-28).
+    let scratch = Scratch::new();
+    drive(&scratch, "progress", "legacy", &stdio_transport(&scratch));
+    let server = HttpServer::start(&scratch);
+    drive(
+        &scratch,
+        "progress",
+        "auto",
+        &["--http".to_owned(), server.url.clone()],
+    );
     server.stop();
 }
 

@@ -9,13 +9,8 @@ use crate::{EXIT_OK, EXIT_USAGE};
 
 /// `claij mcp tools`.
 pub(super) async fn tools(url: Option<String>, as_json: bool, command: Vec<String>) -> u8 {
-    let spec = match (url, command.split_first()) {
-        (Some(url), _) => ServerSpec::http(url),
-        (None, Some((program, args))) => ServerSpec::command(program.clone(), args.to_vec()),
-        (None, None) => {
-            note!("claij: give the server's command after `--`, or --url");
-            return EXIT_USAGE;
-        }
+    let Some(spec) = server_spec(url, command) else {
+        return EXIT_USAGE;
     };
     let connection = match Connection::connect("server", &spec, ClientHooks::default()).await {
         Ok(c) => c,
@@ -39,6 +34,19 @@ pub(super) async fn tools(url: Option<String>, as_json: bool, command: Vec<Strin
         Ok(()) => EXIT_OK,
         // The reader went away (`| head`): nothing more to say.
         Err(_) => EXIT_OK,
+    }
+}
+
+/// The server a `claij mcp` subcommand talks to: `--url`, else the command after `--`
+/// (`None`, said on stderr, when neither is given).
+pub(super) fn server_spec(url: Option<String>, command: Vec<String>) -> Option<ServerSpec> {
+    match (url, command.split_first()) {
+        (Some(url), _) => Some(ServerSpec::http(url)),
+        (None, Some((program, args))) => Some(ServerSpec::command(program.clone(), args.to_vec())),
+        (None, None) => {
+            note!("claij: give the server's command after `--`, or --url");
+            None
+        }
     }
 }
 

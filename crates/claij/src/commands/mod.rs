@@ -4,6 +4,7 @@ mod defs;
 mod eval;
 mod graph;
 mod mcp;
+mod mcp_call;
 mod mcp_serve;
 mod mcp_tools;
 mod model;
