@@ -16,6 +16,11 @@ Phases (each asserts what it sees; exit 0 only when every check passed):
         behaviors complete.
   fsm1  start a run that suspends in a human state; refused inputs change nothing.
   fsm2  after the server was restarted: status, continue with a valid input, status again.
+  resources  (legacy mode; serve tests/mcp-clients/ticket.yaml too; --claij and --store
+        given) the FSM documents and the run template listed and read; a run read as a
+        resource; subscribed: `resources/updated` when the run is continued here and when
+        another process continues it (`claij runs resume`); the ticket prompt got, its
+        enum argument and a run id completed; unknown resources and prompts refused.
   progress  a run started with a progress token and the log level at info: one progress
         notification per transition (1, 2, with "from → to"), an info log message for each,
         all before the result; at level warning, none of the info messages.
@@ -270,6 +275,93 @@ async def progress(client, opts):
     print("progress passed", flush=True)
 
 
+async def wait_for(notes, uri, seconds=15):
+    for _ in range(seconds * 10):
+        if uri in notes:
+            return True
+        await asyncio.sleep(0.1)
+    return False
+
+
+async def resources(client, opts):
+    import subprocess
+    import mcp.types as types
+
+    listed = {r.uri: r for r in (await client.list_resources()).resources}
+    check("claij://fsms/ticket" in listed and "claij://fsms/human-approval" in listed,
+          "each served FSM's document is listed", sorted(listed))
+    doc = json.loads((await client.read_resource("claij://fsms/ticket")).contents[0].text)
+    check(doc["id"] == "ticket" and doc["states"][0]["id"] == "take", "an FSM document reads as JSON", doc)
+    templates = (await client.list_resource_templates()).resource_templates
+    check([t.uri_template for t in templates] == ["claij://runs/{run_id}"], "the run template is listed",
+          [t.uri_template for t in templates])
+
+    start = {"team": "billing", "text": "Charged twice"}
+    here = await ok_json(client, "ticket_start", start)
+    there = await ok_json(client, "ticket_start", start)
+    check(here["status"] == there["status"] == "suspended", "two runs wait for a person", [here, there])
+    uri_here, uri_there = (f"claij://runs/{r['run_id']}" for r in (here, there))
+    run = json.loads((await client.read_resource(uri_here)).contents[0].text)
+    check(run["status"] == "suspended" and [e["to"] for e in run["trail"]] == ["take"],
+          "a run reads as its status and trail", run)
+    listed = {r.uri for r in (await client.list_resources()).resources}
+    check(uri_here in listed and uri_there in listed, "the latest runs are listed", sorted(listed))
+
+    await client.subscribe_resource(uri_here)
+    await client.subscribe_resource(uri_there)
+    await ok_json(client, "ticket_continue", {"run_id": here["run_id"], "input": {"id": ["take", "taken"], "owner": "ada"}})
+    check(await wait_for(UPDATED, uri_here), "continued here: resources/updated", UPDATED)
+    subprocess.run([opts.claij, "runs", "resume", there["run_id"], "--store", opts.store,
+                    "--input", json.dumps({"id": ["take", "taken"], "owner": "bob"})],
+                   check=True, capture_output=True)
+    check(await wait_for(UPDATED, uri_there), "continued by another process: resources/updated", UPDATED)
+    run = json.loads((await client.read_resource(uri_there)).contents[0].text)
+    check(run["status"] == "completed" and run["result"]["owner"] == "bob", "the resource shows the end", run)
+    await client.unsubscribe_resource(uri_here)
+
+    prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+    check("ticket" in prompts and "human-approval" not in prompts,
+          "a prompt for the FSM of one entry (none for two)", sorted(prompts))
+    args = {a.name: a.required for a in prompts["ticket"].arguments}
+    check(args == {"team": True, "text": True, "urgent": False}, "its arguments are the entry's fields", args)
+    got = await client.get_prompt("ticket", {"team": "account", "text": "Locked out", "urgent": "true"})
+    text = got.messages[0].content.text
+    check("ticket_start" in text and '"urgent": true' in text and '"team": "account"' in text,
+          "the prompt asks for ticket_start with the typed arguments", text)
+    try:
+        await client.get_prompt("ticket", {"team": "account"})
+        check(False, "a prompt missing a required argument is refused")
+    except Exception as e:
+        check("text" in str(e), "a prompt missing a required argument is refused, naming it", str(e))
+    done = await client.complete(types.PromptReference(type="ref/prompt", name="ticket"),
+                                 {"name": "team", "value": "b"})
+    check(done.completion.values == ["billing"], "an enum argument completes", done.completion.values)
+    done = await client.complete(types.PromptReference(type="ref/prompt", name="ticket"),
+                                 {"name": "urgent", "value": ""})
+    check(done.completion.values == ["true", "false"], "a boolean argument completes", done.completion.values)
+    prefix = here["run_id"][:30]
+    done = await client.complete(types.ResourceTemplateReference(type="ref/resource", uri="claij://runs/{run_id}"),
+                                 {"name": "run_id", "value": prefix})
+    check(here["run_id"] in done.completion.values, "a run id completes", done.completion.values)
+    for uri in ("claij://runs/no-such-run", "claij://fsms/nope", "file:///etc/passwd"):
+        try:
+            await client.read_resource(uri)
+            check(False, f"{uri} is refused")
+        except Exception as e:
+            check("no resource" in str(e), f"{uri} is refused, named", str(e))
+    print("resources passed", flush=True)
+
+
+# Where resources/updated notifications go (their URIs).
+UPDATED = []
+
+
+async def on_message(message):
+    root = getattr(message, "root", message)
+    if type(root).__name__ == "ResourceUpdatedNotification":
+        UPDATED.append(str(root.params.uri))
+
+
 # Where log notifications go (the client takes its logging callback when it connects).
 LOG_SINK = []
 
@@ -279,7 +371,8 @@ async def on_log(params):
         sink(params)
 
 
-PHASES = {"bot1": bot1, "bot2": bot2, "fsm1": fsm1, "fsm2": fsm2, "progress": progress}
+PHASES = {"bot1": bot1, "bot2": bot2, "fsm1": fsm1, "fsm2": fsm2, "progress": progress,
+          "resources": resources}
 
 
 async def main():
@@ -288,6 +381,8 @@ async def main():
     p.add_argument("--state-file")
     p.add_argument("--run-file")
     p.add_argument("--mode", default="auto", help="the SDK's connect mode: auto or legacy")
+    p.add_argument("--claij", help="the claij binary (resources: to resume a run from another process)")
+    p.add_argument("--store", help="the server's store (resources)")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--http")
     g.add_argument("--stdio", nargs=argparse.REMAINDER)
@@ -296,7 +391,8 @@ async def main():
         server = opts.http
     else:
         server = StdioServerParameters(command=opts.stdio[0], args=opts.stdio[1:])
-    async with Client(server, mode=opts.mode, read_timeout_seconds=60, logging_callback=on_log) as client:
+    async with Client(server, mode=opts.mode, read_timeout_seconds=60, logging_callback=on_log,
+                      message_handler=on_message) as client:
         await PHASES[opts.phase](client, opts)
 
 

@@ -61,7 +61,7 @@ fn with_defs(fsm: &Fsm, mut schema: Map<String, Value>) -> Value {
 
 /// The start tool's input schema: the union of the entry transitions' schemas (with one
 /// entry, `id` may be left out: it is added).
-fn start_schema(fsm: &Fsm) -> Value {
+pub(crate) fn start_schema(fsm: &Fsm) -> Value {
     let mut branches: Vec<Value> = fsm
         .entries
         .iter()
@@ -212,7 +212,7 @@ fn at(t: SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
-fn record_json(r: &RunRecord) -> Value {
+pub(crate) fn record_json(r: &RunRecord) -> Value {
     json!({
         "run_id": r.id,
         "fsm": r.fsm_id,
@@ -374,23 +374,39 @@ async fn pinned(runtime: &Runtime, record: &RunRecord) -> Result<Arc<Fsm>, Strin
 }
 
 async fn status(runtime: &Runtime, fsm: &Fsm, run_id: &str, with_trail: bool) -> ToolOutput {
+    match run_view(runtime, run_id, Some(&fsm.id), with_trail).await {
+        Ok(view) => ToolOutput::json(view),
+        Err(message) => ToolOutput::error(message),
+    }
+}
+
+/// A run as `ID_status` and the run resources show it: its record, its result or last
+/// failure, and (`with_trail`) its trail; refused when it is not a run of `fsm_id`
+/// (when given).
+pub(crate) async fn run_view(
+    runtime: &Runtime,
+    run_id: &str,
+    fsm_id: Option<&str>,
+    with_trail: bool,
+) -> Result<Value, String> {
     let record = match runtime.store.run(run_id).await {
         Ok(r) => r,
-        Err(StoreError::NotFound { .. }) => {
-            return ToolOutput::error(format!("there is no run `{run_id}`"));
-        }
-        Err(e) => return ToolOutput::error(format!("the store failed: {e}")),
+        Err(StoreError::NotFound { .. }) => return Err(format!("there is no run `{run_id}`")),
+        Err(e) => return Err(format!("the store failed: {e}")),
     };
-    if record.fsm_id != *fsm.id {
-        return ToolOutput::error(format!(
-            "run `{run_id}` is a run of `{}`, not of `{}`",
-            record.fsm_id, fsm.id
+    if let Some(fsm_id) = fsm_id
+        && record.fsm_id != fsm_id
+    {
+        return Err(format!(
+            "run `{run_id}` is a run of `{}`, not of `{fsm_id}`",
+            record.fsm_id
         ));
     }
-    let trail = match runtime.store.trail(run_id, 0).await {
-        Ok(t) => t,
-        Err(e) => return ToolOutput::error(format!("the store failed: {e}")),
-    };
+    let trail = runtime
+        .store
+        .trail(run_id, 0)
+        .await
+        .map_err(|e| format!("the store failed: {e}"))?;
     let mut out = record_json(&record);
     if record.status == RunStatus::Completed {
         out["result"] = trail
@@ -411,7 +427,7 @@ async fn status(runtime: &Runtime, fsm: &Fsm, run_id: &str, with_trail: bool) ->
     if with_trail {
         out["trail"] = json!(trail);
     }
-    ToolOutput::json(out)
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -5,8 +5,11 @@ use std::sync::Arc;
 
 use claij_core::Fsm;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
+    ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -14,7 +17,9 @@ use serde_json::Map;
 
 use crate::bot_tools::{BotHost, BotVerb};
 use crate::fsm_tools::{self, FsmVerb, RunWatch, Runtime};
+use crate::prompts;
 use crate::report::{LogLevel, RunReporter};
+use crate::resources::{self, Doorbell, Subscriptions};
 use crate::tool::{ToolOutput, ToolSpec};
 
 /// Two served things would have a tool of the same name.
@@ -33,6 +38,8 @@ struct Inner {
     runtime: Runtime,
     fsms: Vec<Arc<Fsm>>,
     bots: Vec<BotHost>,
+    /// Rings for every entry of the runs this server drives (resource subscriptions).
+    bell: Doorbell,
 }
 
 /// The claij MCP server: FSM tools and bot tools. Cheap to clone; each MCP session has
@@ -42,6 +49,8 @@ pub struct McpServer {
     inner: Arc<Inner>,
     /// The log level this session asked for.
     level: LogLevel,
+    /// The runs this session subscribed to.
+    subscriptions: Arc<Subscriptions>,
 }
 
 /// What a tool name routes to.
@@ -62,8 +71,10 @@ impl McpServer {
                 runtime,
                 fsms,
                 bots,
+                bell: Doorbell::new(),
             }),
             level: LogLevel::default(),
+            subscriptions: Arc::default(),
         };
         let mut seen: HashMap<String, String> = HashMap::new();
         for (spec, origin) in server.tools_with_origin() {
@@ -78,11 +89,13 @@ impl McpServer {
         Ok(server)
     }
 
-    /// The server for a new MCP session: the same tools, the session's own log level.
+    /// The server for a new MCP session: the same tools, the session's own log level
+    /// and subscriptions.
     pub fn for_session(&self) -> Self {
         Self {
             inner: self.inner.clone(),
             level: LogLevel::default(),
+            subscriptions: Arc::default(),
         }
     }
 
@@ -149,23 +162,30 @@ impl McpServer {
     }
 }
 
+/// An MCP result from its JSON (built as the spec writes it).
+fn from_json<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, ErrorData> {
+    serde_json::from_value(value).map_err(|e| ErrorData::internal_error(e.to_string(), None))
+}
+
 impl ServerHandler for McpServer {
     #[allow(deprecated)] // logging: see crate::report
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_logging()
-                .build(),
-        )
-        .with_server_info(Implementation::new("claij", env!("CARGO_PKG_VERSION")))
-        .with_instructions(
-            "claij workflows as tools. FSM tools: ID_start, ID_continue, ID_status. \
+        let capabilities: ServerCapabilities = serde_json::from_value(serde_json::json!({
+            "tools": {"listChanged": true},
+            "logging": {},
+            "resources": {"subscribe": true},
+            "prompts": {},
+            "completions": {},
+        }))
+        .unwrap_or_default();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("claij", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "claij workflows as tools. FSM tools: ID_start, ID_continue, ID_status. \
              Bot tools: BOT (continue), BOT_BEHAVIOR (jump to a behavior), \
              BOT_BEHAVIOR_ACTION (run an action), BOT_close_current_action (when the \
              person agrees the current action is done), BOT_restart (reload).",
-        )
+            )
     }
 
     #[allow(deprecated)] // logging: see crate::report
@@ -176,6 +196,87 @@ impl ServerHandler for McpServer {
     ) -> Result<(), ErrorData> {
         self.level.set(request.level);
         Ok(())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        from_json(resources::list(&self.inner.runtime, &self.inner.fsms).await?)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        from_json(resources::templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let contents = resources::read(&self.inner.runtime, &self.inner.fsms, &request.uri).await?;
+        from_json::<ReadResourceResult>(contents).map(Into::into)
+    }
+
+    #[allow(deprecated)] // resources/subscribe: the 2025-11-25 way; rmcp marks it legacy
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let inner = &self.inner;
+        self.subscriptions
+            .subscribe(
+                &inner.runtime,
+                &inner.fsms,
+                &inner.bell,
+                context.peer.clone(),
+                &request.uri,
+            )
+            .await
+    }
+
+    #[allow(deprecated)] // see subscribe
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscriptions.unsubscribe(&request.uri);
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        from_json(prompts::list(&self.inner.fsms))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let arguments = request.arguments.unwrap_or_default();
+        from_json::<GetPromptResult>(prompts::get(&self.inner.fsms, &request.name, &arguments)?)
+            .map(Into::into)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let request = serde_json::to_value(&request)
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        from_json(prompts::complete(&self.inner.runtime, &self.inner.fsms, &request).await?)
     }
 
     async fn list_tools(
@@ -205,6 +306,7 @@ impl ServerHandler for McpServer {
             observers: reporter
                 .iter()
                 .map(|r| r.clone() as Arc<dyn claij_engine::Observer>)
+                .chain([self.inner.bell.observer()])
                 .collect(),
         };
         let output = self.call(&request.name, args, watch).await;

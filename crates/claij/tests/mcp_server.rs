@@ -1,6 +1,7 @@
 //! `claij mcp serve` driven by real MCP clients: the official Python MCP SDK
 //! (tests/mcp-clients/drive.py) over stdio and streamable HTTP, with a restart of the
-//! server in the middle, progress and log notifications as a run moves, and the MCP Inspector CLI listing the tools. Malformed bot
+//! server in the middle, progress and log notifications as a run moves, runs and FSMs as
+//! resources (read, subscribed, completed) and prompts, and the MCP Inspector CLI listing the tools. Malformed bot
 //! folders stop the server at start-up with an error naming the file.
 //!
 //! The clients are installed by `scripts/setup/mcp-clients` (scripts/test runs it).
@@ -210,6 +211,29 @@ fn a_run_started_by_the_python_sdk_reports_progress_and_logs_per_transition() {
         &["--http".to_owned(), server.url.clone()],
     );
     server.stop();
+}
+
+#[test]
+fn the_python_sdk_reads_subscribes_to_and_completes_runs_and_fsms_as_resources_and_prompts() {
+    // `resources/subscribe` is the 2025-11-25 way (the `initialize` handshake).
+    let scratch = Scratch::new();
+    let ticket = repo().join("tests/mcp-clients/ticket.yaml");
+    let mut transport = stdio_transport(&scratch);
+    transport.push(ticket.display().to_string());
+    let out = Command::new(python())
+        .arg(repo().join("tests/mcp-clients/drive.py"))
+        .args(["resources", "--mode", "legacy", "--claij", CLAIJ])
+        .args(["--store", &scratch.store()])
+        .args(&transport)
+        .output()
+        .expect("run drive.py");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("resources passed"),
+        "drive.py resources failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn inspector(args: &[String]) -> serde_json::Value {
