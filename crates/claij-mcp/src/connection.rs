@@ -178,7 +178,11 @@ impl Connection {
             protocol,
             server_info: info,
         };
-        if let Err(message) = listed {
+        let configured = match listed {
+            Ok(()) => connection.apply_log_level().await,
+            Err(message) => Err(message),
+        };
+        if let Err(message) = configured {
             connection.shutdown().await;
             return Err(McpError::Spec {
                 server: name.to_owned(),
@@ -186,6 +190,35 @@ impl Connection {
             });
         }
         Ok(connection)
+    }
+
+    /// Asks the server for log messages from the entry's `log_level` up, when it has one.
+    async fn apply_log_level(&self) -> Result<(), String> {
+        let Some(level) = &self.spec.log_level else {
+            return Ok(());
+        };
+        if self.server_info["capabilities"].get("logging").is_none() {
+            return Err(format!(
+                "log_level `{level}`: the server does not offer logging"
+            ));
+        }
+        let exchange = self
+            .request(
+                "logging/setLevel",
+                json!({"level": level}),
+                &CancellationToken::new(),
+            )
+            .await
+            .map_err(|e| format!("log_level `{level}`: {e}"))?;
+        match exchange.reply {
+            Reply::Result(_) => Ok(()),
+            Reply::Error { message, .. } => Err(format!(
+                "log_level `{level}`: the server refused it: {message}"
+            )),
+            Reply::Timeout(after) => {
+                Err(format!("log_level `{level}`: no answer within {after:?}"))
+            }
+        }
     }
 
     /// The server's name.

@@ -36,7 +36,7 @@ pub use hooks::{
 };
 pub use sampling::{SamplingRequest, sampling_result};
 pub use schemas::McpSchemas;
-pub use spec::{ServerSpec, Transport};
+pub use spec::{LOG_LEVELS, ServerSpec, Transport};
 
 /// Registers the `mcp` action (replacing the engine's placeholder) and the `mcp:…` schema
 /// provider over `client`.

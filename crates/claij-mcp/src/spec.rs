@@ -21,7 +21,22 @@ pub struct ServerSpec {
     /// The only tools shown to models and callable, when given (`None`: every tool the
     /// server lists). A small model's prompt holds a handful of tools, not a server's all.
     pub tools: Option<Vec<String>>,
+    /// The least severe log message the server is to send (`logging/setLevel` after the
+    /// handshake; `None`: the server's own choice).
+    pub log_level: Option<String>,
 }
+
+/// The log levels of MCP (RFC 5424's), least severe first.
+pub const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
 
 /// How a server is reached.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,6 +76,7 @@ struct RawSpec {
     #[serde(default)]
     roots: Vec<String>,
     tools: Option<Vec<String>>,
+    log_level: Option<String>,
 }
 
 impl ServerSpec {
@@ -93,6 +109,15 @@ impl ServerSpec {
             timeout: parse_timeout(raw.timeout.as_ref()).map_err(bad)?,
             roots: raw.roots.iter().map(|r| root_uri(r)).collect(),
             tools: raw.tools,
+            log_level: match raw.log_level {
+                Some(level) if !LOG_LEVELS.contains(&level.as_str()) => {
+                    return Err(bad(format!(
+                        "log_level `{level}` is not one of {}",
+                        LOG_LEVELS.join(", ")
+                    )));
+                }
+                level => level,
+            },
         })
     }
 
@@ -108,6 +133,7 @@ impl ServerSpec {
             timeout: DEFAULT_TIMEOUT,
             roots: Vec::new(),
             tools: None,
+            log_level: None,
         }
     }
 
@@ -118,6 +144,7 @@ impl ServerSpec {
             timeout: DEFAULT_TIMEOUT,
             roots: Vec::new(),
             tools: None,
+            log_level: None,
         }
     }
 
@@ -131,6 +158,13 @@ impl ServerSpec {
     /// server declared by hand ([`crate::McpClient::declare`]).
     pub fn with_tools(mut self, tools: &[&str]) -> Self {
         self.tools = Some(tools.iter().map(|t| (*t).to_owned()).collect());
+        self
+    }
+
+    /// The same, asking the server for log messages from `level` up (one of
+    /// [`LOG_LEVELS`]): what a document's `log_level` does, for a server declared by hand.
+    pub fn with_log_level(mut self, level: &str) -> Self {
+        self.log_level = Some(level.to_owned());
         self
     }
 

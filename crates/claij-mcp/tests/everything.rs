@@ -521,3 +521,53 @@ async fn streamable_http() {
     c.shutdown().await;
     server.kill().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_log_level_keeps_the_servers_less_severe_messages_away() {
+    let spec = common::everything().with_log_level("emergency");
+    let c = connect(&spec, ClientHooks::default()).await;
+    let started = c
+        .request(
+            "tools/call",
+            json!({"name": "toggle-simulated-logging", "arguments": {}}),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    // The server sends a message of a random level at once, then one every 5 s: three or
+    // four in 16 s, each below `emergency` 7 times in 8 unless the level holds them back.
+    tokio::time::sleep(Duration::from_secs(16)).await;
+    let later = c
+        .request(
+            "tools/call",
+            json!({"name": "get-sum", "arguments": {"a": 1, "b": 2}}),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let levels: Vec<Value> = started
+        .notifications
+        .iter()
+        .chain(&later.notifications)
+        .filter(|n| n["kind"] == "log")
+        .map(|n| n["level"].clone())
+        .collect();
+    assert!(levels.iter().all(|l| l == "emergency"), "{levels:?}");
+    close(c).await;
+}
+
+#[tokio::test]
+async fn a_log_level_the_server_cannot_take_stops_the_connection_saying_so() {
+    let spec = ServerSpec::command(common::server_bin("mcp-server-memory"), Vec::new())
+        .with_log_level("info");
+    match Connection::connect("memory", &spec, ClientHooks::default()).await {
+        Err(McpError::Spec { message, .. }) => {
+            assert!(message.contains("log_level `info`"), "{message}")
+        }
+        Err(other) => panic!("another error: {other}"),
+        Ok(c) => {
+            close(c).await;
+            panic!("server-memory does not offer logging, yet log_level was taken");
+        }
+    }
+}
