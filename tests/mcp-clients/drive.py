@@ -21,6 +21,9 @@ Phases (each asserts what it sees; exit 0 only when every check passed):
         resource; subscribed: `resources/updated` when the run is continued here and when
         another process continues it (`claij runs resume`); the ticket prompt got, its
         enum argument and a run id completed; unknown resources and prompts refused.
+  cancel  (serve tests/mcp-clients/slow.yaml too; --run-file given) a run of `slow`
+        cancelled by the client while its program runs: the run is interrupted and the
+        program gone.
   progress  a run started with a progress token and the log level at info: one progress
         notification per transition (1, 2, with "from → to"), an info log message for each,
         all before the result; at level warning, none of the info messages.
@@ -352,6 +355,29 @@ async def resources(client, opts):
     print("resources passed", flush=True)
 
 
+async def cancel(client, opts):
+    import anyio
+
+    pid_file = opts.run_file + ".pid"
+    with anyio.move_on_after(3):
+        await client.call_tool("slow_start", {"pid_file": pid_file})
+        check(False, "the call was cancelled before it ended")
+    check(os.path.exists(pid_file), "the program was running when the call was cancelled")
+    pid = int(open(pid_file).read())
+    gone = False
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            gone = True
+            break
+        await asyncio.sleep(0.1)
+    check(gone, "the program is gone after the cancellation", pid)
+    runs = (await ok_json(client, "slow_status", {}))["runs"]
+    check(len(runs) == 1 and runs[0]["status"] == "interrupted", "the run is interrupted", runs)
+    print("cancel passed", flush=True)
+
+
 # Where resources/updated notifications go (their URIs).
 UPDATED = []
 
@@ -372,7 +398,7 @@ async def on_log(params):
 
 
 PHASES = {"bot1": bot1, "bot2": bot2, "fsm1": fsm1, "fsm2": fsm2, "progress": progress,
-          "resources": resources}
+          "resources": resources, "cancel": cancel}
 
 
 async def main():

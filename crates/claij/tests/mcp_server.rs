@@ -1,7 +1,7 @@
 //! `claij mcp serve` driven by real MCP clients: the official Python MCP SDK
 //! (tests/mcp-clients/drive.py) over stdio and streamable HTTP, with a restart of the
 //! server in the middle, progress and log notifications as a run moves, runs and FSMs as
-//! resources (read, subscribed, completed) and prompts, and the MCP Inspector CLI listing the tools. Malformed bot
+//! resources (read, subscribed, completed) and prompts, a cancelled call's run interrupted, and the MCP Inspector CLI listing the tools. Malformed bot
 //! folders stop the server at start-up with an error naming the file.
 //!
 //! The clients are installed by `scripts/setup/mcp-clients` (scripts/test runs it).
@@ -133,8 +133,14 @@ struct HttpServer {
 
 impl HttpServer {
     fn start(scratch: &Scratch) -> Self {
+        Self::start_serving(scratch, &[])
+    }
+
+    /// The same, serving `more` FSM files too.
+    fn start_serving(scratch: &Scratch, more: &[String]) -> Self {
         let mut child = Command::new(CLAIJ)
             .args(scratch.serve_args())
+            .args(more)
             .args(["--http", "127.0.0.1:0"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -234,6 +240,24 @@ fn the_python_sdk_reads_subscribes_to_and_completes_runs_and_fsms_as_resources_a
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn a_call_the_python_sdk_cancels_interrupts_its_run_and_stops_its_program() {
+    let slow = repo().join("tests/mcp-clients/slow.yaml").display().to_string();
+    let scratch = Scratch::new();
+    let mut transport = stdio_transport(&scratch);
+    transport.push(slow.clone());
+    drive(&scratch, "cancel", "legacy", &transport);
+    let scratch = Scratch::new();
+    let server = HttpServer::start_serving(&scratch, &[slow]);
+    drive(
+        &scratch,
+        "cancel",
+        "auto",
+        &["--http".to_owned(), server.url.clone()],
+    );
+    server.stop();
 }
 
 fn inspector(args: &[String]) -> serde_json::Value {
