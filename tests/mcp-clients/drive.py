@@ -21,6 +21,9 @@ Phases (each asserts what it sees; exit 0 only when every check passed):
         resource; subscribed: `resources/updated` when the run is continued here and when
         another process continues it (`claij runs resume`); the ticket prompt got, its
         enum argument and a run id completed; unknown resources and prompts refused.
+  listen  (2026-07-28: auto mode; serve tests/mcp-clients/ticket.yaml too; --claij and
+        --store given) a `subscriptions/listen` stream on two runs: an event for each when
+        one is continued here and the other by another process; only claij's URIs honored.
   cancel  (serve tests/mcp-clients/slow.yaml too; --run-file given) a run of `slow`
         cancelled by the client while its program runs: the run is interrupted and the
         program gone.
@@ -355,6 +358,37 @@ async def resources(client, opts):
     print("resources passed", flush=True)
 
 
+async def listen(client, opts):
+    import subprocess
+
+    start = {"team": "technical", "text": "App crashes"}
+    here = await ok_json(client, "ticket_start", start)
+    there = await ok_json(client, "ticket_start", start)
+    uri_here, uri_there = (f"claij://runs/{r['run_id']}" for r in (here, there))
+    seen = []
+    async with client.listen(resource_subscriptions=[uri_here, uri_there, "file:///etc/passwd"]) as sub:
+        honored = sorted(sub.honored.resource_subscriptions or [])
+        check(honored == sorted([uri_here, uri_there]), "claij's own URIs are honored, others not", honored)
+
+        async def follow():
+            async for event in sub:
+                seen.append(getattr(event, "uri", None))
+                if uri_here in seen and uri_there in seen:
+                    return
+
+        async with asyncio.timeout(15):
+            task = asyncio.create_task(follow())
+            await ok_json(client, "ticket_continue",
+                          {"run_id": here["run_id"], "input": {"id": ["take", "taken"], "owner": "ada"}})
+            subprocess.run([opts.claij, "runs", "resume", there["run_id"], "--store", opts.store,
+                            "--input", json.dumps({"id": ["take", "taken"], "owner": "bob"})],
+                           check=True, capture_output=True)
+            await task
+    check(uri_here in seen and uri_there in seen,
+          "an event for the run continued here and for the one continued by another process", seen)
+    print("listen passed", flush=True)
+
+
 async def cancel(client, opts):
     import anyio
 
@@ -398,7 +432,7 @@ async def on_log(params):
 
 
 PHASES = {"bot1": bot1, "bot2": bot2, "fsm1": fsm1, "fsm2": fsm2, "progress": progress,
-          "resources": resources, "cancel": cancel}
+          "resources": resources, "cancel": cancel, "listen": listen}
 
 
 async def main():

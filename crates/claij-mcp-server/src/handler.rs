@@ -9,9 +9,9 @@ use rmcp::model::{
     GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
-    ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
+    ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Map;
 
@@ -19,7 +19,7 @@ use crate::bot_tools::{BotHost, BotVerb};
 use crate::fsm_tools::{self, FsmVerb, RunWatch, Runtime};
 use crate::prompts;
 use crate::report::{LogLevel, RunReporter};
-use crate::resources::{self, Doorbell, Subscriptions};
+use crate::resources::{self, Doorbell, Listener, Subscriptions};
 use crate::tool::{ToolOutput, ToolSpec};
 
 /// Two served things would have a tool of the same name.
@@ -235,10 +235,42 @@ impl ServerHandler for McpServer {
                 &inner.runtime,
                 &inner.fsms,
                 &inner.bell,
-                context.peer.clone(),
+                Listener::Session(context.peer.clone()),
                 &request.uri,
             )
             .await
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let uris = resources::listenable(requested.resource_subscriptions.as_deref()?);
+        let mut accepted = SubscriptionFilter::default();
+        accepted.resource_subscriptions = Some(uris);
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        // This stream's own subscriptions: they end with it.
+        let stream = Arc::new(Subscriptions::default());
+        let inner = &self.inner;
+        let listener = Listener::Stream(context.sink().clone());
+        for uri in context.accepted().resource_subscriptions.iter().flatten() {
+            // Acknowledged already: a URI that names no run of a served FSM is followed
+            // by nothing.
+            let _ = stream
+                .subscribe(
+                    &inner.runtime,
+                    &inner.fsms,
+                    &inner.bell,
+                    listener.clone(),
+                    uri,
+                )
+                .await;
+        }
+        context.cancelled().await;
+        Ok(())
     }
 
     #[allow(deprecated)] // see subscribe

@@ -192,7 +192,42 @@ impl Observer for Doorbell {
     }
 }
 
-/// One session's subscriptions, and the task that watches them (started with the first).
+/// Where a subscription's notifications go: the session (`resources/subscribe`,
+/// 2025-11-25) or a `subscriptions/listen` stream (2026-07-28).
+#[derive(Clone)]
+pub(crate) enum Listener {
+    /// The session's peer.
+    Session(Peer<RoleServer>),
+    /// The stream's sink.
+    Stream(rmcp::service::SubscriptionSink),
+}
+
+impl Listener {
+    /// Tells the client `uri` changed; `false` when it can no longer be told anything.
+    async fn updated(&self, uri: String) -> bool {
+        match self {
+            Listener::Session(peer) => {
+                let _ = peer
+                    .notify_resource_updated(rmcp::model::ResourceUpdatedNotificationParam::new(
+                        uri,
+                    ))
+                    .await;
+                !peer.is_transport_closed()
+            }
+            Listener::Stream(sink) => sink.notify_resource_updated(uri).await.is_ok(),
+        }
+    }
+
+    fn gone(&self) -> bool {
+        match self {
+            Listener::Session(peer) => peer.is_transport_closed(),
+            Listener::Stream(_) => false,
+        }
+    }
+}
+
+/// One session's (or one stream's) subscriptions, and the task that watches them
+/// (started with the first).
 #[derive(Default)]
 pub(crate) struct Subscriptions {
     runs: Mutex<HashMap<String, Seen>>,
@@ -201,13 +236,13 @@ pub(crate) struct Subscriptions {
 
 impl Subscriptions {
     /// Subscribes to `uri` (a run of a served FSM; an FSM document never changes while
-    /// served, so subscribing to one is accepted and never notified).
+    /// served, so subscribing to one is accepted and never notified), telling `listener`.
     pub(crate) async fn subscribe(
         self: &Arc<Self>,
         runtime: &Runtime,
         fsms: &[Arc<Fsm>],
         bell: &Doorbell,
-        peer: Peer<RoleServer>,
+        listener: Listener,
         uri: &str,
     ) -> Result<(), ErrorData> {
         let Named::Run(run_id) = resolve(uri, fsms)? else {
@@ -226,7 +261,7 @@ impl Subscriptions {
                 Arc::downgrade(self),
                 runtime.clone(),
                 bell.0.subscribe(),
-                peer,
+                listener,
             ));
         }
         Ok(())
@@ -243,6 +278,16 @@ impl Subscriptions {
     }
 }
 
+/// What a `subscriptions/listen` stream may ask for: claij's own resource URIs (the
+/// runs among them are followed; the rest never change while served).
+pub(crate) fn listenable(requested: &[String]) -> Vec<String> {
+    requested
+        .iter()
+        .filter(|uri| uri.starts_with(RUN_PREFIX) || uri.starts_with(FSM_PREFIX))
+        .cloned()
+        .collect()
+}
+
 fn seen_in(view: &Value) -> Seen {
     Seen {
         steps: view["steps"].as_u64().unwrap_or(0),
@@ -251,12 +296,13 @@ fn seen_in(view: &Value) -> Seen {
 }
 
 /// Tells the client of each subscribed run that moved: on the doorbell, and every
-/// [`POLL`]. Ends with the session (its subscriptions dropped) or the client gone.
+/// [`POLL`]. Ends with the session or stream (its subscriptions dropped) or the client
+/// gone.
 async fn watch(
     subscriptions: Weak<Subscriptions>,
     runtime: Runtime,
     mut bell: broadcast::Receiver<Arc<str>>,
-    peer: Peer<RoleServer>,
+    listener: Listener,
 ) {
     loop {
         let rang: Option<Arc<str>> = tokio::select! {
@@ -271,7 +317,7 @@ async fn watch(
         let Some(subscriptions) = subscriptions.upgrade() else {
             return;
         };
-        if peer.is_transport_closed() {
+        if listener.gone() {
             return;
         }
         let watched: Vec<(String, Seen)> = subscriptions
@@ -303,11 +349,9 @@ async fn watch(
             } else {
                 continue;
             }
-            let _ = peer
-                .notify_resource_updated(rmcp::model::ResourceUpdatedNotificationParam::new(
-                    run_uri(&run_id),
-                ))
-                .await;
+            if !listener.updated(run_uri(&run_id)).await {
+                return;
+            }
         }
     }
 }

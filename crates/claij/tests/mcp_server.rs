@@ -244,7 +244,10 @@ fn the_python_sdk_reads_subscribes_to_and_completes_runs_and_fsms_as_resources_a
 
 #[test]
 fn a_call_the_python_sdk_cancels_interrupts_its_run_and_stops_its_program() {
-    let slow = repo().join("tests/mcp-clients/slow.yaml").display().to_string();
+    let slow = repo()
+        .join("tests/mcp-clients/slow.yaml")
+        .display()
+        .to_string();
     let scratch = Scratch::new();
     let mut transport = stdio_transport(&scratch);
     transport.push(slow.clone());
@@ -257,6 +260,40 @@ fn a_call_the_python_sdk_cancels_interrupts_its_run_and_stops_its_program() {
         "auto",
         &["--http".to_owned(), server.url.clone()],
     );
+    server.stop();
+}
+
+#[test]
+fn a_2026_client_follows_runs_through_subscriptions_listen() {
+    // The SDK's own choice of handshake: `server/discover` and 2026-07-28, where runs are
+    // followed through `subscriptions/listen`; over stdio and streamable HTTP.
+    let ticket = repo()
+        .join("tests/mcp-clients/ticket.yaml")
+        .display()
+        .to_string();
+    let listen = |scratch: &Scratch, transport: &[String]| {
+        let out = Command::new(python())
+            .arg(repo().join("tests/mcp-clients/drive.py"))
+            .args(["listen", "--mode", "auto", "--claij", CLAIJ])
+            .args(["--store", &scratch.store()])
+            .args(transport)
+            .output()
+            .expect("run drive.py");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("listen passed"),
+            "drive.py listen failed ({}):\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let scratch = Scratch::new();
+    let mut transport = stdio_transport(&scratch);
+    transport.push(ticket.clone());
+    listen(&scratch, &transport);
+    let scratch = Scratch::new();
+    let server = HttpServer::start_serving(&scratch, &[ticket]);
+    listen(&scratch, &["--http".to_owned(), server.url.clone()]);
     server.stop();
 }
 
