@@ -8,7 +8,7 @@ Options before the transport: --state-file PATH (the bot's workflow_state.json),
 --run-file PATH (where fsm1 writes the run id and fsm2 reads it).
 
 Phases (each asserts what it sees; exit 0 only when every check passed):
-  bot1  tools list; continue (a self-completing action, then the next); close; jump to a
+  bot1  the bot's prompt listed and got; tools list; continue (a self-completing action, then the next); close; jump to a
         behavior; an action that runs an FSM (and one refused); run an action directly;
         close across a behavior boundary; restart.
   bot2  after the server was restarted: continue from the persisted state; a corrupt state
@@ -73,6 +73,14 @@ async def error_text(client, name, args=None):
 
 
 async def bot1(client, opts):
+    prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+    check("story_writer_new_story" in prompts, "the bot's prompt is listed", sorted(prompts))
+    args = [(a.name, a.required) for a in prompts["story_writer_new_story"].arguments]
+    check(args == [("subject", True)], "with its arguments", args)
+    got = await client.get_prompt("story_writer_new_story", {"subject": "a lighthouse keeper"})
+    text = got.messages[0].content.text
+    check(text.startswith("Let's write a short story about a lighthouse keeper.\n")
+          and "{{" not in text, "the prompt renders its arguments", text)
     tools = (await client.list_tools()).tools
     names = [t.name for t in tools]
     bot_tools = [n for n in names if n == BOT or n.startswith(BOT + "_")]

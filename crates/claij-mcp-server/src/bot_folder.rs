@@ -12,6 +12,7 @@
 //!       rules.yaml                optional: a list of rules
 //!       instructions/NAME.md      an action's instructions (default file name)
 //!       templates/…               files actions name as templates
+//!   prompts/NAME.md               optional: prompts (see [`crate::bot_prompts`])
 //! ```
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -20,6 +21,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use claij_core::{Fsm, KnownActions};
+
+use crate::bot_prompts::BotPrompt;
 use regex::Regex;
 use serde::Deserialize;
 use serde_json::Value;
@@ -91,6 +94,8 @@ pub struct Bot {
     pub dir: PathBuf,
     /// The behaviors, in order.
     pub behaviors: Vec<Behavior>,
+    /// Its prompts (`prompts/NAME.md`), served as `BOT_NAME`.
+    pub prompts: Vec<BotPrompt>,
 }
 
 /// One behavior of a bot.
@@ -205,7 +210,7 @@ struct GuardrailsFile {
 }
 
 /// Whether `name` may appear in a tool name: 1–64 of `A-Z a-z 0-9 _ -`.
-fn is_tool_word(name: &str) -> bool {
+pub(crate) fn is_tool_word(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name
@@ -363,12 +368,22 @@ fn load_into(l: &mut Loader<'_>, dir: &Path) -> Option<Bot> {
             );
         }
     }
+    let prompts = match crate::bot_prompts::load(dir) {
+        Ok(prompts) => prompts,
+        Err(problems) => {
+            for (file, message) in problems {
+                l.problem(&file, message);
+            }
+            Vec::new()
+        }
+    };
     Some(Bot {
         name: file.name,
         description: file.description,
         trigger_patterns: file.trigger_patterns,
         dir: dir.to_path_buf(),
         behaviors,
+        prompts,
     })
 }
 

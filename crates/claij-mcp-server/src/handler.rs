@@ -22,11 +22,13 @@ use crate::report::{LogLevel, RunReporter};
 use crate::resources::{self, Doorbell, Listener, Subscriptions};
 use crate::tool::{ToolOutput, ToolSpec};
 
-/// Two served things would have a tool of the same name.
+/// Two served things would have a tool (or a prompt) of the same name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("duplicate tool name `{name}`: from {first} and from {second}")]
+#[error("duplicate {kind} name `{name}`: from {first} and from {second}")]
 pub struct DuplicateTool {
-    /// The tool name.
+    /// What is named twice: `tool` or `prompt`.
+    pub kind: &'static str,
+    /// The name.
     pub name: String,
     /// Where the first one comes from (a file or folder).
     pub first: String,
@@ -76,11 +78,19 @@ impl McpServer {
             level: LogLevel::default(),
             subscriptions: Arc::default(),
         };
-        let mut seen: HashMap<String, String> = HashMap::new();
-        for (spec, origin) in server.tools_with_origin() {
-            if let Some(first) = seen.insert(spec.name.clone(), origin.clone()) {
+        let tools = server
+            .tools_with_origin()
+            .into_iter()
+            .map(|(spec, origin)| ("tool", spec.name, origin));
+        let prompts = prompts::names_with_origin(&server.inner.fsms, &server.inner.bots)
+            .into_iter()
+            .map(|(name, origin)| ("prompt", name, origin));
+        let mut seen: HashMap<(&str, String), String> = HashMap::new();
+        for (kind, name, origin) in tools.chain(prompts) {
+            if let Some(first) = seen.insert((kind, name.clone()), origin.clone()) {
                 return Err(DuplicateTool {
-                    name: spec.name,
+                    kind,
+                    name,
                     first,
                     second: origin,
                 });
@@ -162,8 +172,14 @@ impl McpServer {
     }
 }
 
-/// An MCP result from its JSON (built as the spec writes it).
-fn from_json<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, ErrorData> {
+/// An MCP result from its JSON (built as the spec writes it), marked complete: from
+/// 2026-07-28 every result says so (`resultType`; rmcp leaves it out for older peers).
+fn from_json<T: serde::de::DeserializeOwned>(mut value: serde_json::Value) -> Result<T, ErrorData> {
+    if let serde_json::Value::Object(result) = &mut value {
+        result
+            .entry("resultType")
+            .or_insert_with(|| serde_json::json!("complete"));
+    }
     serde_json::from_value(value).map_err(|e| ErrorData::internal_error(e.to_string(), None))
 }
 
@@ -288,7 +304,7 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        from_json(prompts::list(&self.inner.fsms))
+        from_json(prompts::list(&self.inner.fsms, &self.inner.bots))
     }
 
     async fn get_prompt(
@@ -297,8 +313,13 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let arguments = request.arguments.unwrap_or_default();
-        from_json::<GetPromptResult>(prompts::get(&self.inner.fsms, &request.name, &arguments)?)
-            .map(Into::into)
+        from_json::<GetPromptResult>(prompts::get(
+            &self.inner.fsms,
+            &self.inner.bots,
+            &request.name,
+            &arguments,
+        )?)
+        .map(Into::into)
     }
 
     async fn complete(
@@ -452,6 +473,33 @@ mod tests {
         );
         assert!(call(&server, "helper_nope", json!({})).await.is_none());
         assert!(call(&server, "title_stop", json!({})).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_bots_prompt_named_like_an_fsms_prompt_is_refused_naming_both_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let runtime = runtime(dir.path()).await;
+        // The FSM `helper_title` is a prompt; so is the bot `helper`'s `prompts/title.md`.
+        let clash = fsm(
+            dir.path(),
+            "helper_title.yaml",
+            &TITLE_FSM.replace("id: title", "id: helper_title"),
+        );
+        helper_bot(&dir.path().join("bot"));
+        write(
+            &dir.path().join("bot"),
+            "prompts/title.md",
+            "Give it a title.\n",
+        );
+        let host = BotHost::load(&dir.path().join("bot"), &dir.path().join("work"), &runtime)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let err = match McpServer::new(runtime, vec![clash.clone()], vec![host]) {
+            Err(e) => e,
+            Ok(_) => panic!("two `helper_title` prompts were served"),
+        };
+        assert_eq!((err.kind, err.name.as_str()), ("prompt", "helper_title"));
+        assert_eq!(err.first, clash.source);
+        assert!(err.second.ends_with("prompts/title.md"), "{}", err.second);
     }
 
     #[tokio::test]

@@ -12,6 +12,7 @@
 //! [`serve_stdio`] or [`serve_http`]. The formats are documented in docs/MCP-SERVER.md.
 
 pub mod bot_folder;
+pub mod bot_prompts;
 pub mod bot_tools;
 pub mod fsm_tools;
 pub mod handler;

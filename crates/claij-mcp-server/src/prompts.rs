@@ -1,6 +1,6 @@
 //! Each served FSM with one entry as an MCP prompt (a chat client's slash command): its
 //! arguments are the entry's input fields; the prompt asks the model to start a run with
-//! them through `ID_start`. And `completion/complete`: a prompt argument's values from its
+//! them through `ID_start`. Each bot's prompts ([`crate::bot_prompts`]) as `BOT_NAME`. And `completion/complete`: a prompt argument's values from its
 //! field's `enum` (or `true`/`false`), a run URI's `run_id` from the latest runs.
 //!
 //! MCP completes only prompt and resource-template arguments, not tool arguments: the
@@ -12,6 +12,7 @@ use claij_core::Fsm;
 use rmcp::ErrorData;
 use serde_json::{Map, Value, json};
 
+use crate::bot_tools::BotHost;
 use crate::fsm_tools::{self, Runtime};
 use crate::resources;
 
@@ -71,9 +72,9 @@ fn gather(
     }
 }
 
-/// The prompts: one per FSM that has a single entry.
-pub(crate) fn list(fsms: &[Arc<Fsm>]) -> Value {
-    let prompts: Vec<Value> = fsms
+/// The prompts: one per FSM that has a single entry, then each bot's (`BOT_NAME`).
+pub(crate) fn list(fsms: &[Arc<Fsm>], bots: &[BotHost]) -> Value {
+    let mut prompts: Vec<Value> = fsms
         .iter()
         .filter_map(|fsm| {
             let (properties, required) = fields(fsm)?;
@@ -100,7 +101,65 @@ pub(crate) fn list(fsms: &[Arc<Fsm>]) -> Value {
             }))
         })
         .collect();
+    for host in bots {
+        let bot = host.bot();
+        for prompt in &bot.prompts {
+            prompts.push(json!({
+                "name": format!("{}_{}", bot.name, prompt.name),
+                "description": prompt.description,
+                "arguments": prompt.arguments.iter().map(|a| json!({
+                    "name": a.name, "description": a.description, "required": a.required,
+                })).collect::<Vec<_>>(),
+            }));
+        }
+    }
     json!({ "prompts": prompts })
+}
+
+/// Every prompt's name and where it comes from (a file), FSMs' first.
+pub(crate) fn names_with_origin(fsms: &[Arc<Fsm>], bots: &[BotHost]) -> Vec<(String, String)> {
+    let mut names: Vec<(String, String)> = fsms
+        .iter()
+        .filter(|fsm| fields(fsm).is_some())
+        .map(|fsm| (fsm.id.to_string(), fsm.source.clone()))
+        .collect();
+    for host in bots {
+        let bot = host.bot();
+        for prompt in &bot.prompts {
+            names.push((
+                format!("{}_{}", bot.name, prompt.name),
+                prompt.file.display().to_string(),
+            ));
+        }
+    }
+    names
+}
+
+/// A bot's prompt by its served name, rendered with `arguments`.
+fn bot_prompt(
+    bots: &[BotHost],
+    name: &str,
+    arguments: &Map<String, Value>,
+) -> Option<Result<Value, ErrorData>> {
+    bots.iter().find_map(|host| {
+        let bot = host.bot();
+        let prompt = bot.prompts.iter().find(|p| {
+            name.strip_prefix(&*bot.name)
+                .and_then(|r| r.strip_prefix('_'))
+                == Some(&p.name)
+        })?;
+        Some(
+            prompt
+                .render(arguments)
+                .map(|text| {
+                    json!({
+                        "description": prompt.description,
+                        "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
+                    })
+                })
+                .map_err(|why| ErrorData::invalid_params(format!("`{name}`: {why}"), None)),
+        )
+    })
 }
 
 fn describe_type(property: &Value) -> String {
@@ -117,13 +176,17 @@ fn describe_type(property: &Value) -> String {
     }
 }
 
-/// The prompt `name` with `arguments` (text, as prompts take them: numbers, booleans,
-/// objects and arrays are read as JSON), or why not.
+/// The prompt `name` with `arguments`, or why not: a bot's, or an FSM's (arguments are
+/// text, as prompts take them: numbers, booleans, objects and arrays are read as JSON).
 pub(crate) fn get(
     fsms: &[Arc<Fsm>],
+    bots: &[BotHost],
     name: &str,
     arguments: &Map<String, Value>,
 ) -> Result<Value, ErrorData> {
+    if let Some(rendered) = bot_prompt(bots, name, arguments) {
+        return rendered;
+    }
     let fsm = fsms
         .iter()
         .find(|f| &*f.id == name)

@@ -394,6 +394,7 @@ mod tests {
             description: None,
             trigger_patterns: Vec::new(),
             dir: PathBuf::new(),
+            prompts: Vec::new(),
             behaviors: vec![
                 behavior(
                     "a",
