@@ -23,7 +23,8 @@ Phases (each asserts what it sees; exit 0 only when every check passed):
         enum argument and a run id completed; unknown resources and prompts refused.
   listen  (2026-07-28: auto mode; serve tests/mcp-clients/ticket.yaml too; --claij and
         --store given) a `subscriptions/listen` stream on two runs: an event for each when
-        one is continued here and the other by another process; only claij's URIs honored.
+        one is continued here and the other by another process; only claij's URIs honored;
+        a run read, the template, the prompt listed and got, an argument completed.
   cancel  (serve tests/mcp-clients/slow.yaml too; --run-file given) a run of `slow`
         cancelled by the client while its program runs: the run is interrupted and the
         program gone.
@@ -394,6 +395,19 @@ async def listen(client, opts):
             await task
     check(uri_here in seen and uri_there in seen,
           "an event for the run continued here and for the one continued by another process", seen)
+    # The rest of the resource and prompt surface, on 2026-07-28 too.
+    run = json.loads((await client.read_resource(uri_there)).contents[0].text)
+    check(run["status"] == "completed" and run["result"]["owner"] == "bob", "the run reads as completed", run)
+    templates = (await client.list_resource_templates()).resource_templates
+    check(len(templates) == 1, "the run template is listed", templates)
+    prompts = [p.name for p in (await client.list_prompts()).prompts]
+    check("ticket" in prompts, "the FSM's prompt is listed", prompts)
+    got = await client.get_prompt("ticket", {"team": "billing", "text": "x"})
+    check("ticket_start" in got.messages[0].content.text, "the prompt is got", got)
+    import mcp.types as types
+    done = await client.complete(types.PromptReference(type="ref/prompt", name="ticket"),
+                                 {"name": "team", "value": "t"})
+    check(done.completion.values == ["technical"], "an argument completes", done.completion.values)
     print("listen passed", flush=True)
 
 
