@@ -1,10 +1,15 @@
 //! `claij mcp serve` driven by real MCP clients: the official Python MCP SDK
-//! (tests/mcp-clients/drive.py) over stdio and streamable HTTP, with a restart of the
-//! server in the middle, progress and log notifications as a run moves, runs and FSMs as
-//! resources (read, subscribed, completed) and prompts, a cancelled call's run interrupted, and the MCP Inspector CLI listing the tools. Malformed bot
-//! folders stop the server at start-up with an error naming the file.
+//! (tests/mcp-clients/drive.py) over stdio and streamable HTTP — a restart of the server
+//! in the middle, progress and log notifications as a run moves, runs and FSMs as
+//! resources (read, subscribed, listened to, completed) and prompts, a cancelled call's
+//! run interrupted —, the MCP Inspector CLI listing the tools, and the MCP conformance
+//! suite against the server (`claij mcp serve --http`) and the client (`claij mcp tools`
+//! and `claij mcp call` through tests/mcp-conformance/client), its known server failures
+//! listed with why in tests/mcp-conformance/expected-failures.yml. Malformed bot folders
+//! stop the server at start-up with an error naming the file.
 //!
-//! The clients are installed by `scripts/setup/mcp-clients` (scripts/test runs it).
+//! The clients and the suite are installed by `scripts/setup/mcp-clients` (scripts/test
+//! runs it).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
 
@@ -97,6 +102,7 @@ fn drive(scratch: &Scratch, phase: &str, mode: &str, transport: &[String]) {
         .args(["--state-file", &scratch.state_file()])
         .args(["--run-file", &scratch.run_file()])
         .args(["--mode", mode])
+        .args(["--claij", CLAIJ, "--store", &scratch.store()])
         .args(transport)
         .output()
         .expect("run drive.py");
@@ -226,20 +232,7 @@ fn the_python_sdk_reads_subscribes_to_and_completes_runs_and_fsms_as_resources_a
     let ticket = repo().join("tests/mcp-clients/ticket.yaml");
     let mut transport = stdio_transport(&scratch);
     transport.push(ticket.display().to_string());
-    let out = Command::new(python())
-        .arg(repo().join("tests/mcp-clients/drive.py"))
-        .args(["resources", "--mode", "legacy", "--claij", CLAIJ])
-        .args(["--store", &scratch.store()])
-        .args(&transport)
-        .output()
-        .expect("run drive.py");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("resources passed"),
-        "drive.py resources failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    drive(&scratch, "resources", "legacy", &transport);
 }
 
 #[test]
@@ -271,29 +264,18 @@ fn a_2026_client_follows_runs_through_subscriptions_listen() {
         .join("tests/mcp-clients/ticket.yaml")
         .display()
         .to_string();
-    let listen = |scratch: &Scratch, transport: &[String]| {
-        let out = Command::new(python())
-            .arg(repo().join("tests/mcp-clients/drive.py"))
-            .args(["listen", "--mode", "auto", "--claij", CLAIJ])
-            .args(["--store", &scratch.store()])
-            .args(transport)
-            .output()
-            .expect("run drive.py");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains("listen passed"),
-            "drive.py listen failed ({}):\n{stdout}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
     let scratch = Scratch::new();
     let mut transport = stdio_transport(&scratch);
     transport.push(ticket.clone());
-    listen(&scratch, &transport);
+    drive(&scratch, "listen", "auto", &transport);
     let scratch = Scratch::new();
     let server = HttpServer::start_serving(&scratch, &[ticket]);
-    listen(&scratch, &["--http".to_owned(), server.url.clone()]);
+    drive(
+        &scratch,
+        "listen",
+        "auto",
+        &["--http".to_owned(), server.url.clone()],
+    );
     server.stop();
 }
 
@@ -491,4 +473,89 @@ fn a_behavior_listed_twice_stops_the_server() {
         "bot.yaml",
         "listed twice",
     );
+}
+
+/// The MCP conformance suite's command (`@modelcontextprotocol/conformance` 0.1.12, on the
+/// system's Node 20), its result folders kept out of the repository.
+fn conformance() -> Command {
+    let bin = cache().join("conformance/node_modules/.bin/conformance");
+    assert!(
+        bin.exists(),
+        "the MCP conformance suite is missing ({}): run {SETUP}",
+        bin.display()
+    );
+    let mut command = Command::new(bin);
+    command.current_dir(std::env::temp_dir());
+    command
+}
+
+/// Runs the suite; its exit status and everything it printed.
+fn run_conformance(mut command: Command) -> (std::process::ExitStatus, String) {
+    let out = command.output().expect("run the conformance suite");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{text}");
+    (out.status, text)
+}
+
+#[test]
+fn the_conformance_suite_passes_every_server_scenario_not_listed_as_an_expected_failure() {
+    // The suite fails when a scenario not listed in expected-failures.yml fails (a
+    // regression) and when a listed one passes (a stale list).
+    let scratch = Scratch::new();
+    let server = HttpServer::start(&scratch);
+    let mut command = conformance();
+    command
+        .args(["server", "--url", &server.url, "--expected-failures"])
+        .arg(repo().join("tests/mcp-conformance/expected-failures.yml"));
+    let (status, text) = run_conformance(command);
+    assert!(
+        status.success(),
+        "a server scenario regressed, or one listed as failing now passes"
+    );
+    // What claij's server passes, by name: the suite really ran them.
+    for scenario in [
+        "server-initialize",
+        "logging-set-level",
+        "ping",
+        "completion-complete",
+        "tools-list",
+        "server-sse-multiple-streams",
+        "resources-list",
+        "prompts-list",
+        "dns-rebinding-protection",
+    ] {
+        assert!(
+            text.contains(&format!("✓ {scenario}:")),
+            "{scenario} did not pass"
+        );
+    }
+    server.stop();
+}
+
+#[test]
+fn the_conformance_suite_passes_claijs_client_on_the_scenarios_that_need_no_oauth() {
+    // The suite starts tests/mcp-conformance/client with a test server's URL; the script
+    // runs `claij mcp tools` or `claij mcp call` against it.
+    for scenario in [
+        "initialize",
+        "tools_call",
+        "elicitation-sep1034-client-defaults",
+        "sse-retry",
+    ] {
+        let mut command = conformance();
+        command
+            .args(["client", "--scenario", scenario, "--command"])
+            .arg(repo().join("tests/mcp-conformance/client"))
+            .env("CLAIJ", CLAIJ);
+        let (status, text) = run_conformance(command);
+        assert!(status.success(), "client scenario {scenario} failed");
+        assert!(
+            text.contains("OVERALL: PASSED") && !text.contains("Passed: 0/"),
+            "client scenario {scenario} passed no check"
+        );
+    }
 }
