@@ -184,7 +184,6 @@ fn from_json<T: serde::de::DeserializeOwned>(mut value: serde_json::Value) -> Re
 }
 
 impl ServerHandler for McpServer {
-    #[allow(deprecated)] // logging: see crate::report
     fn get_info(&self) -> ServerConfig {
         let capabilities: ServerCapabilities = serde_json::from_value(serde_json::json!({
             "tools": {"listChanged": true},

@@ -16,6 +16,7 @@ pub mod client;
 pub mod connection;
 pub mod error;
 mod handler;
+mod handshake;
 pub mod hooks;
 pub mod process;
 pub mod sampling;

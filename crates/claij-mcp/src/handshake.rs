@@ -1,0 +1,153 @@
+//! The handshake with a server: `initialize` first, `server/discover` on a fresh
+//! connection for a server that answers it with anything else; the process of a stdio
+//! server started for each try, the TLS provider installed for HTTP.
+
+use std::time::Duration;
+
+use rmcp::model::ProtocolVersion;
+use rmcp::service::{
+    ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService,
+};
+
+use crate::error::McpError;
+use crate::handler::Handler;
+use crate::process::{ServerProcess, StderrTail};
+use crate::spec::{ServerSpec, Transport};
+
+/// How long the handshake may take (whatever the request timeout).
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A started session and, for a stdio server, its process.
+pub(crate) type Started = (RunningService<RoleClient, Handler>, Option<ServerProcess>);
+
+/// Why a handshake failed, and whether the server answered at all.
+struct HandshakeFailure {
+    message: String,
+    stderr: Option<StderrTail>,
+    /// The server answered the handshake, with something other than what it asks for
+    /// (a JSON-RPC error, an empty result): another handshake may suit it.
+    answered: bool,
+}
+
+/// The handshake: `initialize` offering 2025-11-25 (every server in the field speaks it;
+/// a server of 2026-07-28 may answer it with its own version), and when the server
+/// answers that with an error or anything but an initialize result, `server/discover`
+/// (2026-07-28, stateless) on a fresh connection. `initialize` goes first because a
+/// server that does not know `server/discover` may not survive being asked: the
+/// TypeScript SDK's stateless streamable HTTP servers answer its version header with
+/// 400 and refuse every later request.
+pub(crate) async fn handshake(
+    name: &str,
+    spec: &ServerSpec,
+    handler: &Handler,
+) -> Result<Started, McpError> {
+    let connect_error = |failure: HandshakeFailure| McpError::Connect {
+        server: name.to_owned(),
+        message: failure.message,
+        stderr: failure
+            .stderr
+            .as_ref()
+            .map(StderrTail::text)
+            .unwrap_or_default(),
+    };
+    let legacy = match start(spec, handler, ClientLifecycleMode::Initialize).await {
+        Ok(started) => return Ok(started),
+        Err(failure) if failure.answered => failure,
+        Err(failure) => return Err(connect_error(failure)),
+    };
+    let discover = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::LATEST],
+    };
+    match start(spec, handler, discover).await {
+        Ok(started) => Ok(started),
+        Err(failure) => Err(connect_error(HandshakeFailure {
+            message: format!(
+                "`initialize` failed: {}; `server/discover` failed: {}",
+                legacy.message, failure.message
+            ),
+            stderr: failure.stderr.or(legacy.stderr),
+            answered: failure.answered,
+        })),
+    }
+}
+
+/// Connects once with `lifecycle` (starting the process for a stdio server).
+async fn start(
+    spec: &ServerSpec,
+    handler: &Handler,
+    lifecycle: ClientLifecycleMode,
+) -> Result<Started, HandshakeFailure> {
+    let failed = |message: String, stderr: Option<StderrTail>, answered: bool| HandshakeFailure {
+        message,
+        stderr,
+        answered,
+    };
+    let answered = |e: &ClientInitializeError| {
+        matches!(
+            e,
+            ClientInitializeError::JsonRpcError(_) | ClientInitializeError::ExpectedInitResult(_)
+        )
+    };
+    match &spec.transport {
+        Transport::Stdio { command, .. } => {
+            let (mut process, stdout, stdin) = ServerProcess::spawn(&spec.transport)
+                .map_err(|e| failed(format!("cannot run `{command}`: {e}"), None, false))?;
+            let started = tokio::time::timeout(
+                CONNECT_TIMEOUT,
+                handler
+                    .clone()
+                    .serve_with_lifecycle((stdout, stdin), lifecycle),
+            )
+            .await;
+            match started {
+                Ok(Ok(service)) => Ok((service, Some(process))),
+                failure => {
+                    let (message, was_answered) = match failure {
+                        Ok(Err(e)) => (e.to_string(), answered(&e)),
+                        _ => (
+                            format!("no answer to the handshake within {CONNECT_TIMEOUT:?}"),
+                            false,
+                        ),
+                    };
+                    process.shutdown(Duration::from_millis(200)).await;
+                    Err(failed(message, Some(process.stderr()), was_answered))
+                }
+            }
+        }
+        Transport::Http { url } => {
+            install_crypto_provider();
+            let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
+            let started = tokio::time::timeout(
+                CONNECT_TIMEOUT,
+                handler.clone().serve_with_lifecycle(transport, lifecycle),
+            )
+            .await;
+            match started {
+                Ok(Ok(service)) => Ok((service, None)),
+                Ok(Err(e)) => {
+                    let was_answered = answered(&e);
+                    Err(failed(e.to_string(), None, was_answered))
+                }
+                Err(_) => Err(failed(
+                    format!("no answer from {url} within {CONNECT_TIMEOUT:?}"),
+                    None,
+                    false,
+                )),
+            }
+        }
+    }
+}
+
+/// Makes ring the process's rustls crypto provider, once, unless one is installed.
+///
+/// reqwest, built with `rustls-no-provider` (the model layer's choice, unified across the
+/// workspace), refuses to build a client until a provider is installed, and rmcp builds
+/// its own client for streamable HTTP: without this, connecting over HTTP panics in any
+/// binary that also links the model layer.
+fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // Err: another provider was installed first, which serves as well.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
