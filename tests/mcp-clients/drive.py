@@ -25,6 +25,10 @@ Phases (each asserts what it sees; exit 0 only when every check passed):
         --store given) a `subscriptions/listen` stream on two runs: an event for each when
         one is continued here and the other by another process; only claij's URIs honored;
         a run read, the template, the prompt listed and got, an argument completed.
+  question1  (serve the `ask` FSM, whose MCP server asks a question) `ask_start`: the run
+        is suspended on the server's question; its id written to --run-file.
+  question2  (a new client process, a new server process) `ask_continue`: an answer the
+        requested schema refuses changes nothing; the answer completes the run.
   cancel  (serve tests/mcp-clients/slow.yaml too; --run-file given) a run of `slow`
         cancelled by the client while its program runs: the run is interrupted and the
         program gone.
@@ -411,6 +415,29 @@ async def listen(client, opts):
     print("listen passed", flush=True)
 
 
+async def question1(client, opts):
+    r = await ok_json(client, "ask_start", {})
+    check(r["status"] == "suspended" and r["question"]["server"] == "ev" and r["waiting_for"] == [],
+          "the run is suspended on the server's question", r)
+    check(r["schema"]["required"] == ["name"], "with the schema the server asked for", r["schema"])
+    with open(opts.run_file, "w") as f:
+        f.write(r["run_id"])
+    print("question1 passed", flush=True)
+
+
+async def question2(client, opts):
+    run_id = open(opts.run_file).read().strip()
+    r = await ok_json(client, "ask_status", {"run_id": run_id, "trail": False})
+    check(r["status"] == "suspended" and r["question"]["server"] == "ev",
+          "after both restarts the run still waits for the answer", r)
+    text = await error_text(client, "ask_continue", {"run_id": run_id, "input": {"name": 5}})
+    check("/name" in text and "nothing changed" in text, "a refused answer changes nothing, naming the field", text)
+    r = await ok_json(client, "ask_continue", {"run_id": run_id, "input": {"name": "Grace"}})
+    check(r["status"] == "completed" and "Name: Grace" in r["result"]["said"],
+          "the answer completes the run: the server got it", r)
+    print("question2 passed", flush=True)
+
+
 async def cancel(client, opts):
     import anyio
 
@@ -454,7 +481,8 @@ async def on_log(params):
 
 
 PHASES = {"bot1": bot1, "bot2": bot2, "fsm1": fsm1, "fsm2": fsm2, "progress": progress,
-          "resources": resources, "cancel": cancel, "listen": listen}
+          "resources": resources, "cancel": cancel, "listen": listen,
+          "question1": question1, "question2": question2}
 
 
 async def main():

@@ -39,6 +39,7 @@ pub mod known_actions;
 pub mod load;
 pub mod metaschema;
 pub mod prompts;
+pub mod question;
 pub mod schema;
 pub mod source;
 pub mod store;
@@ -59,6 +60,7 @@ pub use prompts::{
     Message, Projection, PromptOptions, Role, project, system_message, task_message,
     trail_to_prompts,
 };
+pub use question::{Answer, Question};
 pub use schema::{CompiledSchema, DynamicSchemas, SchemaError, ValidationIssue};
 pub use store::{RunStatus, RunStore, StoreError};
 pub use trail::{Failure, FailureKind, TrailEntry, Usage};

@@ -133,6 +133,11 @@ pub struct Wait {
     /// on when resumed after its budget was raised (`claij runs resume RUN --budget …`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Box<crate::budget::BudgetPause>>,
+    /// The question an MCP server asked, when the run stopped for one: its answer (see
+    /// [`Question::answer`](crate::Question::answer)) is the input the run takes; `schema`
+    /// is then the question's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<Box<crate::Question>>,
 }
 
 impl Wait {

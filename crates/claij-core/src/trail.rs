@@ -125,6 +125,13 @@ pub enum FailureKind {
     /// The run stopped for its budget (tokens, cost, calls, time) before a model call
     /// that could go past it: a pause, not an attempt (see `budget::is_pause`).
     Budget,
+    /// The run stopped for a question an MCP server asked a person (the entry's event is
+    /// the [`Question`](crate::Question)): a pause, not an attempt.
+    Question,
+    /// The answer the run was given to its question (the entry's event is
+    /// `{"question", "answer"}`, the answer as MCP's `ElicitResult`): a pause, not an
+    /// attempt; the state's attempt made again after it is answered from it.
+    Answer,
 }
 
 impl fmt::Display for FailureKind {
@@ -137,6 +144,8 @@ impl fmt::Display for FailureKind {
             FailureKind::Timeout => "timeout",
             FailureKind::Interrupted => "interrupted",
             FailureKind::Budget => "budget",
+            FailureKind::Question => "question",
+            FailureKind::Answer => "answer",
         })
     }
 }

@@ -62,6 +62,9 @@ pub struct ActionInput<'a> {
     /// before they are made, recorded as in flight, charged once they answered (the
     /// attempt's trail entry records what they cost).
     pub meter: &'a crate::spend::Meter,
+    /// The questions MCP servers put to a person during the attempt: answered from the
+    /// run's answers at this state, or (durable runs) stopping the run until one is given.
+    pub questions: &'a crate::questions::Questions,
 }
 
 /// What an action may use to start runs of its own (sub-FSMs, fork branches): the

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
 use claij_core::store::{Checkpoint, StoreError, Wait};
-use claij_core::{Failure, FailureKind, Fsm, START, State, TrailEntry};
+use claij_core::{Answer, Failure, FailureKind, Fsm, Question, START, State, TrailEntry};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -17,6 +17,7 @@ use claij_core::budget::{BudgetPause, Spend, is_pause};
 use crate::action::{ActionError, ActionInput, ActionOutput, Outcome, Suspension};
 use crate::durable::Durable;
 use crate::observer::Observer;
+use crate::questions::Questions;
 use crate::run::{Engine, RunOutcome, RunStatus, kind_of};
 use crate::spend::{Ledger, Meter};
 
@@ -54,6 +55,12 @@ enum Attempt {
     /// before are in `usage`).
     Paused {
         pause: Box<BudgetPause>,
+        usage: Option<Box<claij_core::Usage>>,
+    },
+    /// An MCP server asked a question the run has no answer for: the run stops for it
+    /// (what calls the attempt made before are in `usage`).
+    Asked {
+        question: Box<Question>,
         usage: Option<Box<claij_core::Usage>>,
     },
     Interrupted {
@@ -268,6 +275,33 @@ impl<'e> RunState<'e> {
                             ending = Some((RunStatus::Suspended, Some(Box::new(wait))));
                             break;
                         }
+                        Attempt::Asked { question, usage } => {
+                            self.append_failure(
+                                state,
+                                serde_json::to_value(&question).unwrap_or_default(),
+                                Failure {
+                                    kind: FailureKind::Question,
+                                    message: format!(
+                                        "the MCP server `{}` asks: {}",
+                                        question.server, question.message
+                                    ),
+                                    errors: Vec::new(),
+                                    attempt,
+                                },
+                                CallRecord {
+                                    usage,
+                                    ..CallRecord::default()
+                                },
+                                Some(duration),
+                            );
+                            let mut wait = self.wait_for(state, Suspension::default());
+                            wait.transitions = Vec::new();
+                            wait.schema = question.schema.clone();
+                            wait.prompt = Some(question.message.clone());
+                            wait.question = Some(question);
+                            ending = Some((RunStatus::Suspended, Some(Box::new(wait))));
+                            break;
+                        }
                         Attempt::Interrupted { usage } => {
                             self.append_failure(
                                 state,
@@ -374,6 +408,31 @@ impl<'e> RunState<'e> {
         self.commit(RunStatus::Running, state, None, None).await
     }
 
+    /// Records `answer` to the `question` the run stopped for in `state` (a pause entry,
+    /// not an attempt: the attempt made next is answered from it).
+    pub(crate) fn append_answer(&mut self, state: &State, question: &Question, answer: &Answer) {
+        let attempt = self.attempts_here() + 1;
+        self.append_failure(
+            state,
+            crate::questions::answer_event(question, answer),
+            Failure {
+                kind: FailureKind::Answer,
+                message: format!("answered the MCP server `{}`", question.server),
+                errors: Vec::new(),
+                attempt,
+            },
+            CallRecord::default(),
+            None,
+        );
+    }
+
+    /// Commits the answer just appended (and clears the wait), still running in `state`.
+    pub(crate) async fn commit_answer(&mut self, state: &str) -> Result<(), StoreError> {
+        let lease_until = self.durable.as_ref().map(Durable::lease_until);
+        self.commit(RunStatus::Running, state, None, lease_until)
+            .await
+    }
+
     /// Suspends the run again in `state` with the wait it had (a claim that was not used).
     pub(crate) async fn suspend_again(
         self,
@@ -428,6 +487,7 @@ impl<'e> RunState<'e> {
                 to_micros(SystemTime::now() + at.saturating_duration_since(Instant::now()))
             }),
             budget: None,
+            question: None,
         }
     }
 
@@ -530,6 +590,11 @@ impl<'e> RunState<'e> {
                 .as_ref()
                 .map(|d| (d.store.clone(), self.run_id.clone(), d.owner.clone())),
         );
+        let questions = if self.durable.is_some() {
+            Questions::durable(&self.trail)
+        } else {
+            Questions::none()
+        };
         let input = ActionInput {
             run_id: &self.run_id,
             fsm,
@@ -552,6 +617,7 @@ impl<'e> RunState<'e> {
             },
             observers: &self.observers,
             meter: &meter,
+            questions: &questions,
         };
         let state_timeout = fsm.timeout(state);
         // The clock is read here only for a run with a deadline.
@@ -580,6 +646,14 @@ impl<'e> RunState<'e> {
             // stops here, and the attempt is made again once the budget allows it.
             return Attempt::Paused {
                 pause,
+                usage: meter.usage().map(Box::new),
+            };
+        }
+        if let Some(question) = questions.asked() {
+            // A server asked what the run has no answer for: whatever the action made of
+            // that, the run stops here; the attempt is made again once it is answered.
+            return Attempt::Asked {
+                question: Box::new(question),
                 usage: meter.usage().map(Box::new),
             };
         }

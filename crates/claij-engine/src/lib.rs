@@ -45,6 +45,7 @@ pub mod durable;
 pub mod events;
 pub mod observer;
 pub mod privilege;
+pub mod questions;
 pub mod recover;
 pub mod registry;
 pub mod run;
@@ -59,6 +60,7 @@ pub use durable::{LeaseKeeper, is_dead_local_owner, process_owner};
 pub use events::Dispatch;
 pub use observer::Observer;
 pub use privilege::{Privilege, PrivilegedUse, privileged_uses};
+pub use questions::Questions;
 pub use recover::{continues_without_input, runs_to_continue};
 pub use registry::ActionRegistry;
 pub use run::{

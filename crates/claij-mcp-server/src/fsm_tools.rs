@@ -192,6 +192,10 @@ fn outcome_json(outcome: &RunOutcome) -> Value {
                 );
                 out["prompt"] = json!(w.prompt);
                 out["schema"] = w.schema.clone();
+                if let Some(question) = &w.question {
+                    out["question"] =
+                        json!({"server": question.server, "message": question.message});
+                }
             }
         }
         _ => {
@@ -223,6 +227,7 @@ pub(crate) fn record_json(r: &RunRecord) -> Value {
         "waiting_for": r.wait.as_ref().map(|w| w.transitions.iter().map(|(f, t)| json!([f, t])).collect::<Vec<_>>()),
         "prompt": r.wait.as_ref().and_then(|w| w.prompt.clone()),
         "schema": r.wait.as_ref().map(|w| &w.schema),
+        "question": r.wait.as_ref().and_then(|w| w.question.as_ref()).map(|q| json!({"server": q.server, "message": q.message})),
         "created_at": at(r.created_at),
         "updated_at": at(r.updated_at),
     })

@@ -148,11 +148,17 @@ impl Action for McpAction {
                         "config": input.fsm.state(&reply_to).map(|s| s.config.clone()),
                     }),
                     meter: input.meter.clone(),
+                    questions: input.questions.clone(),
                 };
                 let exchange = connection
                     .request_for(&method, params, input.cancel, Some(caller))
                     .await
                     .map_err(|e| ActionError::failed(e.to_string()))?;
+                if input.questions.asked().is_some() {
+                    // The run stops for the server's question; the rest of the batch is
+                    // made when the attempt is made again.
+                    return Err(ActionError::failed("stopped for an MCP server's question"));
+                }
                 match exchange.reply {
                     Reply::Result(result) => {
                         if result["isError"] == true {

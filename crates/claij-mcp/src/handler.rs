@@ -21,6 +21,9 @@ use std::sync::RwLock;
 
 use tokio::sync::watch;
 
+use claij_core::{Answer, Question};
+use claij_engine::Questions;
+
 use crate::catalog::{Catalog, ListKind};
 use crate::hooks::{Caller, ElicitationHandler, SamplingHandler};
 
@@ -244,10 +247,37 @@ impl ClientHandler for Handler {
         }
         let message = request["message"].as_str().unwrap_or_default().to_owned();
         let schema = request["requestedSchema"].clone();
-        let answer = elicitation
-            .elicit(&self.shared.name, &message, &schema)
-            .await
-            .map_err(|e| ErrorData::internal_error(e, None))?;
+        let questions = self
+            .shared
+            .callers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .last()
+            .map(|(_, c)| c.questions.clone())
+            .filter(Questions::wait_for_answers);
+        let answer = match questions {
+            // A durable run: answered from the run's answers, or the run stops for it (the
+            // request is ended with `cancel`; the attempt made again once it is answered
+            // asks again and gets the answer).
+            Some(questions) => {
+                let question = Question {
+                    server: self.shared.name.clone(),
+                    message: message.clone(),
+                    schema,
+                };
+                match questions.answer_for(&question) {
+                    Some(answer) => answer,
+                    None => {
+                        questions.ask(question);
+                        Answer::Cancel
+                    }
+                }
+            }
+            None => elicitation
+                .elicit(&self.shared.name, &message, &schema)
+                .await
+                .map_err(|e| ErrorData::internal_error(e, None))?,
+        };
         self.shared.note(json!({
             "kind": "elicitation", "at": now(), "message": message, "answer": answer.to_result()
         }));

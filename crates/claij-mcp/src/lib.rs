@@ -33,7 +33,7 @@ pub use client::McpClient;
 pub use connection::{ClientHooks, Connection, Exchange, Reply};
 pub use error::McpError;
 pub use hooks::{
-    Caller, ElicitationHandler, Elicited, HumanElicitation, SamplingHandler, ScriptedElicitation,
+    Caller, ElicitationHandler, HumanElicitation, SamplingHandler, ScriptedElicitation,
 };
 pub use sampling::{SamplingRequest, sampling_result};
 pub use schemas::McpSchemas;

@@ -293,6 +293,7 @@ async fn sampling_elicitation_and_roots_are_answered() {
             Some(claij_mcp::Caller {
                 info: json!({"state": "asker"}),
                 meter: claij_engine::Meter::unmetered(),
+                questions: claij_engine::Questions::none(),
             }),
         )
         .await

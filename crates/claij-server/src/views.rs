@@ -91,6 +91,12 @@ pub(crate) struct WaitView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub budget: Option<BudgetPause>,
+    /// The question an MCP server asked, when the run stopped for one: `server` and
+    /// `message` (`schema` is the answer's; post the answer itself as the input: an object,
+    /// `"decline"` or `null`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub question: Option<Value>,
     /// Where to post the answer: `/runs/{id}/resume`.
     pub resume_url: String,
     /// A link that answers this wait with no other credential (`/hooks/{secret}`): given
@@ -179,6 +185,10 @@ impl WaitView {
             expires_at: wait.expires_at.map(rfc3339),
             children: wait.children.clone(),
             budget: wait.budget.as_deref().cloned(),
+            question: wait
+                .question
+                .as_deref()
+                .map(|q| serde_json::json!({"server": q.server, "message": q.message})),
             resume_url: resume_url.to_owned(),
             hook_url: None,
         }

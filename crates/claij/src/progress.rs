@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use claij_core::{State, TrailEntry};
+use claij_core::{FailureKind, State, TrailEntry};
 use claij_engine::{Observer, RunStatus};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -90,6 +90,15 @@ impl Observer for Progress {
             .unwrap_or_default();
         match (&entry.to, &entry.failure) {
             (Some(to), _) => self.line(format!("✓ {} → {to}{took}", entry.from)),
+            // A pause for a server's question, or its answer: not a failed attempt.
+            (None, Some(f)) if matches!(f.kind, FailureKind::Question | FailureKind::Answer) => {
+                let mark = if f.kind == FailureKind::Question {
+                    "?"
+                } else {
+                    "↩"
+                };
+                self.line(format!("{mark} {}: {}{took}", entry.from, f.message));
+            }
             (None, Some(f)) => {
                 let first_line = f.message.lines().next().unwrap_or("");
                 self.line(format!(

@@ -350,3 +350,117 @@ fn a_servers_sampling_request_is_answered_by_the_runs_model() {
         "{sampled}"
     );
 }
+
+/// `claij` on the store `store` (each call its own process), the reference servers on
+/// its PATH.
+fn claij_on(store: &Path, args: &[&str]) -> std::process::Output {
+    let path = format!(
+        "{}:{}",
+        claij_testkit::cache::mcp_server_bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Command::new(env!("CARGO_BIN_EXE_claij"))
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+        .stdin(Stdio::null())
+        .env("CLAIJ_STORE", store)
+        .env("PATH", path)
+        .args(args)
+        .output()
+        .expect("claij starts")
+}
+
+fn trail_of(store: &Path, run: &str) -> Value {
+    let out = claij_on(store, &["runs", "trail", run, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // One JSON entry a line.
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("a JSON entry"))
+        .collect()
+}
+
+#[test]
+fn a_servers_question_suspends_a_durable_run_until_another_process_answers_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = "tests/mcp-clients/ask.yaml";
+    let store = dir.path().join("runs.db");
+    claij_testkit::cache::mcp_server_bin("mcp-server-everything");
+
+    // The server asks during the call: the run stops there, suspended on the question.
+    let out = claij_on(&store, &["run", doc, "--input", "{}"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let waiting: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = waiting["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(waiting["question"]["server"], "ev", "{waiting}");
+    assert_eq!(waiting["schema"]["required"], json!(["name"]), "{waiting}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("? call: the MCP server `ev` asks"),
+        "{stderr}"
+    );
+    let before = trail_of(&store, &run);
+    let last = &before.as_array().unwrap().last().unwrap()["failure"];
+    assert_eq!(last["kind"], "question", "{before}");
+
+    // An answer the requested schema refuses changes nothing, and says where.
+    let out = claij_on(
+        &store,
+        &["runs", "resume", &run, "--input", r#"{"integer": "seven"}"#],
+    );
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("\"name\" is a required property") && said.contains("/integer"),
+        "{said}"
+    );
+    assert_eq!(
+        trail_of(&store, &run),
+        before,
+        "a refused answer changed the trail"
+    );
+
+    // The answer, from another process: the call is made again, the server asks again and
+    // is answered from the trail, with the schema's defaults for what was left out.
+    let out = claij_on(
+        &store,
+        &[
+            "runs",
+            "resume",
+            &run,
+            "--input",
+            r#"{"name": "Ada", "integer": 7}"#,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let said = result["said"].as_str().unwrap();
+    assert!(
+        said.contains("Name: Ada") && said.contains("Favorite Integer: 7"),
+        "{said}"
+    );
+    assert!(
+        said.contains("It was a dark and stormy night."),
+        "a default: {said}"
+    );
+    let kinds: Vec<Value> = trail_of(&store, &run)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["failure"]["kind"].clone())
+        .filter(|k| !k.is_null())
+        .collect();
+    assert_eq!(kinds, [json!("question"), json!("answer")]);
+
+    // Declined: the server hears it.
+    let out = claij_on(&store, &["run", doc, "--input", "{}"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let waiting: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = waiting["run_id"].as_str().unwrap();
+    let out = claij_on(&store, &["runs", "resume", run, "--input", r#""decline""#]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        result["said"].as_str().unwrap().contains("declined"),
+        "{result}"
+    );
+}

@@ -279,6 +279,36 @@ fn a_2026_client_follows_runs_through_subscriptions_listen() {
     server.stop();
 }
 
+#[test]
+fn a_servers_question_is_answered_through_id_continue_after_both_processes_restarted() {
+    // `ask`'s MCP server (server-everything, found on PATH) asks a question during the
+    // run; the run is suspended on it. A new client process, talking to a new server
+    // process, answers it with `ask_continue`.
+    let scratch = Scratch::new();
+    claij_testkit::cache::mcp_server_bin("mcp-server-everything");
+    let path = format!(
+        "{}:{}",
+        claij_testkit::cache::mcp_server_bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let transport = [
+        "--stdio".to_owned(),
+        "env".to_owned(),
+        format!("PATH={path}"),
+        CLAIJ.to_owned(),
+        "mcp".to_owned(),
+        "serve".to_owned(),
+        repo()
+            .join("tests/mcp-clients/ask.yaml")
+            .display()
+            .to_string(),
+        "--store".to_owned(),
+        scratch.store(),
+    ];
+    drive(&scratch, "question1", "legacy", &transport);
+    drive(&scratch, "question2", "auto", &transport);
+}
+
 fn inspector(args: &[String]) -> serde_json::Value {
     let node = cache().join("node/node_modules");
     let bin = node.join(".bin/mcp-inspector");

@@ -1620,3 +1620,72 @@ async fn a_model_steps_tokens_reach_the_event_stream_as_it_runs_on_the_embedded_
         Some(("end", "completed"))
     );
 }
+
+#[tokio::test]
+async fn a_run_stopped_for_an_mcp_servers_question_is_answered_over_http() {
+    // `ask`'s server (server-everything, on PATH) asks a person a question during the run.
+    claij_testkit::cache::mcp_server_bin("mcp-server-everything");
+    let path = format!(
+        "{}:{}",
+        claij_testkit::cache::mcp_server_bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("claij.db");
+    let ask = repo()
+        .join("tests/mcp-clients/ask.yaml")
+        .display()
+        .to_string();
+    let server = Served::start_env(&store, &[&ask], &[("PATH", &path)]);
+    let http = client();
+
+    let reply = post(
+        &http,
+        server.url("/runs?wait=30"),
+        &json!({"fsm": "ask", "input": {}}),
+    )
+    .await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    assert_eq!(reply.body["status"], "suspended", "{}", reply.body);
+    let id = reply.body["id"].as_str().expect("an id").to_owned();
+    let shown = get(&http, server.url(&format!("/runs/{id}"))).await;
+    let wait = &shown.body["wait"];
+    assert_eq!(wait["question"]["server"], "ev", "{wait}");
+    assert_eq!(wait["schema"]["required"], json!(["name"]), "{wait}");
+    let trail_len = shown.body["trail_len"].clone();
+
+    // Refused: the problem names the field; nothing changed.
+    let refused = post(
+        &http,
+        server.url(&format!("/runs/{id}/resume")),
+        &json!({"input": {"name": 5}}),
+    )
+    .await;
+    assert_problem(&refused, 422);
+    assert!(
+        refused.body.to_string().contains("/name"),
+        "{}",
+        refused.body
+    );
+    let again = get(&http, server.url(&format!("/runs/{id}"))).await;
+    assert_eq!(again.body["trail_len"], trail_len);
+    assert_eq!(again.body["status"], "suspended");
+
+    // The answer: the call is made again and the server gets it.
+    let done = post(
+        &http,
+        server.url(&format!("/runs/{id}/resume?wait=30")),
+        &json!({"input": {"name": "Lin"}}),
+    )
+    .await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert_eq!(done.body["status"], "completed", "{}", done.body);
+    assert!(
+        done.body["result"]["said"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Name: Lin"),
+        "{}",
+        done.body
+    );
+}

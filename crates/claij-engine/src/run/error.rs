@@ -35,6 +35,14 @@ pub enum InputError {
         /// Why.
         message: String,
     },
+    /// A resumed run's input is no answer to the question it stopped for.
+    #[error("the answer to the MCP server `{server}`'s question does not fit: {message}")]
+    Answer {
+        /// The server that asked.
+        server: String,
+        /// Why (the field and the rule, from the requested schema).
+        message: String,
+    },
     /// A resumed run's input names a transition the run does not wait on.
     #[error(
         "the input's `id` {id} is not what run `{run}` waits for; it waits for one of: {waiting}"

@@ -13,7 +13,7 @@ use claij_core::Fsm;
 use claij_core::store::{ClaimFrom, Notice, StoreError};
 use serde_json::Value;
 
-use super::{Engine, RunError, RunOptions, RunStatus};
+use super::{Engine, InputError, RunError, RunOptions, RunStatus};
 use crate::durable::{DEFAULT_LEASE, process_owner};
 
 /// How a run is queued.
@@ -127,7 +127,19 @@ impl Engine {
                 .into());
             }
         };
-        let t = self.waited_transition(&fsm, run_id, &wait, &input)?;
+        // An answer to a server's question, checked now; else the transition it takes.
+        let given = match &wait.question {
+            Some(question) => {
+                let answer = question
+                    .answer(&input)
+                    .map_err(|message| InputError::Answer {
+                        server: question.server.clone(),
+                        message,
+                    })?;
+                Given::Answer(question.as_ref().clone(), answer)
+            }
+            None => Given::Transition(self.waited_transition(&fsm, run_id, &wait, &input)?),
+        };
         let owner = options.owner.clone().unwrap_or_else(process_owner);
         let lease = options.lease.unwrap_or(DEFAULT_LEASE);
         store
@@ -141,12 +153,33 @@ impl Engine {
         let mut run = self
             .resumed_state(&fsm, &record, store.clone(), &owner, lease, &options)
             .await?;
-        let attempt = run.attempts_here() + 1;
-        run.append_full(t, input, attempt, CallRecord::default(), None, None);
-        let to = fsm.transitions[t].to.to_string();
-        run.hand_back(&to).await?;
+        // The answer recorded (the state's attempt is made again by a worker), or the
+        // transition taken.
+        let at = match given {
+            Given::Answer(question, answer) => {
+                let state = fsm.state(&wait.state).ok_or_else(|| {
+                    not_answerable(format!("waits in unknown state `{}`", wait.state))
+                })?;
+                run.append_answer(state, &question, &answer);
+                wait.state.clone()
+            }
+            Given::Transition(t) => {
+                let attempt = run.attempts_here() + 1;
+                run.append_full(t, input, attempt, CallRecord::default(), None, None);
+                fsm.transitions[t].to.to_string()
+            }
+        };
+        run.hand_back(&at).await?;
         // Workers hear of it now; if the notice is lost, they find it at their next poll.
         let _ = store.notify(&Notice::Work { at: None }).await;
         Ok(())
     }
+}
+
+/// What an answer given through the queue does.
+enum Given {
+    /// Answers the server's question the run stopped for.
+    Answer(claij_core::Question, claij_core::Answer),
+    /// Takes this waited transition.
+    Transition(usize),
 }

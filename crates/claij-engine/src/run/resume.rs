@@ -104,6 +104,27 @@ impl Engine {
                         )
                         .await;
                 }
+                if let (Some(question), Some(input)) = (&wait.question, &input) {
+                    let answer = question
+                        .answer(input)
+                        .map_err(|message| InputError::Answer {
+                            server: question.server.clone(),
+                            message,
+                        })?;
+                    store
+                        .claim(
+                            run_id,
+                            ClaimFrom::Suspended,
+                            &owner,
+                            SystemTime::now() + lease,
+                        )
+                        .await?;
+                    return self
+                        .continue_answered_run(
+                            &fsm, &record, question, &answer, store, &owner, lease, &options,
+                        )
+                        .await;
+                }
                 let now = SystemTime::now();
                 let due = wait.wakes_at().is_some_and(|at| at <= now);
                 let taking = match (&input, due) {
@@ -267,6 +288,43 @@ impl Engine {
             outcome.parent = self.wake(&store, parent, &options).await?.map(Box::new);
         }
         Ok(outcome)
+    }
+
+    /// Continues a run this process has just claimed, suspended on `question`, with its
+    /// `answer`: the answer is recorded (committed at once, so that it outlives this
+    /// process), then the state's attempt is made again, its repeated question answered
+    /// from the trail.
+    #[allow(clippy::too_many_arguments)]
+    async fn continue_answered_run(
+        &self,
+        fsm: &Fsm,
+        before: &RunRecord,
+        question: &claij_core::Question,
+        answer: &claij_core::Answer,
+        store: Arc<dyn RunStore>,
+        owner: &str,
+        lease: Duration,
+        options: &RunOptions,
+    ) -> Result<RunOutcome, RunError> {
+        let mut run = self
+            .resumed_state(fsm, before, store, owner, lease, options)
+            .await?;
+        let Some(state) = before.wait.as_ref().and_then(|w| fsm.state(&w.state)) else {
+            return Err(RunError::NotResumable {
+                run: before.id.clone(),
+                reason: "waits in a state its definition does not have".into(),
+            });
+        };
+        let attempt = run.attempts_here() + 1;
+        run.append_answer(state, question, answer);
+        run.commit_answer(&state.id).await?;
+        let Some(into) = run.current_transition() else {
+            return Err(RunError::NotResumable {
+                run: before.id.clone(),
+                reason: "has no transition in its trail".into(),
+            });
+        };
+        Ok(run.drive(into, attempt).await?)
     }
 
     /// Continues a run this process has just claimed (`before`: its record before the

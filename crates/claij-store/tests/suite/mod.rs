@@ -201,6 +201,12 @@ fn a_wait() -> Wait {
         children: vec!["r-child.1".into()],
         deadline_at: None,
         budget: None,
+        // Stored and read back like the rest (a wait has one or the other in use).
+        question: Some(Box::new(claij_core::Question {
+            server: "forms".into(),
+            message: "Who are you?".into(),
+            schema: json!({"type": "object", "required": ["name"]}),
+        })),
     }
 }
 

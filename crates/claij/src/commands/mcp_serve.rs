@@ -56,6 +56,15 @@ pub(super) async fn serve(args: McpServeArgs) -> u8 {
             }
         }
     }
+    // The MCP servers the FSMs use are started now, as `claij run` starts them: their
+    // `mcp:…` schemas resolve before the first call, and a server that cannot start is
+    // said at once.
+    for fsm in &fsms {
+        if let Err(e) = crate::mcp::connect(fsm).await {
+            note!("claij: {e}");
+            refused = true;
+        }
+    }
     let workspace = match args
         .workspace
         .clone()

@@ -286,8 +286,13 @@ pub(super) async fn report(
             return EXIT_FAILED;
         }
     };
-    let failures = outcome.trail.iter().filter(|e| e.failure.is_some()).count();
-    let steps = outcome.trail.len() - failures;
+    // Pauses (for a budget, a server's question, its answer) are neither.
+    let steps = outcome.trail.iter().filter(|e| e.is_transition()).count();
+    let failures = outcome
+        .trail
+        .iter()
+        .filter(|e| e.failure.is_some() && !claij_core::budget::is_pause(e))
+        .count();
     if !quiet {
         note!(
             "claij: run {} {} in state `{}` after {steps} transition(s) and {failures} failed attempt(s)",
@@ -363,6 +368,9 @@ async fn report_suspended(
     if let Some(pause) = pause {
         wait["budget"] = serde_json::to_value(pause).unwrap_or(Value::Null);
     }
+    if let Some(question) = outcome.wait.as_ref().and_then(|w| w.question.as_deref()) {
+        wait["question"] = json!({"server": question.server, "message": question.message});
+    }
     println!(
         "{}",
         serde_json::to_string_pretty(&wait).unwrap_or_else(|_| wait.to_string())
@@ -379,6 +387,18 @@ async fn report_suspended(
             "claij: raise it and continue with: claij runs resume {}{store_hint} --budget {}",
             pause.run,
             raised(pause)
+        );
+        return;
+    }
+    if let Some(question) = outcome.wait.as_ref().and_then(|w| w.question.as_deref()) {
+        note!(
+            "claij: the MCP server `{}` asks: {}",
+            question.server,
+            question.message
+        );
+        note!(
+            "claij: answer it with: claij runs resume {}{store_hint} --input '{{…}}' (an object that fits the schema above), --input '\"decline\"' or --input null (cancel)",
+            outcome.run_id
         );
         return;
     }

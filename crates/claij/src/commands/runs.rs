@@ -5,7 +5,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Result;
 use claij_core::store::{RunFilter, RunRecord, RunStore, StoreError};
-use claij_core::{Budget, Fsm, RunStatus, Spend};
+use claij_core::{Budget, FailureKind, Fsm, RunStatus, Spend};
 use claij_engine::{Engine, RunError, RunOptions, is_dead_local_owner};
 use serde_json::{Value, json};
 
@@ -123,6 +123,7 @@ fn record_json(r: &RunRecord) -> Value {
             "schema": w.schema,
             "children": w.children,
             "budget": w.budget,
+            "question": w.question,
         })),
         "owner": r.lease.as_ref().map(|l| &l.owner),
         "interrupt_requested": r.interrupt_requested,
@@ -208,11 +209,13 @@ async fn show(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
         .rev()
         .find(|e| e.is_transition())
         .map(|e| &e.event);
+    // A server's question and its answer are shown as such, not as failures.
     let last_failure = tail
         .iter()
         .rev()
         .take_while(|e| !e.is_transition())
-        .find_map(|e| e.failure.as_deref());
+        .find_map(|e| e.failure.as_deref())
+        .filter(|f| !matches!(f.kind, FailureKind::Question | FailureKind::Answer));
     let tree = store.tree_spend(run).await?;
     if as_json {
         let mut out = record_json(&record);
@@ -290,6 +293,16 @@ async fn show(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
         if let Some(prompt) = &wait.prompt {
             out!("note      {prompt}")?;
         }
+    } else if let Some(question) = record.wait.as_ref().and_then(|w| w.question.as_deref()) {
+        out!(
+            "asked     by the MCP server `{}`: {}",
+            question.server,
+            question.message
+        )?;
+        out!("schema    {}", serde_json::to_string(&question.schema)?)?;
+        out!(
+            "resume    claij runs resume {run} --input '{{…}}' (an object that fits the schema), '\"decline\"' or null"
+        )?;
     } else if let Some(wait) = &record.wait {
         out!(
             "waits for {}",
@@ -340,9 +353,11 @@ async fn trail(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
         "MS"
     )?;
     for e in &entries {
-        let hop = match &e.to {
-            Some(to) => format!("{} → {to}", e.from),
-            None => format!("{} ✗", e.from),
+        let hop = match (&e.to, e.failure.as_deref().map(|f| f.kind)) {
+            (Some(to), _) => format!("{} → {to}", e.from),
+            (None, Some(FailureKind::Question)) => format!("{} ?", e.from),
+            (None, Some(FailureKind::Answer)) => format!("{} ↩", e.from),
+            (None, _) => format!("{} ✗", e.from),
         };
         let note = match &e.failure {
             Some(f) => format!("{}: {}", f.kind, f.message.lines().next().unwrap_or("")),
@@ -498,6 +513,15 @@ fn refuse_resume(record: &RunRecord, has_input: bool) -> Option<Refusal> {
             // stopped for its budget tries again under the budget it has now.
             if wait.wakes_at().is_some_and(|at| at <= now) || !wait.takes_input() {
                 return None;
+            }
+            if let Some(question) = &wait.question {
+                return Some(Refusal {
+                    message: format!(
+                        "run `{run}` is suspended in `{}` on the MCP server `{}`'s question ({}); answer it with --input: an object that fits its schema (`claij runs show {run}`), \"decline\" or null",
+                        wait.state, question.server, question.message
+                    ),
+                    code: EXIT_USAGE,
+                });
             }
             Some(Refusal {
                 message: format!(

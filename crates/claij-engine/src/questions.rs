@@ -1,0 +1,97 @@
+//! The questions MCP servers put to a person during one attempt (`elicitation/create`).
+//! In a durable run, a question is answered from the answers the run was given at this
+//! state (recorded in its trail), or else it stops the run: the attempt ends, the run is
+//! suspended on the question, and the answer it is resumed with lets the attempt be made
+//! again — the server, asking again, gets that answer. Without a store there is nowhere to
+//! wait, and the person is asked where the action runs (the terminal).
+
+use std::sync::{Arc, Mutex};
+
+use claij_core::budget::is_pause;
+use claij_core::{Answer, FailureKind, Question, TrailEntry};
+use serde_json::Value;
+
+/// One attempt's questions: what it can answer, and the one it stopped for.
+#[derive(Clone, Default)]
+pub struct Questions(Option<Arc<Inner>>);
+
+struct Inner {
+    answered: Vec<(Question, Answer)>,
+    asked: Mutex<Option<Question>>,
+}
+
+impl Questions {
+    /// No waiting: questions are for whoever can answer where the action runs.
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    /// A durable attempt's questions, answered by the answers given since the state was
+    /// entered (the `answer` entries of `trail` after its last transition).
+    pub(crate) fn durable(trail: &[TrailEntry]) -> Self {
+        let answered = trail
+            .iter()
+            .rev()
+            .take_while(|e| !e.is_transition())
+            .filter(|e| is_pause(e))
+            .filter(|e| {
+                e.failure
+                    .as_deref()
+                    .is_some_and(|f| f.kind == FailureKind::Answer)
+            })
+            .filter_map(|e| recorded(&e.event))
+            .collect();
+        Self(Some(Arc::new(Inner {
+            answered,
+            asked: Mutex::new(None),
+        })))
+    }
+
+    /// Whether a question with no answer stops the run (a durable run) rather than being
+    /// put to someone where the action runs.
+    pub fn wait_for_answers(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// The answer the run was given to `question` (the same server, message and schema).
+    pub fn answer_for(&self, question: &Question) -> Option<Answer> {
+        self.0
+            .as_ref()?
+            .answered
+            .iter()
+            .find_map(|(q, a)| (q == question).then(|| a.clone()))
+    }
+
+    /// Stops the run for `question` once the attempt ends (the first one asked counts).
+    pub fn ask(&self, question: Question) {
+        if let Some(inner) = &self.0 {
+            inner
+                .asked
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert(question);
+        }
+    }
+
+    /// The question the attempt stopped for, if any.
+    pub fn asked(&self) -> Option<Question> {
+        self.0
+            .as_ref()?
+            .asked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+/// An `answer` entry's event: `{"question": …, "answer": ElicitResult}`.
+fn recorded(event: &Value) -> Option<(Question, Answer)> {
+    let question: Question = serde_json::from_value(event.get("question")?.clone()).ok()?;
+    let answer = Answer::parse(event.get("answer")?).ok()?;
+    Some((question, answer))
+}
+
+/// The event of the entry recording `answer` to `question`.
+pub(crate) fn answer_event(question: &Question, answer: &Answer) -> Value {
+    serde_json::json!({"question": question, "answer": answer.to_result()})
+}
