@@ -1,0 +1,239 @@
+//! Questions from MCP servers as durable waits, on a real SQLite store, through an action
+//! that asks one the way the `mcp` action does (`ActionInput::questions`): the run stops
+//! for it, suspended on the question; an answer the requested schema refuses changes
+//! nothing; the answer — given by `resume`, or queued by `answer` for a worker — is
+//! recorded, and the state's attempt made again finds it. Without a store nothing waits.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test reports failure
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, SystemTime};
+
+use claij_core::store::{Durability, RunStore};
+use claij_core::{Answer, FailureKind, Fsm, Question, load_str};
+use claij_engine::{
+    Action, ActionError, ActionInput, ActionOutput, ActionRegistry, BoxFuture, Engine, InputError,
+    Outcome, RunError, RunOptions, RunStatus,
+};
+use serde_json::json;
+
+/// Asks "Who are you?" (name required, a default for `team`) and answers with what it
+/// was told; counts its attempts.
+struct Asker {
+    calls: AtomicU32,
+}
+
+fn question() -> Question {
+    Question {
+        server: "forms".into(),
+        message: "Who are you?".into(),
+        schema: json!({
+            "type": "object",
+            "required": ["name"],
+            "properties": {"name": {"type": "string"}, "team": {"type": "string", "default": "core"}}
+        }),
+    }
+}
+
+impl Action for Asker {
+    fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let told = input.questions.answer_for(&question());
+        let waits = input.questions.wait_for_answers();
+        Box::pin(async move {
+            let got = match told {
+                Some(Answer::Accept(content)) => content,
+                Some(Answer::Decline) => json!("declined"),
+                Some(Answer::Cancel) => json!("cancelled"),
+                None if waits => {
+                    input.questions.ask(question());
+                    return Err(ActionError::failed("stopped for a question"));
+                }
+                None => return Err(ActionError::fatal("no one to ask here")),
+            };
+            Ok(ActionOutput::event(json!({"id": ["ask", "done"], "got": got})).into())
+        })
+    }
+}
+
+const ASKING: &str = r#"
+id: asking
+states:
+  - {id: ask, action: asker}
+  - {id: done, action: end}
+xitions:
+  - id: [start, ask]
+  - id: [ask, done]
+"#;
+
+async fn setup() -> (
+    tempfile::TempDir,
+    Arc<dyn RunStore>,
+    Engine,
+    Arc<Fsm>,
+    Arc<Asker>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("claij.db");
+    let store = claij_store::open(&path.display().to_string(), Durability::Normal)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let asker = Arc::new(Asker {
+        calls: AtomicU32::new(0),
+    });
+    let mut registry = ActionRegistry::with_builtins();
+    registry.register("asker", asker.clone()).unwrap();
+    let engine = Engine::new(Arc::new(registry));
+    let fsm = Arc::new(load_str("asking.yaml", ASKING, engine.registry()).unwrap());
+    (dir, store, engine, fsm, asker)
+}
+
+fn durable(store: &Arc<dyn RunStore>) -> RunOptions {
+    RunOptions {
+        store: Some(store.clone()),
+        owner: Some("me".into()),
+        ..RunOptions::default()
+    }
+}
+
+fn kinds(trail: &[claij_core::TrailEntry]) -> Vec<Option<FailureKind>> {
+    trail
+        .iter()
+        .map(|e| e.failure.as_ref().map(|f| f.kind))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_question_suspends_the_run_and_its_answer_lets_the_attempt_be_made_again() {
+    let (_dir, store, engine, fsm, asker) = setup().await;
+    let out = engine
+        .run(fsm.clone(), json!({}), durable(&store))
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Suspended);
+    let wait = out.wait.clone().expect("a wait");
+    assert_eq!(wait.question.as_deref(), Some(&question()));
+    assert_eq!(wait.schema, question().schema);
+    assert!(wait.transitions.is_empty() && wait.takes_input());
+    assert_eq!(kinds(&out.trail), [None, Some(FailureKind::Question)]);
+
+    // Refused: the reason at its field, nothing stored changes.
+    let before = store.trail(&out.run_id, 0).await.unwrap();
+    let refused = engine
+        .resume(
+            fsm.clone(),
+            &out.run_id,
+            Some(json!({"name": 7})),
+            durable(&store),
+        )
+        .await;
+    match refused {
+        Err(RunError::Input(InputError::Answer { server, message })) => {
+            assert_eq!(server, "forms");
+            assert!(message.contains("/name"), "{message}");
+        }
+        other => panic!("refused? {other:?}"),
+    }
+    assert_eq!(store.trail(&out.run_id, 0).await.unwrap(), before);
+    assert_eq!(
+        store.run(&out.run_id).await.unwrap().status,
+        RunStatus::Suspended
+    );
+
+    // The answer: recorded, the attempt made again (attempt 1: the question was a pause),
+    // the default filled in.
+    let done = engine
+        .resume(
+            fsm,
+            &out.run_id,
+            Some(json!({"name": "Ada"})),
+            durable(&store),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.status, RunStatus::Completed);
+    assert_eq!(
+        done.result.unwrap()["got"],
+        json!({"name": "Ada", "team": "core"})
+    );
+    let trail = store.trail(&out.run_id, 0).await.unwrap();
+    assert_eq!(
+        kinds(&trail),
+        [
+            None,
+            Some(FailureKind::Question),
+            Some(FailureKind::Answer),
+            None
+        ]
+    );
+    assert_eq!(trail[3].attempt, 1, "pauses are not attempts");
+    assert_eq!(
+        trail[2].event["answer"],
+        json!({"action": "accept", "content": {"name": "Ada", "team": "core"}})
+    );
+    assert_eq!(asker.calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn an_answer_queued_for_a_worker_is_recorded_and_the_worker_makes_the_attempt() {
+    let (_dir, store, engine, fsm, _asker) = setup().await;
+    let out = engine
+        .run(fsm.clone(), json!({}), durable(&store))
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Suspended);
+    let refused = engine
+        .answer(
+            fsm.clone(),
+            &out.run_id,
+            json!({"team": "x"}),
+            durable(&store),
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(RunError::Input(InputError::Answer { .. }))),
+        "{refused:?}"
+    );
+    engine
+        .answer(fsm, &out.run_id, json!("decline"), durable(&store))
+        .await
+        .unwrap();
+    let queued = store.run(&out.run_id).await.unwrap();
+    assert_eq!(queued.status, RunStatus::Running);
+    assert!(queued.wait.is_none(), "the wait is answered");
+
+    let far = SystemTime::now() + Duration::from_secs(3600);
+    let claimed = store.claim_due("worker", far, 10, &[]).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    let fsm = engine
+        .stored_fsm(store.as_ref(), &claimed[0])
+        .await
+        .unwrap();
+    let done = engine
+        .continue_claimed(
+            fsm,
+            &claimed[0],
+            RunOptions {
+                owner: Some("worker".into()),
+                ..durable(&store)
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.status, RunStatus::Completed);
+    assert_eq!(done.result.unwrap()["got"], "declined");
+}
+
+#[tokio::test]
+async fn without_a_store_nothing_waits_for_an_answer() {
+    let (_dir, _store, engine, fsm, _asker) = setup().await;
+    let out = engine
+        .run(fsm, json!({}), RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Failed);
+    let failure = out.trail.last().and_then(|e| e.failure.as_deref()).unwrap();
+    assert_eq!(failure.kind, FailureKind::Action);
+    assert!(failure.message.contains("no one to ask"), "{failure:?}");
+}
