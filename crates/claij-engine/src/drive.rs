@@ -246,20 +246,14 @@ impl<'e> RunState<'e> {
                             break;
                         }
                         Attempt::Paused { pause, usage } => {
-                            self.append_failure(
+                            let event = serde_json::to_value(&pause).unwrap_or_default();
+                            let message = pause.to_string();
+                            self.append_pause(
                                 state,
-                                serde_json::to_value(&pause).unwrap_or_default(),
-                                Failure {
-                                    kind: FailureKind::Budget,
-                                    message: pause.to_string(),
-                                    errors: Vec::new(),
-                                    attempt,
-                                },
-                                CallRecord {
-                                    usage,
-                                    ..CallRecord::default()
-                                },
-                                Some(duration),
+                                (FailureKind::Budget, message, event),
+                                attempt,
+                                usage,
+                                duration,
                             );
                             if let Some(t) = self.on_budget_route(state, &pause, attempt) {
                                 next = Some(t);
@@ -276,23 +270,17 @@ impl<'e> RunState<'e> {
                             break;
                         }
                         Attempt::Asked { question, usage } => {
-                            self.append_failure(
+                            let event = serde_json::to_value(&question).unwrap_or_default();
+                            let message = format!(
+                                "the MCP server `{}` asks: {}",
+                                question.server, question.message
+                            );
+                            self.append_pause(
                                 state,
-                                serde_json::to_value(&question).unwrap_or_default(),
-                                Failure {
-                                    kind: FailureKind::Question,
-                                    message: format!(
-                                        "the MCP server `{}` asks: {}",
-                                        question.server, question.message
-                                    ),
-                                    errors: Vec::new(),
-                                    attempt,
-                                },
-                                CallRecord {
-                                    usage,
-                                    ..CallRecord::default()
-                                },
-                                Some(duration),
+                                (FailureKind::Question, message, event),
+                                attempt,
+                                usage,
+                                duration,
                             );
                             let mut wait = self.wait_for(state, Suspension::default());
                             wait.transitions = Vec::new();
@@ -406,6 +394,29 @@ impl<'e> RunState<'e> {
     /// held by no one, in `state` (an answered wait, for a worker to continue).
     pub(crate) async fn hand_back(mut self, state: &str) -> Result<(), StoreError> {
         self.commit(RunStatus::Running, state, None, None).await
+    }
+
+    /// Records a pause of the attempt `attempt` of `state` (what it is: its kind, message
+    /// and event), with what its calls cost: an entry that is not an attempt.
+    fn append_pause(
+        &mut self,
+        state: &State,
+        (kind, message, event): (FailureKind, String, Value),
+        attempt: u32,
+        usage: Option<Box<claij_core::Usage>>,
+        duration: Duration,
+    ) {
+        let failure = Failure {
+            kind,
+            message,
+            errors: Vec::new(),
+            attempt,
+        };
+        let call = CallRecord {
+            usage,
+            ..CallRecord::default()
+        };
+        self.append_failure(state, event, failure, call, Some(duration));
     }
 
     /// Records `answer` to the `question` the run stopped for in `state` (a pause entry,

@@ -11,6 +11,8 @@ use claij_core::budget::is_pause;
 use claij_core::{Answer, FailureKind, Question, TrailEntry};
 use serde_json::Value;
 
+use crate::run::InputError;
+
 /// One attempt's questions: what it can answer, and the one it stopped for.
 #[derive(Clone, Default)]
 pub struct Questions(Option<Arc<Inner>>);
@@ -89,6 +91,16 @@ fn recorded(event: &Value) -> Option<(Question, Answer)> {
     let question: Question = serde_json::from_value(event.get("question")?.clone()).ok()?;
     let answer = Answer::parse(event.get("answer")?).ok()?;
     Some((question, answer))
+}
+
+/// `input` as an answer to `question`, or why not (the field and the rule).
+pub(crate) fn checked_answer(question: &Question, input: &Value) -> Result<Answer, InputError> {
+    question
+        .answer(input)
+        .map_err(|message| InputError::Answer {
+            server: question.server.clone(),
+            message,
+        })
 }
 
 /// The event of the entry recording `answer` to `question`.

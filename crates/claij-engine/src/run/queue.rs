@@ -13,7 +13,7 @@ use claij_core::Fsm;
 use claij_core::store::{ClaimFrom, Notice, StoreError};
 use serde_json::Value;
 
-use super::{Engine, InputError, RunError, RunOptions, RunStatus};
+use super::{Engine, RunError, RunOptions, RunStatus};
 use crate::durable::{DEFAULT_LEASE, process_owner};
 
 /// How a run is queued.
@@ -130,12 +130,7 @@ impl Engine {
         // An answer to a server's question, checked now; else the transition it takes.
         let given = match &wait.question {
             Some(question) => {
-                let answer = question
-                    .answer(&input)
-                    .map_err(|message| InputError::Answer {
-                        server: question.server.clone(),
-                        message,
-                    })?;
+                let answer = crate::questions::checked_answer(question, &input)?;
                 Given::Answer(question.as_ref().clone(), answer)
             }
             None => Given::Transition(self.waited_transition(&fsm, run_id, &wait, &input)?),

@@ -105,12 +105,7 @@ impl Engine {
                         .await;
                 }
                 if let (Some(question), Some(input)) = (&wait.question, &input) {
-                    let answer = question
-                        .answer(input)
-                        .map_err(|message| InputError::Answer {
-                            server: question.server.clone(),
-                            message,
-                        })?;
+                    let answer = crate::questions::checked_answer(question, input)?;
                     store
                         .claim(
                             run_id,
