@@ -25,10 +25,11 @@ Phases (each asserts what it sees; exit 0 only when every check passed):
         --store given) a `subscriptions/listen` stream on two runs: an event for each when
         one is continued here and the other by another process; only claij's URIs honored;
         a run read, the template, the prompt listed and got, an argument completed.
-  question1  (serve the `ask` FSM, whose MCP server asks a question) `ask_start`: the run
-        is suspended on the server's question; its id written to --run-file.
+  question1  (serve the `ask` FSM, whose MCP server asks a question) `ask_start` twice:
+        each run is suspended on the server's question; their ids written to --run-file.
   question2  (a new client process, a new server process) `ask_continue`: an answer the
-        requested schema refuses changes nothing; the answer completes the run.
+        requested schema refuses changes nothing; the answer completes the first run;
+        "decline" (not an object) completes the second.
   cancel  (serve tests/mcp-clients/slow.yaml too; --run-file given) a run of `slow`
         cancelled by the client while its program runs: the run is interrupted and the
         program gone.
@@ -420,13 +421,15 @@ async def question1(client, opts):
     check(r["status"] == "suspended" and r["question"]["server"] == "ev" and r["waiting_for"] == [],
           "the run is suspended on the server's question", r)
     check(r["schema"]["required"] == ["name"], "with the schema the server asked for", r["schema"])
+    other = await ok_json(client, "ask_start", {})
+    check(other["status"] == "suspended", "a second run waits too", other)
     with open(opts.run_file, "w") as f:
-        f.write(r["run_id"])
+        f.write(r["run_id"] + "\n" + other["run_id"])
     print("question1 passed", flush=True)
 
 
 async def question2(client, opts):
-    run_id = open(opts.run_file).read().strip()
+    run_id, other = open(opts.run_file).read().split()
     r = await ok_json(client, "ask_status", {"run_id": run_id, "trail": False})
     check(r["status"] == "suspended" and r["question"]["server"] == "ev",
           "after both restarts the run still waits for the answer", r)
@@ -435,6 +438,12 @@ async def question2(client, opts):
     r = await ok_json(client, "ask_continue", {"run_id": run_id, "input": {"name": "Grace"}})
     check(r["status"] == "completed" and "Name: Grace" in r["result"]["said"],
           "the answer completes the run: the server got it", r)
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    check("type" not in tools["ask_continue"].input_schema["properties"]["input"],
+          "ask_continue's input takes an answer that is not an object", tools["ask_continue"].input_schema)
+    r = await ok_json(client, "ask_continue", {"run_id": other, "input": "decline"})
+    check(r["status"] == "completed" and "declined" in r["result"]["said"],
+          "a declined question: the server hears it", r)
     print("question2 passed", flush=True)
 
 

@@ -102,13 +102,29 @@ fn continue_schema(fsm: &Fsm) -> Value {
         .filter_map(|&t| fsm.transitions[t].effective.clone())
         .collect();
     let mut input = Map::new();
-    input.insert("type".into(), json!("object"));
-    input.insert(
-        "description".into(),
-        json!("The event the run waits for: its `id` names the transition [state, next] to take."),
-    );
-    if !waited.is_empty() {
-        input.insert("anyOf".into(), Value::Array(waited));
+    if fsm.servers.is_empty() {
+        input.insert("type".into(), json!("object"));
+        input.insert(
+            "description".into(),
+            json!(
+                "The event the run waits for: its `id` names the transition [state, next] to take."
+            ),
+        );
+        if !waited.is_empty() {
+            input.insert("anyOf".into(), Value::Array(waited));
+        }
+    } else {
+        // Its MCP servers may ask questions, which the run then waits on: the answer (an
+        // object fitting the question's schema, "decline" or null) is an input too.
+        input.insert(
+            "description".into(),
+            json!("The event the run waits for: its `id` names the transition [state, next] to take; or, when an MCP server's question stopped the run (`question` in its status), the answer: an object fitting the question's schema (`schema` in its status), \"decline\" or null."),
+        );
+        if !waited.is_empty() {
+            let mut branches = waited;
+            branches.push(json!({"description": "An answer to an MCP server's question."}));
+            input.insert("anyOf".into(), Value::Array(branches));
+        }
     }
     let mut schema = Map::new();
     schema.insert("type".into(), json!("object"));
