@@ -20,6 +20,13 @@ shows the prompt and both answers; an answer the validator refuses (approver "x"
 the message by the approver field; a good one (approver "ada") shows the thank-you with
 the run's status; the page reloaded says the link no longer answers; a forged link (one
 digit changed) says it is not valid. Screenshots: page-5-link.png … page-8-link-used.png.
+
+    page.py --question ACCEPT_LINK DECLINE_LINK ARTIFACTS_DIR
+
+Two resume links to runs stopped for an MCP server's question (tests/mcp-clients/ask.yaml):
+the first shows who asks, the question's fields (no choice of transition) and the decline
+and cancel buttons; it is answered with a name ("Lin"); the second is declined. Each shows
+the thank-you with the run's status. Screenshots: page-9-question.png, page-10-answered.png.
 """
 
 import json
@@ -297,22 +304,72 @@ def drive_link(b, link):
     summary["console_errors"] = [m for m in severe if m not in summary["refusals_logged"]]
 
 
+def drive_question(b, accept_link, decline_link):
+    """Resume links to runs stopped for an MCP server's question: the form of its schema,
+    accepted on one, declined on the other."""
+    driver, summary, until, js, shot = b.driver, b.summary, b.until, b.js, b.shot
+
+    def state():
+        return js("const v = document.getElementById('link-view'); return v ? v.dataset.state : null;")
+
+    def shown(element_id):
+        found = driver.find_elements(By.ID, element_id)
+        return bool(found) and found[0].is_displayed()
+
+    def done():
+        until("the thank-you shows", lambda: state() == "answered" and shown("link-done"))
+        return driver.find_element(By.ID, "link-done").get_attribute("data-status")
+
+    driver.get(accept_link)
+    until("the question's form shows", lambda: state() == "open" and shown("answer-form"))
+    form = driver.find_element(By.ID, "answer-form")
+    summary["asker"] = driver.find_element(By.ID, "answer-asker").text
+    summary["question_server"] = form.get_attribute("data-question")
+    summary["prompt"] = driver.find_element(By.ID, "wait-prompt").text
+    summary["select_shown"] = shown("answer-select")
+    summary["fields"] = [e.get_attribute("data-field") for e in driver.find_elements(By.CSS_SELECTOR, "#answer-form [data-field]")]
+    summary["buttons"] = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#answer-form .actions button")]
+    name = driver.find_element(By.ID, "field-name")
+    name.clear()
+    name.send_keys("Lin")
+    shot("page-9-question.png")
+    driver.find_element(By.ID, "answer-submit").click()
+    summary["accepted_status"] = done()
+    shot("page-10-answered.png")
+
+    driver.get(decline_link)
+    until("the second question's form shows", lambda: state() == "open" and shown("answer-decline"))
+    driver.find_element(By.ID, "answer-decline").click()
+    summary["declined_status"] = done()
+
+    severe = b.severe_logs()
+    summary["console_errors"] = severe
+
+
 def main():
     args = sys.argv[1:]
     if len(args) == 3 and args[0] == "--hook":
         mode, link, artifacts = "link", args[1], args[2]
         summary = {"link": link, "screenshots": []}
+    elif len(args) == 4 and args[0] == "--question":
+        mode, link, decline, artifacts = "question", args[1], args[2], args[3]
+        summary = {"link": link, "screenshots": []}
     elif len(args) == 3:
         mode, base, run_id, artifacts = "run", args[0].rstrip("/"), args[1], args[2]
         summary = {"run": run_id, "screenshots": []}
     else:
-        sys.exit("usage: page.py BASE_URL RUN_ID ARTIFACTS_DIR | page.py --hook LINK_URL ARTIFACTS_DIR")
+        sys.exit(
+            "usage: page.py BASE_URL RUN_ID ARTIFACTS_DIR | page.py --hook LINK_URL ARTIFACTS_DIR"
+            " | page.py --question ACCEPT_LINK DECLINE_LINK ARTIFACTS_DIR"
+        )
     artifacts = os.path.realpath(artifacts)
     os.makedirs(artifacts, exist_ok=True)
     b = Browser(artifacts, summary)
     try:
         if mode == "link":
             drive_link(b, link)
+        elif mode == "question":
+            drive_question(b, link, decline)
         else:
             drive_run(b, base, run_id)
     except TimeoutException:

@@ -48,6 +48,9 @@
 //   #error-NAME                     the validator's messages for NAME ([data-error-for=NAME])
 //   #form-error                     problems not placed at a field
 //   #answer-submit                  the submit button
+//   #answer-asker                   for an MCP server's question: who asks (the form then has
+//                                   [data-question]: the server, no #answer-select, and
+//                                   #answer-decline #answer-cancel beside #answer-submit)
 //   #answer-sent                    shown once an answer was taken
 //   #run-result #run-failure        a completed run's result, a failed run's last failure
 //   #trail                          the trail's <tbody>: [data-testid="trail-entry"][data-seq][data-from][data-to]
@@ -555,36 +558,56 @@ function placeField(place, base) {
 
 /**
  * A form that sends one of `answers` (`[{id: [from, to], description, schema}]`): a choice of
- * answer, the fields of its schema, a box for problems not placed at a field.
+ * answer, the fields of its schema, a box for problems not placed at a field. For the
+ * question of an MCP server (`question`: `{server, message}`, `schema`: what it asks for),
+ * the fields of that schema instead, sent as `{action: "accept", content}`, and two more
+ * buttons that decline (#answer-decline) or cancel (#answer-cancel) the question.
  * `send(input)` returns the Response; `onDone(response, body)` hears a 2xx;
  * `onProblem(response, problem)`, if given, hears a refusal first and returns true when it
  * dealt with it (else each problem is shown by its field, `base` being the answer's place).
  */
-function answerForm({ answers, ids, submitLabel, base, send, onDone, onProblem }) {
-  const select = h("select", { class: "input", id: ids.select, name: "answer" },
-    answers.map((a, i) => h("option", { value: String(i) }, `${a.id[0]} → ${a.id[1]}${a.description ? ` — ${a.description}` : ""}`)));
+function answerForm({ answers, question, schema, ids, submitLabel, base, send, onDone, onProblem }) {
   const describe = h("p", { class: "answer-description muted" });
   const fieldsBox = h("div", { class: "fields" });
   const general = h("div", { class: "form-error", id: "form-error", role: "alert", hidden: true });
   const submit = h("button", { type: "submit", class: "btn btn-primary", id: ids.submit }, submitLabel);
-  const form = h("form", { class: "form", id: ids.form, novalidate: true },
-    h("div", { class: "field" },
+  const refusals = question
+    ? [["decline", "Decline"], ["cancel", "Cancel"]].map(([action, label]) =>
+      h("button", { type: "button", class: "btn", id: `answer-${action}`, dataset: { action } }, label))
+    : [];
+  let select = null;
+  let head;
+  if (question) {
+    head = h("p", { class: "answer-description muted", id: "answer-asker" },
+      "Asked by the MCP server ", h("span", { class: "mono" }, question.server),
+      " while the step runs: your answer goes back to it.");
+  } else {
+    select = h("select", { class: "input", id: ids.select, name: "answer" },
+      answers.map((a, i) => h("option", { value: String(i) }, `${a.id[0]} → ${a.id[1]}${a.description ? ` — ${a.description}` : ""}`)));
+    head = h("div", { class: "field" },
       h("label", { class: "field-label", for: ids.select }, h("span", { class: "field-name" }, answers.length > 1 ? "Answer" : "Transition")),
-      select, describe),
-    fieldsBox, general,
-    h("div", { class: "actions" }, submit));
+      select, describe);
+  }
+  const form = h("form", { class: "form", id: ids.form, novalidate: true },
+    head, fieldsBox, general,
+    h("div", { class: "actions" }, submit, ...refusals));
 
   let current = null;
   const choose = () => {
+    fill(fieldsBox);
+    general.hidden = true;
+    if (question) {
+      form.dataset.question = question.server;
+      current = { answer: null, inputs: schemaFields(schema || {}, schema || {}, fieldsBox) };
+      return;
+    }
     const answer = answers[Number(select.value)] || answers[0];
     form.dataset.transition = `${answer.id[0]}->${answer.id[1]}`;
     describe.textContent = answer.description || "";
     describe.hidden = !answer.description;
-    fill(fieldsBox);
-    general.hidden = true;
     current = { answer, inputs: schemaFields(answer.schema || {}, answer.schema || {}, fieldsBox) };
   };
-  select.addEventListener("change", choose);
+  if (select) select.addEventListener("change", choose);
   choose();
 
   const showGeneral = (title, lines) => {
@@ -592,23 +615,12 @@ function answerForm({ answers, ids, submitLabel, base, send, onDone, onProblem }
     general.hidden = false;
   };
 
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    general.hidden = true;
-    for (const f of current.inputs.fields.values()) clearFieldError(f);
-    let values;
-    try {
-      values = current.inputs.values();
-    } catch (e) {
-      const f = e instanceof FieldError && current.inputs.fields.get(e.field);
-      if (f) setFieldError(f, [e.message]);
-      else showGeneral("Check the answer", [e.message]);
-      return;
-    }
-    const input = { id: current.answer.id, ...values };
-    submit.disabled = true;
-    const label = submit.textContent;
-    submit.textContent = "Sending…";
+  // Sends `input` with `button` busy; a refusal is shown by its fields.
+  const sendInput = async (input, button) => {
+    const buttons = [submit, ...refusals];
+    for (const b of buttons) b.disabled = true;
+    const label = button.textContent;
+    button.textContent = "Sending…";
     form.setAttribute("aria-busy", "true");
     try {
       const response = await send(input);
@@ -644,11 +656,35 @@ function answerForm({ answers, ids, submitLabel, base, send, onDone, onProblem }
     } catch (e) {
       showGeneral("The answer was not sent", [e.message]);
     } finally {
-      submit.disabled = false;
-      submit.textContent = label;
+      for (const b of buttons) b.disabled = false;
+      button.textContent = label;
       form.removeAttribute("aria-busy");
     }
+  };
+
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    general.hidden = true;
+    for (const f of current.inputs.fields.values()) clearFieldError(f);
+    let values;
+    try {
+      values = current.inputs.values();
+    } catch (e) {
+      const f = e instanceof FieldError && current.inputs.fields.get(e.field);
+      if (f) setFieldError(f, [e.message]);
+      else showGeneral("Check the answer", [e.message]);
+      return;
+    }
+    const input = question ? { action: "accept", content: values } : { id: current.answer.id, ...values };
+    sendInput(input, submit);
   });
+  for (const button of refusals) {
+    button.addEventListener("click", () => {
+      general.hidden = true;
+      for (const f of current.inputs.fields.values()) clearFieldError(f);
+      sendInput({ action: button.dataset.action }, button);
+    });
+  }
   return form;
 }
 
@@ -668,6 +704,8 @@ function waitParts(wait, answers, options) {
       submitLabel: "Send answer",
       ...options,
       answers,
+      question: wait.question || null,
+      schema: wait.schema,
       ids: { form: "answer-form", select: "answer-select", submit: "answer-submit" },
     }),
   };
@@ -997,7 +1035,8 @@ function runView(root, id) {
       waitCard.hidden = false;
       return;
     }
-    if (!answers.length) {
+    const asked = run.status === "suspended" && wait && wait.question;
+    if (!answers.length && !asked) {
       // "Answer taken" stays while the run goes on; otherwise nothing is shown.
       if (waitKey === "sent" && (run.status === "running" || run.status === "suspended")) return;
       fill(waitCard);
@@ -1006,7 +1045,7 @@ function runView(root, id) {
       return;
     }
     // Re-drawn only when the wait changed: never under the user's typing.
-    const key = JSON.stringify([wait.state, answers.map((a) => a.id), run.trail_len]);
+    const key = JSON.stringify([wait.state, answers.map((a) => a.id), wait.question || null, run.trail_len]);
     if (key === waitKey) return;
     waitKey = key;
     const parts = waitParts(wait, answers, {
@@ -1258,7 +1297,7 @@ function linkView(root) {
       h("div", { class: "pad link-body" },
         h("p", { class: "link-state muted" }, "Step ", h("span", { class: "mono state-name", id: "link-state" }, hook.state)),
         parts.prompt,
-        hook.answers && hook.answers.length
+        (hook.answers && hook.answers.length) || hook.question
           ? parts.form
           : h("p", { class: "banner banner-error" }, "This question takes no answer here.")));
     const first = $("#answer-form input, #answer-form textarea", card);

@@ -444,6 +444,113 @@ async fn a_person_answers_through_a_resume_link_in_the_browser_without_the_token
 }
 
 #[tokio::test]
+async fn a_person_answers_an_mcp_servers_question_through_a_resume_link() {
+    // `ask`'s server (server-everything, on PATH) puts a form to a person during the run:
+    // the run stops on it, and its resume link shows the question's own fields.
+    require_chromium();
+    let python = selenium_python();
+    claij_testkit::cache::mcp_server_bin("mcp-server-everything");
+    let path = format!(
+        "{}:{}",
+        claij_testkit::cache::mcp_server_bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let ask = repo()
+        .join("tests/mcp-clients/ask.yaml")
+        .display()
+        .to_string();
+    let server = Served::start_env(
+        &dir.path().join("claij.db"),
+        &[&ask],
+        &[("CLAIJ_API_TOKEN", TOKEN), ("PATH", &path)],
+    );
+    let http = client();
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let started = send(
+            http.post(server.url("/runs?wait=30"))
+                .bearer_auth(TOKEN)
+                .header("content-type", "application/json")
+                .body(json!({"fsm": "ask", "input": {}}).to_string()),
+        )
+        .await;
+        assert_eq!(started.status, 201, "{}", started.text);
+        let run = started.json();
+        assert_eq!(run["status"], "suspended", "{run}");
+        assert_eq!(run["wait"]["question"]["server"], "ev", "{run}");
+        let link = run["wait"]["hook_url"].as_str().unwrap().to_owned();
+        let view = send(
+            http.get(server.url(&link))
+                .header("accept", "application/json"),
+        )
+        .await
+        .json();
+        assert_eq!(view["question"]["server"], "ev", "{view}");
+        assert_eq!(view["schema"]["required"], json!(["name"]), "{view}");
+        assert_eq!(view["answers"], json!([]), "{view}");
+        runs.push((run["id"].as_str().unwrap().to_owned(), server.url(&link)));
+    }
+
+    let shots = ["page-9-question.png", "page-10-answered.png"];
+    let artifacts = artifacts(&shots);
+    let summary = page_py(
+        &python,
+        &[
+            "--question".as_ref(),
+            runs[0].1.as_ref(),
+            runs[1].1.as_ref(),
+            artifacts.as_os_str(),
+        ],
+    )
+    .await;
+    assert_eq!(summary["question_server"], "ev", "{summary}");
+    assert!(
+        summary["asker"].as_str().is_some_and(|a| a.contains("ev")),
+        "{summary}"
+    );
+    assert_eq!(
+        summary["prompt"], "Please provide inputs for the following fields:",
+        "{summary}"
+    );
+    assert_eq!(summary["select_shown"], false, "{summary}");
+    let fields = summary["fields"].as_array().unwrap();
+    assert!(fields.contains(&json!("name")), "{summary}");
+    assert!(fields.contains(&json!("email")), "{summary}");
+    assert_eq!(
+        summary["buttons"],
+        json!(["Send answer", "Decline", "Cancel"]),
+        "{summary}"
+    );
+    assert_eq!(summary["accepted_status"], "completed", "{summary}");
+    assert_eq!(summary["declined_status"], "completed", "{summary}");
+    assert_eq!(summary["console_errors"], json!([]), "{summary}");
+    for shot in shots {
+        assert_png(&artifacts.join(shot), 1280, 600, 10_000);
+    }
+
+    // The server got each answer: the name on one, the refusal on the other.
+    let said = |run: Value| run["result"]["said"].as_str().unwrap_or_default().to_owned();
+    let accepted = send(
+        http.get(server.url(&format!("/runs/{}", runs[0].0)))
+            .bearer_auth(TOKEN),
+    )
+    .await
+    .json();
+    assert!(said(accepted.clone()).contains("Lin"), "{accepted}");
+    let declined = send(
+        http.get(server.url(&format!("/runs/{}", runs[1].0)))
+            .bearer_auth(TOKEN),
+    )
+    .await
+    .json();
+    assert!(
+        said(declined.clone()).to_lowercase().contains("declined"),
+        "{declined}"
+    );
+}
+
+#[tokio::test]
 async fn the_page_is_served_under_a_strict_policy_and_the_graph_is_drawn_by_graphviz() {
     require_graphviz();
     let dir = tempfile::tempdir().unwrap();

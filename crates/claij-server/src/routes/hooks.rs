@@ -56,6 +56,14 @@ pub(crate) struct HookView {
     pub prompt: Option<String>,
     /// Each answer the run takes, with its schema.
     pub answers: Vec<AnswerView>,
+    /// The question an MCP server asked, when the run stopped for one: `server` and
+    /// `message` (the answer is an object satisfying `schema`, `"decline"` or `null`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub question: Option<Value>,
+    /// The schema of any answer (for a question, the one it asks for).
+    #[schema(value_type = Object)]
+    pub schema: Value,
     /// When the wait ends, if it does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
@@ -211,6 +219,8 @@ async fn hook_view(state: &AppState, secret: &str) -> Result<Json<HookView>, Pro
         state: wait.state,
         prompt: wait.prompt,
         answers: wait.answers,
+        question: wait.question,
+        schema: wait.schema,
         expires_at: wait.expires_at,
     }))
 }
