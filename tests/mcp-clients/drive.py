@@ -30,6 +30,9 @@ Phases (each asserts what it sees; exit 0 only when every check passed):
   question2  (a new client process, a new server process) `ask_continue`: an answer the
         requested schema refuses changes nothing; the answer completes the first run;
         "decline" (not an object) completes the second.
+  held  (serve tests/mcp-clients/asker.yaml, $ASKER_LOG set) `asker_start` answers once the
+        run waits on the server's question, its request held open (`held_until`);
+        `asker_continue` answers it: the run completes, the tool having run once.
   cancel  (serve tests/mcp-clients/slow.yaml too; --run-file given) a run of `slow`
         cancelled by the client while its program runs: the run is interrupted and the
         program gone.
@@ -447,6 +450,18 @@ async def question2(client, opts):
     print("question2 passed", flush=True)
 
 
+async def held(client, opts):
+    r = await ok_json(client, "asker_start", {})
+    check(r["status"] == "suspended" and r["question"]["server"] == "asker" and "held_until" in r,
+          "asker_start answers once the run waits on the question, its request held open", r)
+    done = await ok_json(client, "asker_continue", {"run_id": r["run_id"], "input": {"name": "Ada"}})
+    check(done["status"] == "completed" and done["result"]["said"] == "Hello, Ada!",
+          "the answer went straight back to the server's waiting request", done)
+    calls = open(os.environ["ASKER_LOG"]).read().splitlines()
+    check(len(calls) == 1, "the tool ran once", calls)
+    print("held passed", flush=True)
+
+
 async def cancel(client, opts):
     import anyio
 
@@ -491,7 +506,7 @@ async def on_log(params):
 
 PHASES = {"bot1": bot1, "bot2": bot2, "fsm1": fsm1, "fsm2": fsm2, "progress": progress,
           "resources": resources, "cancel": cancel, "listen": listen,
-          "question1": question1, "question2": question2}
+          "question1": question1, "question2": question2, "held": held}
 
 
 async def main():

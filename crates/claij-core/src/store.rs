@@ -138,6 +138,19 @@ pub struct Wait {
     /// is then the question's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub question: Option<Box<crate::Question>>,
+    /// For a question: the process that asked holds the server's request open until
+    /// `until`. An answer given before then is recorded and the run handed back to that
+    /// process (the server gets the answer in the request it is waiting on); after it,
+    /// whoever answers makes the attempt again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<Lease>,
+}
+
+impl Wait {
+    /// The hold on this wait's question, while it lasts at `now`.
+    pub fn held_at(&self, now: SystemTime) -> Option<&Lease> {
+        self.held.as_ref().filter(|h| h.until > now)
+    }
 }
 
 impl Wait {

@@ -22,7 +22,10 @@ use crate::run::{Engine, RunOutcome, RunStatus, kind_of};
 use crate::spend::{Ledger, Meter};
 
 mod budget;
+mod hold;
 use budget::metered;
+pub(crate) use hold::GRACE as HOLD_GRACE;
+use hold::Held;
 
 /// The model call behind an attempt, as its trail entry records it (all `None` when no
 /// model was called).
@@ -62,6 +65,11 @@ enum Attempt {
     Asked {
         question: Box<Question>,
         usage: Option<Box<claij_core::Usage>>,
+    },
+    /// The server's request was held open for its question and nobody answered in time:
+    /// the run, suspended on it (`wait`), is already written so.
+    Released {
+        wait: Box<Wait>,
     },
     Interrupted {
         usage: Option<Box<claij_core::Usage>>,
@@ -270,25 +278,31 @@ impl<'e> RunState<'e> {
                             break;
                         }
                         Attempt::Asked { question, usage } => {
-                            let event = serde_json::to_value(&question).unwrap_or_default();
-                            let message = format!(
-                                "the MCP server `{}` asks: {}",
-                                question.server, question.message
-                            );
-                            self.append_pause(
-                                state,
-                                (FailureKind::Question, message, event),
-                                attempt,
+                            let call = CallRecord {
                                 usage,
-                                duration,
+                                ..CallRecord::default()
+                            };
+                            let at = self.clock.wall();
+                            let pause = self.question_pause(
+                                state,
+                                &question,
+                                attempt,
+                                call,
+                                Some(duration),
+                                at,
                             );
-                            let mut wait = self.wait_for(state, Suspension::default());
-                            wait.transitions = Vec::new();
-                            wait.schema = question.schema.clone();
-                            wait.prompt = Some(question.message.clone());
-                            wait.question = Some(question);
+                            self.push(pause);
+                            let wait = self.question_wait(state, &question);
                             ending = Some((RunStatus::Suspended, Some(Box::new(wait))));
                             break;
+                        }
+                        Attempt::Released { wait } => {
+                            return Box::pin(self.end_as_written(
+                                RunStatus::Suspended,
+                                &state.id,
+                                Some(*wait),
+                            ))
+                            .await;
                         }
                         Attempt::Interrupted { usage } => {
                             self.append_failure(
@@ -499,6 +513,7 @@ impl<'e> RunState<'e> {
             }),
             budget: None,
             question: None,
+            held: None,
         }
     }
 
@@ -601,8 +616,9 @@ impl<'e> RunState<'e> {
                 .as_ref()
                 .map(|d| (d.store.clone(), self.run_id.clone(), d.owner.clone())),
         );
+        let (holds, mut hold_requests) = tokio::sync::mpsc::unbounded_channel();
         let questions = if self.durable.is_some() {
-            Questions::durable(&self.trail)
+            Questions::durable(&self.trail, Some(holds))
         } else {
             Questions::none()
         };
@@ -640,18 +656,70 @@ impl<'e> RunState<'e> {
             (None, Some(d)) => (Some(d), true),
             (t, _) => (t, false),
         };
-        let run = action.run(input);
-        let result = tokio::select! {
-            biased;
-            _ = self.cancel.cancelled() => return self.stopped(meter.usage_with_outstanding()),
-            r = async {
+        // The entries of the questions whose requests were held open (stored already), and
+        // how the last hold ended when nobody answered in time.
+        let mut held = Vec::new();
+        let mut released = None;
+        let ran = {
+            let run = action.run(input);
+            let bounded = async {
                 match limit {
                     // Boxed: a timer is most of this future, and most states have none.
                     Some(limit) => Box::pin(tokio::time::timeout(limit, run)).await.ok(),
                     None => Some(run.await),
                 }
-            } => r,
+            };
+            tokio::pin!(bounded);
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = self.cancel.cancelled() => break None,
+                    Some(request) = hold_requests.recv() => {
+                        let answer = match self
+                            .hold(state, attempt, &request.question, request.window)
+                            .await
+                        {
+                            Held::Answered { answer, entries } => {
+                                held.extend(entries);
+                                Some(answer)
+                            }
+                            Held::Released { wait, entries } => {
+                                held.extend(entries);
+                                released = Some(wait);
+                                None
+                            }
+                            Held::Refused => {
+                                questions.ask(request.question);
+                                None
+                            }
+                            Held::Lost => None,
+                        };
+                        let _ = request.reply.send(answer);
+                    }
+                    r = &mut bounded => break Some(r),
+                }
+            }
         };
+        if !held.is_empty() {
+            // Stored with what was not committed yet: the trail in memory follows.
+            self.trail.extend(held);
+            self.committed = self.trail.len();
+            self.published.clear();
+            self.context_dirty = false;
+        }
+        if let Some(wait) = released {
+            return Attempt::Released { wait };
+        }
+        let Some(result) = ran else {
+            return self.stopped(meter.usage_with_outstanding());
+        };
+        if self
+            .durable
+            .as_ref()
+            .is_some_and(|d| d.lost.load(Ordering::SeqCst))
+        {
+            return Attempt::LeaseLost;
+        }
         if let Some(pause) = meter.pause() {
             // A call was refused for a budget: whatever the action made of that, the run
             // stops here, and the attempt is made again once the budget allows it.
@@ -879,14 +947,30 @@ impl<'e> RunState<'e> {
         call: CallRecord,
         duration: Option<Duration>,
     ) {
-        let entry = TrailEntry {
+        let at = self.clock.wall();
+        let entry = self.failure_entry(state, output, failure, call, duration, at);
+        self.push(entry);
+    }
+
+    /// The entry of a failed attempt of `state` (or a pause there), made at `at`, to
+    /// follow the trail as it stands.
+    fn failure_entry(
+        &self,
+        state: &State,
+        output: Value,
+        failure: Failure,
+        call: CallRecord,
+        duration: Option<Duration>,
+        at: SystemTime,
+    ) -> TrailEntry {
+        TrailEntry {
             seq: self.trail.len() as u64,
             fsm: self.fsm.id.clone(),
             version: self.fsm.version,
             from: state.id.clone(),
             to: None,
             event: output,
-            at: self.clock.wall(),
+            at,
             attempt: failure.attempt,
             model: call.model,
             enforce: call.enforce,
@@ -894,8 +978,7 @@ impl<'e> RunState<'e> {
             usage: call.usage,
             duration_ms: duration.map(|d| d.as_millis() as u64),
             failure: Some(Box::new(failure)),
-        };
-        self.push(entry);
+        }
     }
 
     fn push(&mut self, entry: TrailEntry) {
@@ -931,6 +1014,16 @@ impl<'e> RunState<'e> {
             });
         }
         self.commit(status, state, wait.clone(), None).await?;
+        self.end_as_written(status, state, wait).await
+    }
+
+    /// Ends (or suspends) a run whose end is written already: tells the observers.
+    async fn end_as_written(
+        self,
+        status: RunStatus,
+        state: &str,
+        wait: Option<Wait>,
+    ) -> Result<RunOutcome, StoreError> {
         for o in &self.observers {
             o.run_finished(&self.run_id, status);
         }

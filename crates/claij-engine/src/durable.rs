@@ -3,7 +3,7 @@
 //! identity of this process.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -91,6 +91,10 @@ pub(crate) struct Durable {
     pub lease: Duration,
     /// Set when the heartbeat found the lease taken over: the run stops writing.
     pub lost: Arc<AtomicBool>,
+    /// Counts the holds begun and ended (odd: the run is suspended on a question whose
+    /// request this process holds open, its lease given up): the heartbeat neither renews
+    /// nor counts the lease lost meanwhile, nor trusts a beat sent across a hold's edge.
+    pub holds: Arc<AtomicU64>,
     /// Who keeps the lease, when not the run's own heartbeat.
     pub keeper: Option<LeaseKeeper>,
 }
@@ -119,6 +123,7 @@ struct Kept {
     key: u64,
     cancel: CancellationToken,
     lost: Arc<AtomicBool>,
+    holds: Arc<AtomicU64>,
 }
 
 impl LeaseKeeper {
@@ -160,7 +165,11 @@ impl LeaseKeeper {
                 Some(true) => kept.iter().for_each(|k| k.cancel.cancel()),
                 Some(false) => {}
                 None => {
-                    for k in kept.iter().filter(|k| k.key <= mark) {
+                    // A run holding a question's request gave its lease up on purpose.
+                    let lost = kept
+                        .iter()
+                        .filter(|k| k.key <= mark && k.holds.load(Ordering::SeqCst) % 2 == 0);
+                    for k in lost {
                         k.lost.store(true, Ordering::SeqCst);
                         k.cancel.cancel();
                     }
@@ -181,8 +190,26 @@ impl LeaseKeeper {
         }
     }
 
+    /// Enters again the runs whose hold just ended (`holds`): a renewal sent before
+    /// then, which did not find their lease, does not count it lost.
+    fn renew_key(&self, run_id: &str, holds: &Arc<AtomicU64>) {
+        let mut book = self.book();
+        book.generation += 1;
+        let key = book.generation;
+        if let Some(kept) = book.runs.get_mut(run_id) {
+            for k in kept.iter_mut().filter(|k| Arc::ptr_eq(&k.holds, holds)) {
+                k.key = key;
+            }
+        }
+    }
+
     /// Enters a run while it is driven; it leaves when the guard is dropped.
-    fn keep(&self, run_id: &str, cancel: &CancellationToken, lost: &Arc<AtomicBool>) -> KeptRun {
+    fn keep(
+        &self,
+        run_id: &str,
+        cancel: &CancellationToken,
+        (lost, holds): (&Arc<AtomicBool>, &Arc<AtomicU64>),
+    ) -> KeptRun {
         let mut book = self.book();
         book.generation += 1;
         let key = book.generation;
@@ -190,6 +217,7 @@ impl LeaseKeeper {
             key,
             cancel: cancel.clone(),
             lost: lost.clone(),
+            holds: holds.clone(),
         });
         KeptRun {
             keeper: self.clone(),
@@ -219,6 +247,20 @@ impl Drop for KeptRun {
 }
 
 impl Durable {
+    /// The run gives its lease up to hold a question's request open: the heartbeat stands
+    /// by until [`end_hold`](Self::end_hold).
+    pub(crate) fn begin_hold(&self) {
+        self.holds.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The hold is over (the run claimed again, or left suspended): the heartbeat goes on.
+    pub(crate) fn end_hold(&self, run_id: &str) {
+        self.holds.fetch_add(1, Ordering::SeqCst);
+        if let Some(keeper) = &self.keeper {
+            keeper.renew_key(run_id, &self.holds);
+        }
+    }
+
     /// When a lease taken now ends.
     pub(crate) fn lease_until(&self) -> SystemTime {
         SystemTime::now() + self.lease
@@ -229,7 +271,7 @@ impl Durable {
     /// or a lost lease. Stops when the returned guard is dropped.
     pub(crate) fn heartbeat(&self, run_id: &str, cancel: &CancellationToken) -> HeartbeatGuard {
         if let Some(keeper) = &self.keeper {
-            return HeartbeatGuard::Kept(keeper.keep(run_id, cancel, &self.lost));
+            return HeartbeatGuard::Kept(keeper.keep(run_id, cancel, (&self.lost, &self.holds)));
         }
         let link = self.clone();
         let run_id = run_id.to_owned();
@@ -238,9 +280,18 @@ impl Durable {
             let mut renewed = tokio::time::Instant::now();
             loop {
                 tokio::time::sleep(HEARTBEAT_INTERVAL).await;
+                let holds = link.holds.load(Ordering::SeqCst);
+                if holds % 2 == 1 {
+                    continue;
+                }
                 let renew = renewed.elapsed() >= link.lease / 3;
                 let until = renew.then(|| link.lease_until());
-                match link.store.heartbeat(&run_id, &link.owner, until).await {
+                let beat = link.store.heartbeat(&run_id, &link.owner, until).await;
+                if link.holds.load(Ordering::SeqCst) != holds {
+                    // A hold began (or came and went) while the beat was out.
+                    continue;
+                }
+                match beat {
                     Ok(beat) => {
                         if renew {
                             renewed = tokio::time::Instant::now();
@@ -296,14 +347,15 @@ mod tests {
     fn a_keeper_stops_interrupted_and_lost_runs_and_spares_new_ones() {
         let keeper = LeaseKeeper::new();
         let handles = |_: &str| (CancellationToken::new(), Arc::new(AtomicBool::new(false)));
+        let holds = Arc::new(AtomicU64::new(0));
         let (a_cancel, a_lost) = handles("a");
         let (b_cancel, b_lost) = handles("b");
         let (c_cancel, c_lost) = handles("c");
-        let a = keeper.keep("a", &a_cancel, &a_lost);
-        let _b = keeper.keep("b", &b_cancel, &b_lost);
+        let a = keeper.keep("a", &a_cancel, (&a_lost, &holds));
+        let _b = keeper.keep("b", &b_cancel, (&b_lost, &holds));
         let mark = keeper.mark();
         // Entered after the renewal was sent: its absence from the answer means nothing.
-        let _c = keeper.keep("c", &c_cancel, &c_lost);
+        let _c = keeper.keep("c", &c_cancel, (&c_lost, &holds));
         assert_eq!(keeper.holding(), 3);
         keeper.renewed(mark, &[held("a", true)]);
         assert!(
@@ -328,6 +380,29 @@ mod tests {
             ["b", "c"],
             "a run leaves the keeper when it is no longer driven"
         );
+    }
+
+    #[test]
+    fn a_run_holding_a_questions_request_is_not_lost_for_the_lease_it_gave_up() {
+        let keeper = LeaseKeeper::new();
+        let cancel = CancellationToken::new();
+        let lost = Arc::new(AtomicBool::new(false));
+        let holds = Arc::new(AtomicU64::new(0));
+        let _kept = keeper.keep("q", &cancel, (&lost, &holds));
+        // The hold begins: renewals that do not find the lease mean nothing.
+        holds.fetch_add(1, Ordering::SeqCst);
+        let during = keeper.mark();
+        keeper.renewed(during, &[]);
+        assert!(!cancel.is_cancelled() && !lost.load(Ordering::SeqCst));
+        // It ends (the run claimed again): a renewal sent during it means nothing either.
+        holds.fetch_add(1, Ordering::SeqCst);
+        keeper.renew_key("q", &holds);
+        keeper.renewed(during, &[]);
+        assert!(!cancel.is_cancelled() && !lost.load(Ordering::SeqCst));
+        // One sent after it, not finding the lease, does.
+        let after = keeper.mark();
+        keeper.renewed(after, &[]);
+        assert!(cancel.is_cancelled() && lost.load(Ordering::SeqCst));
     }
 
     #[test]

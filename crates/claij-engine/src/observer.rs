@@ -1,7 +1,9 @@
 //! Observers: told of a run's start, each attempt, each trail entry as it is appended, and
 //! its end (progress bars, live event streams).
 
-use claij_core::{State, TrailEntry};
+use std::time::SystemTime;
+
+use claij_core::{Question, State, TrailEntry};
 
 use crate::run::RunStatus;
 
@@ -28,6 +30,11 @@ pub trait Observer: Send + Sync {
 
     /// An entry was appended to the trail.
     fn entry_appended(&self, _run_id: &str, _entry: &TrailEntry) {}
+
+    /// An MCP server asked `question`, and the run is suspended on it (stored so) while
+    /// this process holds the server's request open, until `until` at most: an answer
+    /// given meanwhile, from any process, goes straight back to the server.
+    fn question_held(&self, _run_id: &str, _question: &Question, _until: SystemTime) {}
 
     /// The run ended.
     fn run_finished(&self, _run_id: &str, _status: RunStatus) {}

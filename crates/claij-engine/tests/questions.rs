@@ -19,9 +19,11 @@ use claij_engine::{
 use serde_json::json;
 
 /// Asks "Who are you?" (name required, a default for `team`) and answers with what it
-/// was told; counts its attempts.
+/// was told; counts its attempts. With a `hold`, it waits that long for the answer (as
+/// the `mcp` action holds a server's request open).
 struct Asker {
     calls: AtomicU32,
+    hold: Duration,
 }
 
 fn question() -> Question {
@@ -41,11 +43,19 @@ impl Action for Asker {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let told = input.questions.answer_for(&question());
         let waits = input.questions.wait_for_answers();
+        let hold = self.hold;
         Box::pin(async move {
+            let told = match told {
+                None if waits && !hold.is_zero() => input.questions.hold(question(), hold).await,
+                told => told,
+            };
             let got = match told {
                 Some(Answer::Accept(content)) => content,
                 Some(Answer::Decline) => json!("declined"),
                 Some(Answer::Cancel) => json!("cancelled"),
+                None if waits && !hold.is_zero() => {
+                    return Err(ActionError::failed("no answer in time"));
+                }
                 None if waits => {
                     input.questions.ask(question());
                     return Err(ActionError::failed("stopped for a question"));
@@ -74,6 +84,18 @@ async fn setup() -> (
     Arc<Fsm>,
     Arc<Asker>,
 ) {
+    setup_holding(Duration::ZERO).await
+}
+
+async fn setup_holding(
+    hold: Duration,
+) -> (
+    tempfile::TempDir,
+    Arc<dyn RunStore>,
+    Engine,
+    Arc<Fsm>,
+    Arc<Asker>,
+) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("claij.db");
     let store = claij_store::open(&path.display().to_string(), Durability::Normal)
@@ -81,6 +103,7 @@ async fn setup() -> (
         .unwrap_or_else(|e| panic!("{e}"));
     let asker = Arc::new(Asker {
         calls: AtomicU32::new(0),
+        hold,
     });
     let mut registry = ActionRegistry::with_builtins();
     registry.register("asker", asker.clone()).unwrap();
@@ -236,4 +259,180 @@ async fn without_a_store_nothing_waits_for_an_answer() {
     let failure = out.trail.last().and_then(|e| e.failure.as_deref()).unwrap();
     assert_eq!(failure.kind, FailureKind::Action);
     assert!(failure.message.contains("no one to ask"), "{failure:?}");
+}
+
+/// Waits for the run to be suspended on its question with its request held open; the
+/// run's id.
+async fn held_run(store: &Arc<dyn RunStore>) -> String {
+    for _ in 0..200 {
+        let runs = store
+            .runs(&claij_core::store::RunFilter::default())
+            .await
+            .unwrap();
+        if let Some(run) = runs.iter().find(|r| {
+            r.status == RunStatus::Suspended && r.wait.as_ref().is_some_and(|w| w.held.is_some())
+        }) {
+            return run.id.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("the run never waited with its request held");
+}
+
+#[tokio::test]
+async fn an_answer_given_while_the_request_is_held_goes_straight_back_to_the_asker() {
+    let (_dir, store, engine, fsm, asker) = setup_holding(Duration::from_secs(20)).await;
+    let answering = async {
+        let id = held_run(&store).await;
+        let record = store.run(&id).await.unwrap();
+        let wait = record.wait.unwrap();
+        assert_eq!(wait.question.as_deref(), Some(&question()));
+        assert_eq!(wait.held.as_ref().map(|h| h.owner.as_str()), Some("me"));
+        // Refused as ever: nothing changes, the hold goes on.
+        let refused = engine
+            .resume(fsm.clone(), &id, Some(json!({"name": 7})), durable(&store))
+            .await;
+        assert!(
+            matches!(refused, Err(RunError::Input(InputError::Answer { .. }))),
+            "{refused:?}"
+        );
+        // Another process answers (another owner): the run goes back to the one holding.
+        let answered = engine
+            .resume(
+                fsm.clone(),
+                &id,
+                Some(json!({"name": "Ada"})),
+                RunOptions {
+                    owner: Some("answerer".into()),
+                    ..durable(&store)
+                },
+            )
+            .await
+            .unwrap();
+        (id, answered)
+    };
+    let (out, (id, answered)) = tokio::join!(
+        engine.run(fsm.clone(), json!({}), durable(&store)),
+        answering
+    );
+    let out = out.unwrap();
+    assert_eq!(out.run_id, id);
+    assert_eq!(out.status, RunStatus::Completed);
+    assert_eq!(
+        out.result.unwrap()["got"],
+        json!({"name": "Ada", "team": "core"})
+    );
+    assert!(
+        matches!(answered.status, RunStatus::Running | RunStatus::Completed),
+        "the answerer sees the run go on: {:?}",
+        answered.status
+    );
+    assert_eq!(
+        asker.calls.load(Ordering::SeqCst),
+        1,
+        "the attempt ran once"
+    );
+    let trail = store.trail(&id, 0).await.unwrap();
+    assert_eq!(trail, out.trail, "the trail in memory is the one stored");
+    assert_eq!(
+        kinds(&trail),
+        [
+            None,
+            Some(FailureKind::Question),
+            Some(FailureKind::Answer),
+            None
+        ]
+    );
+    assert_eq!(trail[3].attempt, 1);
+    let record = store.run(&id).await.unwrap();
+    assert_eq!(record.status, RunStatus::Completed);
+    assert!(record.lease.is_none() && record.wait.is_none());
+}
+
+#[tokio::test]
+async fn an_answer_queued_while_the_request_is_held_goes_to_the_asker_not_a_worker() {
+    let (_dir, store, engine, fsm, asker) = setup_holding(Duration::from_secs(20)).await;
+    let answering = async {
+        let id = held_run(&store).await;
+        engine
+            .answer(fsm.clone(), &id, json!("decline"), durable(&store))
+            .await
+            .unwrap();
+    };
+    let (out, ()) = tokio::join!(
+        engine.run(fsm.clone(), json!({}), durable(&store)),
+        answering
+    );
+    let out = out.unwrap();
+    assert_eq!(out.status, RunStatus::Completed);
+    assert_eq!(out.result.unwrap()["got"], "declined");
+    assert_eq!(asker.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_hold_that_ends_unanswered_leaves_the_run_waiting_on_its_question() {
+    let (_dir, store, engine, fsm, asker) = setup_holding(Duration::from_millis(300)).await;
+    let out = engine
+        .run(fsm.clone(), json!({}), durable(&store))
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Suspended);
+    let wait = out.wait.clone().expect("a wait");
+    assert_eq!(wait.question.as_deref(), Some(&question()));
+    assert!(wait.held.is_none(), "the hold is over");
+    let record = store.run(&out.run_id).await.unwrap();
+    assert_eq!(record.wait, Some(wait));
+    assert!(record.lease.is_none());
+    assert_eq!(store.trail(&out.run_id, 0).await.unwrap(), out.trail);
+    assert_eq!(kinds(&out.trail), [None, Some(FailureKind::Question)]);
+
+    // Answered later: the attempt is made again, and finds the answer.
+    let done = engine
+        .resume(
+            fsm,
+            &out.run_id,
+            Some(json!({"name": "Lin"})),
+            durable(&store),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.status, RunStatus::Completed);
+    assert_eq!(done.result.unwrap()["got"]["name"], "Lin");
+    assert_eq!(asker.calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn an_answer_after_the_holder_is_gone_makes_the_attempt_again() {
+    let (_dir, store, engine, fsm, asker) = setup_holding(Duration::from_secs(1)).await;
+    // The holding process stops while it holds (its future dropped): the run is
+    // suspended, held by no one alive.
+    let id = tokio::select! {
+        out = engine.run(fsm.clone(), json!({}), durable(&store)) => panic!("ended: {out:?}"),
+        id = held_run(&store) => id,
+    };
+    let done = engine
+        .resume(
+            fsm,
+            &id,
+            Some(json!({"name": "Bo"})),
+            RunOptions {
+                owner: Some("answerer".into()),
+                ..durable(&store)
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.status, RunStatus::Completed);
+    assert_eq!(done.result.unwrap()["got"]["name"], "Bo");
+    assert_eq!(asker.calls.load(Ordering::SeqCst), 2, "made again");
+    let trail = store.trail(&id, 0).await.unwrap();
+    assert_eq!(
+        kinds(&trail),
+        [
+            None,
+            Some(FailureKind::Question),
+            Some(FailureKind::Answer),
+            None
+        ]
+    );
 }

@@ -212,6 +212,11 @@ fn outcome_json(outcome: &RunOutcome) -> Value {
                     out["question"] =
                         json!({"server": question.server, "message": question.message});
                 }
+                if let Some(held) = &w.held {
+                    // The server's request is held open: an answer given by then goes
+                    // straight back to it.
+                    out["held_until"] = json!(at(held.until));
+                }
             }
         }
         _ => {
@@ -326,15 +331,90 @@ pub(crate) async fn start(
     input: Value,
     watch: RunWatch,
 ) -> ToolOutput {
+    let (engine, fsm) = (runtime.engine.clone(), fsm.clone());
+    settle(runtime, watch, move |options| async move {
+        engine.run(fsm, input, options).await
+    })
+    .await
+}
+
+/// Runs `work` (a start or a resume, given its options) on a task of its own and reports
+/// the run once it ends or suspends — suspended on an MCP server's question too, while
+/// the task holds the server's request open: the task then goes on in this process
+/// (unbound from the tool call), and an answer given through `ID_continue` goes straight
+/// back to that server. An answer handed so to the process holding the request: the run
+/// is followed in the store until it ends or suspends. Cancelling the tool call while it
+/// waits interrupts the run.
+async fn settle<W, F>(runtime: &Runtime, watch: RunWatch, work: W) -> ToolOutput
+where
+    W: FnOnce(RunOptions) -> F,
+    F: std::future::Future<Output = Result<RunOutcome, RunError>> + Send + 'static,
+{
+    let (held_tx, held) = tokio::sync::oneshot::channel();
+    let cancel = CancellationToken::new();
+    let mut observers = watch.observers;
+    observers.push(Arc::new(HoldSignal(std::sync::Mutex::new(Some(held_tx)))));
     let options = RunOptions {
         store: Some(runtime.store.clone()),
-        cancel: watch.cancel,
-        observers: watch.observers,
+        cancel: cancel.clone(),
+        observers,
         ..RunOptions::default()
     };
-    match runtime.engine.run(fsm.clone(), input, options).await {
-        Ok(outcome) => ToolOutput::json(outcome_json(&outcome)),
-        Err(e) => run_error(&e),
+    let mut task = tokio::spawn(work(options));
+    let ended = tokio::select! {
+        ended = &mut task => ended,
+        Ok(run_id) = held => return stored_outcome(runtime, &watch.cancel, &run_id, false).await,
+        () = watch.cancel.cancelled() => {
+            cancel.cancel();
+            (&mut task).await
+        }
+    };
+    match ended {
+        Ok(Ok(outcome)) if outcome.status == RunStatus::Running => {
+            stored_outcome(runtime, &watch.cancel, &outcome.run_id, true).await
+        }
+        Ok(Ok(outcome)) => ToolOutput::json(outcome_json(&outcome)),
+        Ok(Err(e)) => run_error(&e),
+        Err(e) => ToolOutput::error(format!("the run's task failed: {e}")),
+    }
+}
+
+/// The run as the store has it; with `follow`, once the run ends or suspends (another
+/// process drives it), looking every 100 ms, or as it is when the tool call is cancelled.
+async fn stored_outcome(
+    runtime: &Runtime,
+    cancel: &CancellationToken,
+    run_id: &str,
+    follow: bool,
+) -> ToolOutput {
+    loop {
+        let record = match runtime.store.run(run_id).await {
+            Ok(record) => record,
+            Err(e) => return ToolOutput::error(format!("the store failed: {e}")),
+        };
+        let settled = !follow || record.status != RunStatus::Running;
+        if settled || cancel.is_cancelled() {
+            return match RunOutcome::stored(runtime.store.as_ref(), record).await {
+                Ok(outcome) => ToolOutput::json(outcome_json(&outcome)),
+                Err(e) => ToolOutput::error(format!("the store failed: {e}")),
+            };
+        }
+        tokio::select! {
+            () = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+            () = cancel.cancelled() => {}
+        }
+    }
+}
+
+/// Tells [`settle`], once, which run waits on a question whose request its task holds
+/// open.
+struct HoldSignal(std::sync::Mutex<Option<tokio::sync::oneshot::Sender<String>>>);
+
+impl Observer for HoldSignal {
+    fn question_held(&self, run_id: &str, _question: &claij_core::Question, _until: SystemTime) {
+        if let Some(tx) = self.0.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = tx.send(run_id.to_owned());
+        }
     }
 }
 
@@ -368,20 +448,11 @@ async fn resume(
         Ok(f) => f,
         Err(message) => return ToolOutput::error(message),
     };
-    let options = RunOptions {
-        store: Some(runtime.store.clone()),
-        cancel: watch.cancel,
-        observers: watch.observers,
-        ..RunOptions::default()
-    };
-    match runtime
-        .engine
-        .resume(pinned, run_id, Some(input), options)
-        .await
-    {
-        Ok(outcome) => ToolOutput::json(outcome_json(&outcome)),
-        Err(e) => run_error(&e),
-    }
+    let (engine, run_id) = (runtime.engine.clone(), run_id.to_owned());
+    settle(runtime, watch, move |options| async move {
+        engine.resume(pinned, &run_id, Some(input), options).await
+    })
+    .await
 }
 
 /// The definition a run is pinned to, from the store (loaded by the engine, cached by

@@ -149,6 +149,7 @@ impl Action for McpAction {
                     }),
                     meter: input.meter.clone(),
                     questions: input.questions.clone(),
+                    deadline: Some(std::time::Instant::now() + connection.spec().timeout),
                 };
                 let exchange = connection
                     .request_for(&method, params, input.cancel, Some(caller))

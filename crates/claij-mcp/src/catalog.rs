@@ -14,6 +14,9 @@ pub struct Catalog {
     pub resources: Vec<Value>,
     /// `prompts/list` entries (`name`, `description`, `arguments`).
     pub prompts: Vec<Value>,
+    /// Whether the server completes arguments (`completion/complete`: its `completions`
+    /// capability).
+    pub completions: bool,
 }
 
 impl Catalog {

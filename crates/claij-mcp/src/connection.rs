@@ -141,6 +141,7 @@ impl Connection {
             tools: spec.tools.clone(),
             sampling: hooks.sampling,
             elicitation: hooks.elicitation,
+            hold_questions: spec.hold_questions,
             catalog: RwLock::new(Catalog::default()),
             generation: generation_tx,
             notes: Mutex::new(Vec::new()),

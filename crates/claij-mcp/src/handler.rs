@@ -22,7 +22,6 @@ use std::sync::RwLock;
 use tokio::sync::watch;
 
 use claij_core::{Answer, Question};
-use claij_engine::Questions;
 
 use crate::catalog::{Catalog, ListKind};
 use crate::hooks::{Caller, ElicitationHandler, SamplingHandler};
@@ -38,6 +37,8 @@ pub(crate) struct Shared {
     pub tools: Option<Vec<String>>,
     pub sampling: Option<Arc<dyn SamplingHandler>>,
     pub elicitation: Option<Arc<dyn ElicitationHandler>>,
+    /// How long a question's request is held open for a durable run's answer.
+    pub hold_questions: std::time::Duration,
     pub catalog: RwLock<Catalog>,
     /// Bumped whenever the catalog changes.
     pub generation: watch::Sender<u64>,
@@ -78,6 +79,7 @@ impl Shared {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let mut mismatch = Ok(());
+        next.completions = caps.get("completions").is_some();
         if wants(ListKind::Tools) {
             let listed = if caps.get("tools").is_some() {
                 match peer.list_all_tools().await {
@@ -247,19 +249,20 @@ impl ClientHandler for Handler {
         }
         let message = request["message"].as_str().unwrap_or_default().to_owned();
         let schema = request["requestedSchema"].clone();
-        let questions = self
+        let caller = self
             .shared
             .callers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .last()
-            .map(|(_, c)| c.questions.clone())
-            .filter(Questions::wait_for_answers);
-        let answer = match questions {
-            // A durable run: answered from the run's answers, or the run stops for it (the
-            // request is ended with `cancel`; the attempt made again once it is answered
-            // asks again and gets the answer).
-            Some(questions) => {
+            .map(|(_, c)| (c.questions.clone(), c.deadline))
+            .filter(|(q, _)| q.wait_for_answers());
+        let answer = match caller {
+            // A durable run: answered from the run's answers, or the run waits on it while
+            // the request is held open (an answer given meanwhile comes back here), or
+            // stops for it (the request is ended with `cancel`; the attempt made again once
+            // it is answered asks again and gets the answer).
+            Some((questions, deadline)) => {
                 let question = Question {
                     server: self.shared.name.clone(),
                     message: message.clone(),
@@ -268,8 +271,17 @@ impl ClientHandler for Handler {
                 match questions.answer_for(&question) {
                     Some(answer) => answer,
                     None => {
-                        questions.ask(question);
-                        Answer::Cancel
+                        let window = match deadline {
+                            Some(at) => self.shared.hold_questions.min(
+                                at.saturating_duration_since(std::time::Instant::now())
+                                    .saturating_sub(std::time::Duration::from_secs(1)),
+                            ),
+                            None => self.shared.hold_questions,
+                        };
+                        questions
+                            .hold(question, window)
+                            .await
+                            .unwrap_or(Answer::Cancel)
                     }
                 }
             }

@@ -24,6 +24,9 @@ pub struct Caller {
     /// answered from the run's answers at this state, or stops the run until one is given
     /// (the [`ElicitationHandler`] is not asked).
     pub questions: Questions,
+    /// When the request in flight times out, if it does: a question's request is held
+    /// open no later than a second before.
+    pub deadline: Option<std::time::Instant>,
 }
 
 /// Answers `sampling/createMessage` requests from servers.

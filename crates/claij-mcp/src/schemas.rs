@@ -10,7 +10,9 @@
 //! `{"server", "method", "params"}`; the request schema's `items` is a `oneOf` with one
 //! branch per tool (`tools/call`: the name as a `const`, the tool's `inputSchema` as
 //! `arguments`, its description kept), one per server with resources (`resources/read`
-//! of a known URI) and one per prompt (`prompts/get` with its arguments).
+//! of a known URI) and one per prompt (`prompts/get` with its arguments) — and, for a
+//! server that completes arguments, one per prompt with arguments (`completion/complete`
+//! of one of them: the values the server suggests for what was typed so far).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -221,8 +223,55 @@ fn request_branches(server: &str, catalog: &Catalog) -> Vec<Value> {
             prompt.get("description"),
             params,
         ));
+        if catalog.completions && !properties.is_empty() {
+            out.push(completion_branch(server, name, properties.keys()));
+        }
     }
     out
+}
+
+/// A `completion/complete` branch for the arguments `args` of the prompt `prompt`.
+fn completion_branch<'a>(
+    server: &str,
+    prompt: &str,
+    args: impl Iterator<Item = &'a String>,
+) -> Value {
+    let args: Vec<&String> = args.collect();
+    branch(
+        server,
+        "completion/complete",
+        Some(&json!(format!(
+            "Complete an argument of the prompt `{prompt}` of `{server}`: the values it \
+             suggests for what was typed so far (`value`; `context.arguments`: the ones \
+             already chosen)"
+        ))),
+        json!({
+            "type": "object",
+            "required": ["ref", "argument"],
+            "properties": {
+                "ref": {
+                    "type": "object",
+                    "required": ["type", "name"],
+                    "properties": {"type": {"const": "ref/prompt"}, "name": {"const": prompt}},
+                    "additionalProperties": false,
+                },
+                "argument": {
+                    "type": "object",
+                    "required": ["name", "value"],
+                    "properties": {"name": {"enum": args}, "value": {"type": "string"}},
+                    "additionalProperties": false,
+                },
+                "context": {
+                    "type": "object",
+                    "properties": {
+                        "arguments": {"type": "object", "additionalProperties": {"type": "string"}},
+                    },
+                    "additionalProperties": false,
+                },
+            },
+            "additionalProperties": false,
+        }),
+    )
 }
 
 /// The request schema over `catalogs` (server name → catalog).
@@ -418,6 +467,49 @@ mod tests {
             prompts: vec![
                 json!({"name": "args-prompt", "arguments": [{"name": "city", "required": true}, {"name": "state"}]}),
             ],
+            completions: false,
+        }
+    }
+
+    #[test]
+    fn a_server_that_completes_arguments_is_offered_completions_of_its_prompts() {
+        let without = request_schema(&[("ev".into(), catalog())]);
+        let ask = json!({"requests": [{"server": "ev", "method": "completion/complete",
+            "params": {"ref": {"type": "ref/prompt", "name": "args-prompt"},
+                       "argument": {"name": "city", "value": "Pa"}}}]});
+        let compiled = CompiledSchema::compile(without).unwrap();
+        assert!(
+            !compiled.is_valid(&ask),
+            "no completions capability, no completions"
+        );
+
+        let with = request_schema(&[(
+            "ev".into(),
+            Catalog {
+                completions: true,
+                ..catalog()
+            },
+        )]);
+        let compiled = CompiledSchema::compile(with).unwrap();
+        assert!(compiled.is_valid(&ask), "{:?}", compiled.issues(&ask));
+        let with_context = json!({"requests": [{"server": "ev", "method": "completion/complete",
+            "params": {"ref": {"type": "ref/prompt", "name": "args-prompt"},
+                       "argument": {"name": "state", "value": ""},
+                       "context": {"arguments": {"city": "Paris"}}}}]});
+        assert!(
+            compiled.is_valid(&with_context),
+            "{:?}",
+            compiled.issues(&with_context)
+        );
+        for bad in [
+            json!({"requests": [{"server": "ev", "method": "completion/complete",
+                "params": {"ref": {"type": "ref/prompt", "name": "args-prompt"},
+                           "argument": {"name": "country", "value": ""}}}]}),
+            json!({"requests": [{"server": "ev", "method": "completion/complete",
+                "params": {"ref": {"type": "ref/prompt", "name": "other"},
+                           "argument": {"name": "city", "value": ""}}}]}),
+        ] {
+            assert!(!compiled.is_valid(&bad), "accepted {bad}");
         }
     }
 

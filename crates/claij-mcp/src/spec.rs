@@ -24,6 +24,11 @@ pub struct ServerSpec {
     /// The least severe log message the server is to send (`logging/setLevel` after the
     /// handshake; `None`: the server's own choice).
     pub log_level: Option<String>,
+    /// How long a durable run holds the server's request open when the server asks a
+    /// person a question (`elicitation/create`), at most the request's timeout less a
+    /// second (default [`DEFAULT_HOLD`]; zero: never held, the run stops for the question
+    /// at once).
+    pub hold_questions: Duration,
 }
 
 /// The log levels of MCP (RFC 5424's), least severe first.
@@ -62,6 +67,9 @@ pub enum Transport {
 /// Timeout of one request when a server's entry does not say.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long a question's request is held open when a server's entry does not say.
+pub const DEFAULT_HOLD: Duration = Duration::from_secs(30);
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSpec {
@@ -77,6 +85,7 @@ struct RawSpec {
     roots: Vec<String>,
     tools: Option<Vec<String>>,
     log_level: Option<String>,
+    hold_questions: Option<Value>,
 }
 
 impl ServerSpec {
@@ -106,7 +115,15 @@ impl ServerSpec {
         };
         Ok(ServerSpec {
             transport,
-            timeout: parse_timeout(raw.timeout.as_ref()).map_err(bad)?,
+            timeout: parse_duration("timeout", raw.timeout.as_ref(), DEFAULT_TIMEOUT, false)
+                .map_err(bad)?,
+            hold_questions: parse_duration(
+                "hold_questions",
+                raw.hold_questions.as_ref(),
+                DEFAULT_HOLD,
+                true,
+            )
+            .map_err(bad)?,
             roots: raw.roots.iter().map(|r| root_uri(r)).collect(),
             tools: raw.tools,
             log_level: match raw.log_level {
@@ -134,6 +151,7 @@ impl ServerSpec {
             roots: Vec::new(),
             tools: None,
             log_level: None,
+            hold_questions: DEFAULT_HOLD,
         }
     }
 
@@ -145,6 +163,7 @@ impl ServerSpec {
             roots: Vec::new(),
             tools: None,
             log_level: None,
+            hold_questions: DEFAULT_HOLD,
         }
     }
 
@@ -183,18 +202,29 @@ impl ServerSpec {
     }
 }
 
-fn parse_timeout(value: Option<&Value>) -> Result<Duration, String> {
-    match value {
-        None => Ok(DEFAULT_TIMEOUT),
+/// The duration `field` gives (seconds, or a duration like `"30s"`), else `default`;
+/// zero only when `zero_allowed`.
+fn parse_duration(
+    field: &str,
+    value: Option<&Value>,
+    default: Duration,
+    zero_allowed: bool,
+) -> Result<Duration, String> {
+    let duration = match value {
+        None => return Ok(default),
         Some(Value::Number(n)) => n
             .as_f64()
-            .filter(|s| *s > 0.0 && s.is_finite())
+            .filter(|s| *s >= 0.0 && s.is_finite())
             .map(Duration::from_secs_f64)
-            .ok_or_else(|| format!("timeout `{n}` is not a positive number of seconds")),
+            .ok_or_else(|| format!("{field} `{n}` is not a number of seconds"))?,
         Some(Value::String(s)) => humantime::parse_duration(s)
-            .map_err(|e| format!("timeout `{s}` is not a duration: {e}")),
-        Some(other) => Err(format!("timeout `{other}` is not a duration")),
+            .map_err(|e| format!("{field} `{s}` is not a duration: {e}"))?,
+        Some(other) => return Err(format!("{field} `{other}` is not a duration")),
+    };
+    if duration.is_zero() && !zero_allowed {
+        return Err(format!("{field} must be more than zero"));
     }
+    Ok(duration)
 }
 
 /// A root as a URI: URIs stay, paths become `file://` URIs (relative ones made absolute).
@@ -240,6 +270,26 @@ mod tests {
         let e = ServerSpec::from_value("few", &json!({"command": "x", "tools": "get-sum"}))
             .unwrap_err();
         assert!(e.to_string().contains("`few`"), "{e}");
+    }
+
+    #[test]
+    fn a_questions_hold_defaults_to_30_seconds_and_may_be_zero() {
+        let x = ServerSpec::from_value("x", &json!({"command": "x"})).unwrap();
+        assert_eq!(x.hold_questions, DEFAULT_HOLD);
+        let never =
+            ServerSpec::from_value("x", &json!({"command": "x", "hold_questions": 0})).unwrap();
+        assert_eq!(never.hold_questions, Duration::ZERO);
+        let long =
+            ServerSpec::from_value("x", &json!({"command": "x", "hold_questions": "2m"})).unwrap();
+        assert_eq!(long.hold_questions, Duration::from_secs(120));
+        let e = ServerSpec::from_value("x", &json!({"command": "x", "hold_questions": "a while"}))
+            .unwrap_err();
+        assert!(e.to_string().contains("hold_questions `a while`"), "{e}");
+        let e = ServerSpec::from_value("x", &json!({"command": "x", "timeout": 0})).unwrap_err();
+        assert!(
+            e.to_string().contains("timeout must be more than zero"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -100,6 +100,42 @@ async fn a_batch_comes_back_in_order_with_errors_and_progress_in_the_trail() {
 }
 
 #[tokio::test]
+async fn a_run_completes_a_prompts_argument_through_the_server() {
+    // server-everything completes `completable-prompt`'s arguments: the request schema
+    // offers `completion/complete` for its prompts, and the server's suggestions come back.
+    let requests = json!([
+        {"server": "ev", "method": "completion/complete", "params": {
+            "ref": {"type": "ref/prompt", "name": "completable-prompt"},
+            "argument": {"name": "department", "value": "E"}}},
+        {"server": "ev", "method": "completion/complete", "params": {
+            "ref": {"type": "ref/prompt", "name": "completable-prompt"},
+            "argument": {"name": "name", "value": ""},
+            "context": {"arguments": {"department": "Engineering"}}}}
+    ]);
+    let (outcome, client) = run(document(everything(), None), requests).await;
+    assert_eq!(outcome.status, RunStatus::Completed, "{:#?}", outcome.trail);
+    let results = outcome.result.unwrap()["results"].clone();
+    assert_eq!(
+        results[0]["result"]["completion"]["values"],
+        json!(["Engineering"]),
+        "{results}"
+    );
+    let names = results[1]["result"]["completion"]["values"].clone();
+    assert!(
+        names.as_array().is_some_and(|n| !n.is_empty()),
+        "the names of the department chosen: {results}"
+    );
+
+    // An argument the prompt does not have is refused by the schema, before any call.
+    let bad = json!([{"server": "ev", "method": "completion/complete", "params": {
+        "ref": {"type": "ref/prompt", "name": "completable-prompt"},
+        "argument": {"name": "floor", "value": ""}}}]);
+    let (outcome, _client) = run(document(everything(), None), bad).await;
+    assert_eq!(outcome.status, RunStatus::Failed, "{:#?}", outcome.trail);
+    client.shutdown().await;
+}
+
+#[tokio::test]
 async fn server_errors_are_results_or_failures_as_configured() {
     // Requests the schema refuses never reach the server (see hat.rs); a timeout is an
     // error the server causes: a result by default, a failed attempt with `on_error: fail`.

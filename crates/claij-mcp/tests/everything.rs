@@ -294,6 +294,7 @@ async fn sampling_elicitation_and_roots_are_answered() {
                 info: json!({"state": "asker"}),
                 meter: claij_engine::Meter::unmetered(),
                 questions: claij_engine::Questions::none(),
+                deadline: None,
             }),
         )
         .await

@@ -59,12 +59,27 @@ pub(crate) async fn launch(
     };
     state.live.observer().run_started(&run_id);
     let task = tokio::spawn(follow(state.clone(), run_id.clone()));
-    Ok(Launched { run_id, task })
+    Ok(Launched {
+        run_id,
+        task,
+        held: Arc::default(),
+    })
 }
 
 /// Looks at the run until it ends or suspends, then tells the live observers (event
 /// streams, callbacks) as a run driven here would, and gives its outcome.
 async fn follow(state: AppState, run_id: String) -> Result<RunOutcome, RunError> {
+    let outcome = settled(&state, run_id).await?;
+    state
+        .live
+        .observer()
+        .run_finished(&outcome.run_id, outcome.status);
+    Ok(outcome)
+}
+
+/// Looks at a run another process drives (a worker, or the process holding open the
+/// request of the question it was answered on) until it ends or suspends.
+pub(crate) async fn settled(state: &AppState, run_id: String) -> Result<RunOutcome, RunError> {
     let mut pause = FIRST_LOOK;
     let record = loop {
         let record = state.store.run(&run_id).await?;
@@ -82,6 +97,5 @@ async fn follow(state: AppState, run_id: String) -> Result<RunOutcome, RunError>
         }
         pause = (pause * 3 / 2).min(SLOWEST);
     };
-    state.live.observer().run_finished(&run_id, record.status);
     Ok(RunOutcome::stored(state.store.as_ref(), record).await?)
 }

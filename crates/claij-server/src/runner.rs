@@ -4,12 +4,12 @@
 //! process dies is continued by the next server on the same store.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use claij_core::Fsm;
+use claij_core::{Fsm, Question, RunStatus};
 use claij_engine::{Engine, Observer, RunError, RunOptions, RunOutcome};
 use serde_json::Value;
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -25,6 +25,18 @@ pub(crate) struct Launched {
     pub run_id: String,
     /// Ends when the run ends or suspends.
     pub task: JoinHandle<Result<RunOutcome, RunError>>,
+    /// Told when the run is suspended on an MCP server's question while the task holds
+    /// the server's request open (the task goes on until it is answered or the hold ends).
+    pub held: Arc<Notify>,
+}
+
+/// Tells a waiter that the run waits on a question whose request is held open.
+struct HoldSignal(Arc<Notify>);
+
+impl Observer for HoldSignal {
+    fn question_held(&self, _run_id: &str, _question: &Question, _until: SystemTime) {
+        self.0.notify_one();
+    }
 }
 
 /// Tells, once, that a run is under way.
@@ -78,6 +90,8 @@ pub(crate) async fn launch(
         .observers
         .push(Arc::new(StartSignal(Mutex::new(Some(tx)))));
     options.observers.push(state.live.observer());
+    let held = Arc::new(Notify::new());
+    options.observers.push(Arc::new(HoldSignal(held.clone())));
     options.store = Some(state.store.clone());
     let (run_id, mut task) = match work {
         Work::Start { input } => {
@@ -92,9 +106,16 @@ pub(crate) async fn launch(
         }
         Work::Resume { run_id, input } => {
             let id = run_id.clone();
+            let following = state.clone();
             let task = tokio::spawn(async move {
-                let result = engine.resume(fsm, &id, input, options).await;
-                logged(&id, result)
+                match engine.resume(fsm, &id, input, options).await {
+                    // An answer handed to the process holding the question's request open:
+                    // the run goes on there; it is followed until it ends or suspends.
+                    Ok(outcome) if outcome.status == RunStatus::Running => {
+                        logged(&id, crate::queued::settled(&following, id.clone()).await)
+                    }
+                    result => logged(&id, result),
+                }
             });
             (run_id, task)
         }
@@ -103,7 +124,7 @@ pub(crate) async fn launch(
         // A run that started and then ended at once counts as started.
         biased;
         started = rx => match started {
-            Ok(()) => return Ok(Launched { run_id, task }),
+            Ok(()) => return Ok(Launched { run_id, task, held }),
             // The signal was dropped unsent: the run's task ended before the run was
             // under way.
             Err(_) => task.await,
@@ -116,6 +137,7 @@ pub(crate) async fn launch(
         Ok(Ok(outcome)) => Ok(Launched {
             run_id,
             task: tokio::spawn(async move { Ok(outcome) }),
+            held,
         }),
         Err(e) => Err(Problem::internal(format!("the run's task failed: {e}"))),
     }
@@ -129,8 +151,9 @@ fn logged(run_id: &str, result: Result<RunOutcome, RunError>) -> Result<RunOutco
     result
 }
 
-/// Waits up to `wait` for a launched run to end or suspend: `true` when it did. A server
-/// stopping stops the wait (the run goes on, and is continued by the next server).
+/// Waits up to `wait` for a launched run to end or suspend (on a question whose request
+/// it holds open, too): `true` when it did. A server stopping stops the wait (the run goes
+/// on, and is continued by the next server).
 pub(crate) async fn wait_for(
     launched: &mut Launched,
     wait: Duration,
@@ -139,8 +162,14 @@ pub(crate) async fn wait_for(
     if wait.is_zero() {
         return launched.task.is_finished();
     }
+    let ended = async {
+        tokio::select! {
+            _ = &mut launched.task => true,
+            () = launched.held.notified() => true,
+        }
+    };
     tokio::select! {
-        ended = tokio::time::timeout(wait.min(MAX_WAIT), &mut launched.task) => ended.is_ok(),
+        ended = tokio::time::timeout(wait.min(MAX_WAIT), ended) => ended.unwrap_or(false),
         () = shutdown.cancelled() => false,
     }
 }

@@ -97,6 +97,10 @@ pub(crate) struct WaitView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub question: Option<Value>,
+    /// For a question: until when the process that asked holds the server's request open
+    /// (RFC 3339); an answer given by then goes straight back to the server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_until: Option<String>,
     /// Where to post the answer: `/runs/{id}/resume`.
     pub resume_url: String,
     /// A link that answers this wait with no other credential (`/hooks/{secret}`): given
@@ -189,6 +193,9 @@ impl WaitView {
                 .question
                 .as_deref()
                 .map(|q| serde_json::json!({"server": q.server, "message": q.message})),
+            held_until: wait
+                .held_at(std::time::SystemTime::now())
+                .map(|h| rfc3339(h.until)),
             resume_url: resume_url.to_owned(),
             hook_url: None,
         }

@@ -6,7 +6,7 @@ use std::io::{BufWriter, IsTerminal, Write};
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use claij_core::{FailureKind, State, TrailEntry};
 use claij_engine::{Observer, RunStatus};
@@ -111,6 +111,18 @@ impl Observer for Progress {
             }
             (None, None) => {}
         }
+    }
+
+    fn question_held(&self, run_id: &str, question: &claij_core::Question, until: SystemTime) {
+        let left = until
+            .duration_since(SystemTime::now())
+            .map(|d| Duration::from_secs(d.as_secs()))
+            .unwrap_or_default();
+        self.line(format!(
+            "? the MCP server `{}` waits for an answer, for {} at most: give it from another terminal with `claij runs resume {run_id} --input …` (same --store; the schema: `claij runs show {run_id}`)",
+            question.server,
+            humantime::format_duration(left)
+        ));
     }
 
     fn run_finished(&self, run_id: &str, status: RunStatus) {

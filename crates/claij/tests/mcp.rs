@@ -369,6 +369,18 @@ fn claij_on(store: &Path, args: &[&str]) -> std::process::Output {
         .expect("claij starts")
 }
 
+/// [`claij_on`] with more environment.
+fn claij_on_env(store: &Path, env: &[(String, String)], args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_claij"))
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+        .stdin(Stdio::null())
+        .env("CLAIJ_STORE", store)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .args(args)
+        .output()
+        .expect("claij starts")
+}
+
 fn trail_of(store: &Path, run: &str) -> Value {
     let out = claij_on(store, &["runs", "trail", run, "--json"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
@@ -463,4 +475,153 @@ fn a_servers_question_suspends_a_durable_run_until_another_process_answers_it() 
         result["said"].as_str().unwrap().contains("declined"),
         "{result}"
     );
+}
+
+/// The Python of scripts/setup/mcp-clients' venv (the official MCP SDK), and the
+/// environment asker.yaml's server needs, logging its calls to `log`.
+fn asker_env(log: &Path) -> Vec<(String, String)> {
+    let python = claij_testkit::cache::dir().join("mcp-clients/venv/bin/python");
+    assert!(
+        python.exists(),
+        "the MCP Python SDK is missing ({}): run scripts/setup/mcp-clients",
+        python.display()
+    );
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    vec![
+        ("ASKER_PYTHON".into(), python.display().to_string()),
+        (
+            "ASKER_SCRIPT".into(),
+            repo.join("tests/mcp-clients/asker.py")
+                .display()
+                .to_string(),
+        ),
+        ("ASKER_LOG".into(), log.display().to_string()),
+    ]
+}
+
+/// `claij run asker.yaml` as run `run`, started in the background.
+fn start_asker(store: &Path, env: &[(String, String)], run: &str) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_claij"))
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env("CLAIJ_STORE", store)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .args([
+            "run",
+            "tests/mcp-clients/asker.yaml",
+            "--input",
+            "{}",
+            "--run-id",
+            run,
+        ])
+        .spawn()
+        .expect("claij starts")
+}
+
+/// Waits until `run` is suspended on its question with the request held open; its
+/// `claij runs show --json`.
+fn held(store: &Path, run: &str) -> Value {
+    for _ in 0..300 {
+        let out = claij_on(store, &["runs", "show", run, "--json"]);
+        if out.status.success() {
+            let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+            if shown["status"] == "suspended" && shown["wait"]["held_until"].is_string() {
+                return shown;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("run {run} never waited with its request held");
+}
+
+fn lines(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+#[test]
+fn an_answer_given_while_the_request_is_held_goes_straight_back_to_the_tool() {
+    // asker.py (the official Python SDK's server) asks for a name in its tool `greet`,
+    // and logs each call: the request is held open, `claij run` waiting, and the answer
+    // given from another process reaches the tool in that same call.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("runs.db");
+    let log = dir.path().join("asker.log");
+    let env = asker_env(&log);
+    let run = "held-question-1";
+    let child = start_asker(&store, &env, run);
+    let shown = held(&store, run);
+    assert_eq!(shown["wait"]["question"]["server"], "asker", "{shown}");
+    assert_eq!(
+        shown["wait"]["question"]["message"], "Who is there?",
+        "{shown}"
+    );
+    let text = claij_on(&store, &["runs", "show", run]);
+    assert!(
+        String::from_utf8_lossy(&text.stdout)
+            .contains("held      the server's request is held open until"),
+        "{text:?}"
+    );
+
+    let out = claij_on_env(
+        &store,
+        &env,
+        &["runs", "resume", run, "--input", r#"{"name": "Lin"}"#],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["said"], "Hello, Lin!", "{result}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("the answer goes straight back to it"),
+        "{out:?}"
+    );
+
+    let first = child.wait_with_output().unwrap();
+    assert_eq!(first.status.code(), Some(0), "{first:?}");
+    let result: Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert_eq!(result["said"], "Hello, Lin!", "{result}");
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert!(
+        stderr.contains("? the MCP server `asker` waits for an answer"),
+        "{stderr}"
+    );
+    assert_eq!(lines(&log), 1, "the tool ran once");
+    let kinds: Vec<Value> = trail_of(&store, run)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["failure"]["kind"].clone())
+        .filter(|k| !k.is_null())
+        .collect();
+    assert_eq!(kinds, [json!("question"), json!("answer")]);
+}
+
+#[test]
+fn an_answer_after_the_holding_process_died_makes_the_call_again() {
+    // The process holding the request is killed: the run stays suspended on the question,
+    // and the answer, once the hold is over, makes the call again (the tool runs twice).
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("runs.db");
+    let log = dir.path().join("asker.log");
+    let env = asker_env(&log);
+    let run = "held-question-2";
+    let mut child = start_asker(&store, &env, run);
+    held(&store, run);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(lines(&log), 1);
+
+    let out = claij_on_env(
+        &store,
+        &env,
+        &["runs", "resume", run, "--input", r#"{"name": "Bo"}"#],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["said"], "Hello, Bo!", "{result}");
+    assert_eq!(lines(&log), 2, "the call was made again");
 }

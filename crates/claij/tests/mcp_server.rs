@@ -309,6 +309,50 @@ fn a_servers_question_is_answered_through_id_continue_after_both_processes_resta
     drive(&scratch, "question2", "auto", &transport);
 }
 
+#[test]
+fn an_answer_through_id_continue_goes_straight_back_to_a_question_held_open() {
+    // asker.py (the official Python SDK's server) asks for a name in its tool `greet` and
+    // logs each call: `asker_start` answers while the server holds the request open, and
+    // `asker_continue`'s answer reaches the tool in that same call.
+    let scratch = Scratch::new();
+    let log = std::path::Path::new(&scratch.store()).with_extension("asker.log");
+    let transport = [
+        "--stdio".to_owned(),
+        "env".to_owned(),
+        format!("ASKER_PYTHON={}", python().display()),
+        format!(
+            "ASKER_SCRIPT={}",
+            repo().join("tests/mcp-clients/asker.py").display()
+        ),
+        format!("ASKER_LOG={}", log.display()),
+        CLAIJ.to_owned(),
+        "mcp".to_owned(),
+        "serve".to_owned(),
+        repo()
+            .join("tests/mcp-clients/asker.yaml")
+            .display()
+            .to_string(),
+        "--store".to_owned(),
+        scratch.store(),
+    ];
+    // drive.py reads ASKER_LOG to count the calls.
+    let out = Command::new(python())
+        .arg(repo().join("tests/mcp-clients/drive.py"))
+        .arg("held")
+        .args(["--run-file", &scratch.run_file()])
+        .args(&transport)
+        .env("ASKER_LOG", &log)
+        .output()
+        .expect("run drive.py");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("held passed"),
+        "drive.py held failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn inspector(args: &[String]) -> serde_json::Value {
     let node = cache().join("node/node_modules");
     let bin = node.join(".bin/mcp-inspector");

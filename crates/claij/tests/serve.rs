@@ -1689,3 +1689,63 @@ async fn a_run_stopped_for_an_mcp_servers_question_is_answered_over_http() {
         done.body
     );
 }
+
+#[tokio::test]
+async fn an_answer_over_http_goes_straight_back_to_a_question_held_open() {
+    // asker.py (the official Python SDK's server) asks for a name; the start answers as
+    // soon as the run waits on the question (its request held open by the server), and
+    // the answer, posted later, reaches the tool in that same call: it runs once.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("asker.log");
+    let python = claij_testkit::cache::dir().join("mcp-clients/venv/bin/python");
+    assert!(
+        python.exists(),
+        "the MCP Python SDK is missing ({}): run scripts/setup/mcp-clients",
+        python.display()
+    );
+    let script = repo().join("tests/mcp-clients/asker.py");
+    let asker = repo()
+        .join("tests/mcp-clients/asker.yaml")
+        .display()
+        .to_string();
+    let (python, script, log_path) = (
+        python.display().to_string(),
+        script.display().to_string(),
+        log.display().to_string(),
+    );
+    let server = Served::start_env(
+        &dir.path().join("claij.db"),
+        &[&asker],
+        &[
+            ("ASKER_PYTHON", &python),
+            ("ASKER_SCRIPT", &script),
+            ("ASKER_LOG", &log_path),
+        ],
+    );
+    let http = client();
+    let reply = post(
+        &http,
+        server.url("/runs?wait=60"),
+        &json!({"fsm": "asker", "input": {}}),
+    )
+    .await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    assert_eq!(reply.body["status"], "suspended", "{}", reply.body);
+    let wait = &reply.body["wait"];
+    assert_eq!(wait["question"]["server"], "asker", "{wait}");
+    assert!(wait["held_until"].is_string(), "{wait}");
+    assert!(wait["hook_url"].is_string(), "{wait}");
+    let id = reply.body["id"].as_str().unwrap().to_owned();
+
+    let done = post(
+        &http,
+        server.url(&format!("/runs/{id}/resume?wait=30")),
+        &json!({"input": {"name": "Lin"}}),
+    )
+    .await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert_eq!(done.body["status"], "completed", "{}", done.body);
+    assert_eq!(done.body["result"]["said"], "Hello, Lin!", "{}", done.body);
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(calls.lines().count(), 1, "the tool ran once: {calls}");
+}

@@ -530,7 +530,12 @@ async fn a_person_answers_an_mcp_servers_question_through_a_resume_link() {
     }
 
     // The server got each answer: the name on one, the refusal on the other.
-    let said = |run: Value| run["result"]["said"].as_str().unwrap_or_default().to_owned();
+    let said = |run: Value| {
+        run["result"]["said"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
     let accepted = send(
         http.get(server.url(&format!("/runs/{}", runs[0].0)))
             .bearer_auth(TOKEN),

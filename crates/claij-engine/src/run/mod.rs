@@ -104,6 +104,7 @@ impl Engine {
                 owner: options.owner.clone().unwrap_or_else(process_owner),
                 lease: options.lease.unwrap_or(DEFAULT_LEASE),
                 lost: Arc::new(AtomicBool::new(false)),
+                holds: Arc::default(),
                 keeper: options.lease_keeper.clone(),
             }),
             committed: 0,

@@ -166,7 +166,11 @@ impl Engine {
         };
         run.hand_back(&at).await?;
         // Workers hear of it now; if the notice is lost, they find it at their next poll.
-        let _ = store.notify(&Notice::Work { at: None }).await;
+        // An answer to a question whose request is held open is for its holder, which
+        // looks every 100 ms: workers find it at their next poll, should the holder be gone.
+        if wait.held_at(SystemTime::now()).is_none() {
+            let _ = store.notify(&Notice::Work { at: None }).await;
+        }
         Ok(())
     }
 }

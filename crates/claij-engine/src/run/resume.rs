@@ -114,9 +114,21 @@ impl Engine {
                             SystemTime::now() + lease,
                         )
                         .await?;
+                    let given = (question.as_ref(), &answer);
+                    if let Some(held) = wait.held_at(SystemTime::now()) {
+                        return self
+                            .answer_held(&fsm, &record, given, held.until, store, &owner, &options)
+                            .await;
+                    }
                     return self
                         .continue_answered_run(
-                            &fsm, &record, question, &answer, store, &owner, lease, &options,
+                            &fsm,
+                            &record,
+                            Some(given),
+                            store,
+                            &owner,
+                            lease,
+                            &options,
                         )
                         .await;
                 }
@@ -294,8 +306,7 @@ impl Engine {
         &self,
         fsm: &Fsm,
         before: &RunRecord,
-        question: &claij_core::Question,
-        answer: &claij_core::Answer,
+        given: Option<(&claij_core::Question, &claij_core::Answer)>,
         store: Arc<dyn RunStore>,
         owner: &str,
         lease: Duration,
@@ -304,15 +315,17 @@ impl Engine {
         let mut run = self
             .resumed_state(fsm, before, store, owner, lease, options)
             .await?;
-        let Some(state) = before.wait.as_ref().and_then(|w| fsm.state(&w.state)) else {
-            return Err(RunError::NotResumable {
-                run: before.id.clone(),
-                reason: "waits in a state its definition does not have".into(),
-            });
-        };
         let attempt = run.attempts_here() + 1;
-        run.append_answer(state, question, answer);
-        run.commit_answer(&state.id).await?;
+        if let Some((question, answer)) = given {
+            let Some(state) = before.wait.as_ref().and_then(|w| fsm.state(&w.state)) else {
+                return Err(RunError::NotResumable {
+                    run: before.id.clone(),
+                    reason: "waits in a state its definition does not have".into(),
+                });
+            };
+            run.append_answer(state, question, answer);
+            run.commit_answer(&state.id).await?;
+        }
         let Some(into) = run.current_transition() else {
             return Err(RunError::NotResumable {
                 run: before.id.clone(),
@@ -320,6 +333,65 @@ impl Engine {
             });
         };
         Ok(run.drive(into, attempt).await?)
+    }
+
+    /// Answers a question whose request another process holds open until `until`, the run
+    /// claimed for it: the answer is recorded and the run handed back to the queue, for the
+    /// holder to take (it looks every 100 ms) and give the server the answer. When the
+    /// holder does not take it by the end of its hold, it is gone: the run is taken here,
+    /// and the attempt made again (the server, asking again, is answered from the trail).
+    /// The outcome is the run as the holder took it (running), or as it ends here.
+    #[allow(clippy::too_many_arguments)]
+    async fn answer_held(
+        &self,
+        fsm: &Fsm,
+        before: &RunRecord,
+        (question, answer): (&claij_core::Question, &claij_core::Answer),
+        until: SystemTime,
+        store: Arc<dyn RunStore>,
+        owner: &str,
+        options: &RunOptions,
+    ) -> Result<RunOutcome, RunError> {
+        let lease = options.lease.unwrap_or(DEFAULT_LEASE);
+        let mut run = self
+            .resumed_state(fsm, before, store.clone(), owner, lease, options)
+            .await?;
+        let Some(state) = before.wait.as_ref().and_then(|w| fsm.state(&w.state)) else {
+            return Err(RunError::NotResumable {
+                run: before.id.clone(),
+                reason: "waits in a state its definition does not have".into(),
+            });
+        };
+        run.append_answer(state, question, answer);
+        run.hand_back(&state.id).await?;
+        let give_up = until + crate::drive::HOLD_GRACE;
+        loop {
+            let record = store.run(&before.id).await?;
+            if record.status != RunStatus::Running || record.lease.is_some() {
+                return Ok(RunOutcome::stored(store.as_ref(), record).await?);
+            }
+            if SystemTime::now() >= give_up {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let stale = ClaimFrom::Stale {
+            dead_owners: Vec::new(),
+        };
+        let taken = match store
+            .claim(&before.id, stale, owner, SystemTime::now() + lease)
+            .await
+        {
+            Ok(taken) => taken,
+            // The holder took it at the last moment.
+            Err(StoreError::Conflict { .. }) => {
+                let record = store.run(&before.id).await?;
+                return Ok(RunOutcome::stored(store.as_ref(), record).await?);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        self.continue_answered_run(fsm, &taken, None, store, owner, lease, options)
+            .await
     }
 
     /// Continues a run this process has just claimed (`before`: its record before the

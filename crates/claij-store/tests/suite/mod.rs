@@ -207,6 +207,10 @@ fn a_wait() -> Wait {
             message: "Who are you?".into(),
             schema: json!({"type": "object", "required": ["name"]}),
         })),
+        held: Some(claij_core::store::Lease {
+            owner: "host:1:2".into(),
+            until: at(T0 + 30_000_000),
+        }),
     }
 }
 

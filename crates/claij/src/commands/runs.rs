@@ -6,7 +6,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Result;
 use claij_core::store::{RunFilter, RunRecord, RunStore, StoreError};
 use claij_core::{Budget, FailureKind, Fsm, RunStatus, Spend};
-use claij_engine::{Engine, RunError, RunOptions, is_dead_local_owner};
+use claij_engine::{Engine, RunError, RunOptions, RunOutcome, is_dead_local_owner};
 use serde_json::{Value, json};
 
 use super::run::{below, engine, interrupt_on_ctrl_c, observers, raised, report};
@@ -124,6 +124,7 @@ fn record_json(r: &RunRecord) -> Value {
             "children": w.children,
             "budget": w.budget,
             "question": w.question,
+            "held_until": w.held.as_ref().map(|h| at(h.until)),
         })),
         "owner": r.lease.as_ref().map(|l| &l.owner),
         "interrupt_requested": r.interrupt_requested,
@@ -300,6 +301,17 @@ async fn show(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
             question.message
         )?;
         out!("schema    {}", serde_json::to_string(&question.schema)?)?;
+        if let Some(held) = record
+            .wait
+            .as_ref()
+            .and_then(|w| w.held_at(SystemTime::now()))
+        {
+            out!(
+                "held      the server's request is held open until {} by {}: an answer by then goes straight back to it",
+                humantime::format_rfc3339_seconds(held.until),
+                held.owner
+            )?;
+        }
         out!(
             "resume    claij runs resume {run} --input '{{…}}' (an object that fits the schema), '\"decline\"' or null"
         )?;
@@ -464,7 +476,28 @@ async fn resume_one(store: Arc<dyn RunStore>, run: &str, how: Resume<'_>) -> Res
     };
     interrupt_on_ctrl_c(&options);
     let answered = input.is_some();
-    let result = engine.resume(fsm, run, input, options).await;
+    if answered
+        && !quiet
+        && let Ok(record) = store.run(run).await
+        && let Some(held) = record
+            .wait
+            .as_ref()
+            .and_then(|w| w.held_at(SystemTime::now()))
+    {
+        note!(
+            "claij: `{}` holds the MCP server's request open until {}: the answer goes straight back to it there (should it be gone by then, the call is made again here)",
+            held.owner,
+            humantime::format_rfc3339_seconds(held.until)
+        );
+    }
+    let mut result = engine.resume(fsm, run, input, options).await;
+    if let Ok(outcome) = &result
+        && outcome.status == RunStatus::Running
+    {
+        // The answer went to the process holding the question's request open: the run
+        // goes on there, and is followed here until it ends or suspends.
+        result = settled(store.as_ref(), run).await;
+    }
     if !quiet && let Ok(outcome) = &result {
         // Resuming a child lets the runs that waited for it continue.
         let mut parent = outcome.parent.as_deref();
@@ -493,6 +526,17 @@ async fn resume_one(store: Arc<dyn RunStore>, run: &str, how: Resume<'_>) -> Res
         return Ok(EXIT_FAILED);
     }
     Ok(report(result, quiet, Some(store.as_ref()), "").await)
+}
+
+/// A run another process drives, once it ends or suspends (looking every 200 ms).
+async fn settled(store: &dyn RunStore, run: &str) -> Result<RunOutcome, RunError> {
+    loop {
+        let record = store.run(run).await?;
+        if record.status != RunStatus::Running {
+            return Ok(RunOutcome::stored(store, record).await?);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Why `claij runs resume` cannot do what it is asked with this run, before trying.
