@@ -222,17 +222,27 @@ def drive_run(b, base, run_id):
     summary["console_errors"] = [m for m in severe if m not in summary["refusals_logged"]]
 
 
+def link_state(b):
+    """The link view's state (loading, open, answered, …), as a function."""
+    return lambda: b.js("const v = document.getElementById('link-view'); return v ? v.dataset.state : null;")
+
+
+def shown_in(driver):
+    """Whether the element with an id is on the page and displayed, as a function."""
+
+    def shown(element_id):
+        found = driver.find_elements(By.ID, element_id)
+        return bool(found) and found[0].is_displayed()
+
+    return shown
+
+
 def drive_link(b, link):
     """A resume link opened in a browser: its form, a refused answer, a good one, the link
     used."""
     driver, summary, until, js, shot = b.driver, b.summary, b.until, b.js, b.shot
 
-    def state():
-        return js("const v = document.getElementById('link-view'); return v ? v.dataset.state : null;")
-
-    def shown(element_id):
-        found = driver.find_elements(By.ID, element_id)
-        return bool(found) and found[0].is_displayed()
+    state, shown = link_state(b), shown_in(driver)
 
     # 1. The link: the question, its prompt, both answers; no token asked, no runs list.
     driver.get(link)
@@ -309,12 +319,7 @@ def drive_question(b, accept_link, decline_link):
     accepted on one, declined on the other."""
     driver, summary, until, js, shot = b.driver, b.summary, b.until, b.js, b.shot
 
-    def state():
-        return js("const v = document.getElementById('link-view'); return v ? v.dataset.state : null;")
-
-    def shown(element_id):
-        found = driver.find_elements(By.ID, element_id)
-        return bool(found) and found[0].is_displayed()
+    state, shown = link_state(b), shown_in(driver)
 
     def done():
         until("the thank-you shows", lambda: state() == "answered" and shown("link-done"))

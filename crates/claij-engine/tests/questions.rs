@@ -120,6 +120,14 @@ fn durable(store: &Arc<dyn RunStore>) -> RunOptions {
     }
 }
 
+/// The kinds of a trail answered at `ask`: the entry, the question, the answer, the exit.
+const ANSWERED: [Option<FailureKind>; 4] = [
+    None,
+    Some(FailureKind::Question),
+    Some(FailureKind::Answer),
+    None,
+];
+
 fn kinds(trail: &[claij_core::TrailEntry]) -> Vec<Option<FailureKind>> {
     trail
         .iter()
@@ -181,15 +189,7 @@ async fn a_question_suspends_the_run_and_its_answer_lets_the_attempt_be_made_aga
         json!({"name": "Ada", "team": "core"})
     );
     let trail = store.trail(&out.run_id, 0).await.unwrap();
-    assert_eq!(
-        kinds(&trail),
-        [
-            None,
-            Some(FailureKind::Question),
-            Some(FailureKind::Answer),
-            None
-        ]
-    );
+    assert_eq!(kinds(&trail), ANSWERED);
     assert_eq!(trail[3].attempt, 1, "pauses are not attempts");
     assert_eq!(
         trail[2].event["answer"],
@@ -334,15 +334,7 @@ async fn an_answer_given_while_the_request_is_held_goes_straight_back_to_the_ask
     );
     let trail = store.trail(&id, 0).await.unwrap();
     assert_eq!(trail, out.trail, "the trail in memory is the one stored");
-    assert_eq!(
-        kinds(&trail),
-        [
-            None,
-            Some(FailureKind::Question),
-            Some(FailureKind::Answer),
-            None
-        ]
-    );
+    assert_eq!(kinds(&trail), ANSWERED);
     assert_eq!(trail[3].attempt, 1);
     let record = store.run(&id).await.unwrap();
     assert_eq!(record.status, RunStatus::Completed);
@@ -426,13 +418,5 @@ async fn an_answer_after_the_holder_is_gone_makes_the_attempt_again() {
     assert_eq!(done.result.unwrap()["got"]["name"], "Bo");
     assert_eq!(asker.calls.load(Ordering::SeqCst), 2, "made again");
     let trail = store.trail(&id, 0).await.unwrap();
-    assert_eq!(
-        kinds(&trail),
-        [
-            None,
-            Some(FailureKind::Question),
-            Some(FailureKind::Answer),
-            None
-        ]
-    );
+    assert_eq!(kinds(&trail), ANSWERED);
 }

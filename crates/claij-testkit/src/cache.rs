@@ -41,6 +41,18 @@ pub fn http_clients_python() -> PathBuf {
     python
 }
 
+/// The Python of the MCP clients' venv (`scripts/setup/mcp-clients`: the official MCP
+/// Python SDK, as client and as server).
+pub fn mcp_sdk_python() -> PathBuf {
+    let python = dir().join("mcp-clients/venv/bin/python");
+    assert!(
+        python.exists(),
+        "the Python MCP SDK is missing ({}): run scripts/setup/mcp-clients",
+        python.display()
+    );
+    python
+}
+
 /// The smallest embedded model's file as claij runs it (`scripts/setup/model`): SmolLM2's
 /// Q4_1 GGUF, as its wheel holds it. For tests where the answer does not matter.
 pub fn embedded_model() -> PathBuf {

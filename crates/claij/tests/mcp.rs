@@ -369,16 +369,21 @@ fn claij_on(store: &Path, args: &[&str]) -> std::process::Output {
         .expect("claij starts")
 }
 
-/// [`claij_on`] with more environment.
-fn claij_on_env(store: &Path, env: &[(String, String)], args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_claij"))
+/// `claij ARGS` on `store` with more environment, from the repository's root.
+fn claij_with(store: &Path, env: &[(String, String)], args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_claij"));
+    command
         .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
         .stdin(Stdio::null())
         .env("CLAIJ_STORE", store)
         .envs(env.iter().map(|(k, v)| (k, v)))
-        .args(args)
-        .output()
-        .expect("claij starts")
+        .args(args);
+    command
+}
+
+/// [`claij_on`] with more environment.
+fn claij_on_env(store: &Path, env: &[(String, String)], args: &[&str]) -> std::process::Output {
+    claij_with(store, env, args).output().expect("claij starts")
 }
 
 fn trail_of(store: &Path, run: &str) -> Value {
@@ -480,12 +485,7 @@ fn a_servers_question_suspends_a_durable_run_until_another_process_answers_it() 
 /// The Python of scripts/setup/mcp-clients' venv (the official MCP SDK), and the
 /// environment asker.yaml's server needs, logging its calls to `log`.
 fn asker_env(log: &Path) -> Vec<(String, String)> {
-    let python = claij_testkit::cache::dir().join("mcp-clients/venv/bin/python");
-    assert!(
-        python.exists(),
-        "the MCP Python SDK is missing ({}): run scripts/setup/mcp-clients",
-        python.display()
-    );
+    let python = claij_testkit::cache::mcp_sdk_python();
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     vec![
         ("ASKER_PYTHON".into(), python.display().to_string()),
@@ -501,21 +501,17 @@ fn asker_env(log: &Path) -> Vec<(String, String)> {
 
 /// `claij run asker.yaml` as run `run`, started in the background.
 fn start_asker(store: &Path, env: &[(String, String)], run: &str) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_claij"))
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
-        .stdin(Stdio::null())
+    let args = [
+        "run",
+        "tests/mcp-clients/asker.yaml",
+        "--input",
+        "{}",
+        "--run-id",
+        run,
+    ];
+    claij_with(store, env, &args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .env("CLAIJ_STORE", store)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .args([
-            "run",
-            "tests/mcp-clients/asker.yaml",
-            "--input",
-            "{}",
-            "--run-id",
-            run,
-        ])
         .spawn()
         .expect("claij starts")
 }

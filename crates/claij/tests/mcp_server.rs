@@ -35,13 +35,7 @@ fn cache() -> PathBuf {
 }
 
 fn python() -> PathBuf {
-    let p = cache().join("venv/bin/python");
-    assert!(
-        p.exists(),
-        "the Python MCP SDK is missing ({}): run {SETUP}",
-        p.display()
-    );
-    p
+    claij_testkit::cache::mcp_sdk_python()
 }
 
 fn bot_dir() -> PathBuf {

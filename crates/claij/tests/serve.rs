@@ -1697,12 +1697,7 @@ async fn an_answer_over_http_goes_straight_back_to_a_question_held_open() {
     // the answer, posted later, reaches the tool in that same call: it runs once.
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("asker.log");
-    let python = claij_testkit::cache::dir().join("mcp-clients/venv/bin/python");
-    assert!(
-        python.exists(),
-        "the MCP Python SDK is missing ({}): run scripts/setup/mcp-clients",
-        python.display()
-    );
+    let python = claij_testkit::cache::mcp_sdk_python();
     let script = repo().join("tests/mcp-clients/asker.py");
     let asker = repo()
         .join("tests/mcp-clients/asker.yaml")

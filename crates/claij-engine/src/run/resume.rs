@@ -317,12 +317,7 @@ impl Engine {
             .await?;
         let attempt = run.attempts_here() + 1;
         if let Some((question, answer)) = given {
-            let Some(state) = before.wait.as_ref().and_then(|w| fsm.state(&w.state)) else {
-                return Err(RunError::NotResumable {
-                    run: before.id.clone(),
-                    reason: "waits in a state its definition does not have".into(),
-                });
-            };
+            let state = waiting_state(fsm, before)?;
             run.append_answer(state, question, answer);
             run.commit_answer(&state.id).await?;
         }
@@ -356,12 +351,7 @@ impl Engine {
         let mut run = self
             .resumed_state(fsm, before, store.clone(), owner, lease, options)
             .await?;
-        let Some(state) = before.wait.as_ref().and_then(|w| fsm.state(&w.state)) else {
-            return Err(RunError::NotResumable {
-                run: before.id.clone(),
-                reason: "waits in a state its definition does not have".into(),
-            });
-        };
+        let state = waiting_state(fsm, before)?;
         run.append_answer(state, question, answer);
         run.hand_back(&state.id).await?;
         let give_up = until + crate::drive::HOLD_GRACE;
@@ -602,4 +592,16 @@ fn pairs(transitions: &[(String, String)]) -> String {
 
 fn short(hash: &str) -> &str {
     hash.get(..12).unwrap_or(hash)
+}
+
+/// The state a suspended run waits in, from its definition.
+fn waiting_state<'f>(fsm: &'f Fsm, before: &RunRecord) -> Result<&'f claij_core::State, RunError> {
+    before
+        .wait
+        .as_ref()
+        .and_then(|w| fsm.state(&w.state))
+        .ok_or_else(|| RunError::NotResumable {
+            run: before.id.clone(),
+            reason: "waits in a state its definition does not have".into(),
+        })
 }
