@@ -20,9 +20,15 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// The three lists as one JSON object (what `claij mcp tools` prints).
+    /// The three lists as one JSON object, with whether the server completes arguments
+    /// (what `claij mcp tools --json` prints).
     pub fn to_json(&self) -> Value {
-        json!({"tools": self.tools, "resources": self.resources, "prompts": self.prompts})
+        json!({
+            "tools": self.tools,
+            "resources": self.resources,
+            "prompts": self.prompts,
+            "completions": self.completions,
+        })
     }
 
     /// The tool named `name`.

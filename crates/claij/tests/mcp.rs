@@ -37,6 +37,10 @@ fn mcp_tools_lists_tools_resources_and_prompts() {
         "{text}"
     );
     assert!(text.contains("args-prompt(city*, state)"), "{text}");
+    assert!(
+        text.contains("; their arguments completed by the server):"),
+        "server-everything completes arguments: {text}"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let out = claij(&[

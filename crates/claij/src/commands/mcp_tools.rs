@@ -113,7 +113,12 @@ fn describe(info: &Value, catalog: &claij_mcp::Catalog) -> String {
             one_line(r.get("description").unwrap_or(&r["name"]))
         );
     }
-    let _ = writeln!(s, "\nprompts ({}):", catalog.prompts.len());
+    let completed = if catalog.completions {
+        "; their arguments completed by the server"
+    } else {
+        ""
+    };
+    let _ = writeln!(s, "\nprompts ({}{completed}):", catalog.prompts.len());
     for p in &catalog.prompts {
         let args: Vec<String> = p["arguments"]
             .as_array()
