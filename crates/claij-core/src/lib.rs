@@ -32,6 +32,7 @@
 
 pub mod budget;
 pub mod diagnostic;
+pub mod diff;
 pub mod fsm;
 pub mod graph;
 pub mod hat;

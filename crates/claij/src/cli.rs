@@ -626,6 +626,21 @@ pub(crate) enum DefsCommand {
         #[arg(long)]
         hash: Option<String>,
     },
+    /// What changed between two stored versions of an FSM: states, transitions and shared
+    /// schemas added, removed or changed (with the fields that changed), other fields.
+    Diff {
+        /// The FSM's id.
+        id: String,
+        /// The older version (default: the one before `--to`).
+        #[arg(long)]
+        from: Option<u32>,
+        /// The newer version (default: the newest).
+        #[arg(long)]
+        to: Option<u32>,
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Graph output formats.

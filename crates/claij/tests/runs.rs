@@ -706,6 +706,81 @@ fn defs_list_and_show_the_stored_definitions() {
 }
 
 #[test]
+fn defs_diff_names_what_changed_between_two_stored_versions() {
+    let store = Store::new();
+    store.suspended_approval("v1-run");
+    // Version 2: the prompt reworded, a state and its transition added.
+    let v1 = std::fs::read_to_string(repo().join("examples/human-approval.yaml")).unwrap();
+    let v2 = v1.replacen("version: 1", "version: 2", 1).replacen(
+        "prompt: Approve this deployment?",
+        "prompt: Approve this deployment now?",
+        1,
+    );
+    assert_ne!(v1, v2);
+    let dir = tempfile::tempdir().unwrap();
+    let v2_path = dir.path().join("human-approval-v2.yaml");
+    std::fs::write(&v2_path, &v2).unwrap();
+    store
+        .run(&[
+            "run",
+            v2_path.to_str().unwrap(),
+            "--run-id",
+            "v2-run",
+            "--input",
+            REQUEST,
+        ])
+        .exits(3);
+
+    let text = store
+        .run(&["defs", "diff", "human-approval"])
+        .exits(0)
+        .stdout;
+    assert!(text.starts_with("human-approval v1 ("), "{text}");
+    assert!(text.contains(") → v2 ("), "{text}");
+    assert!(
+        text.contains("states:\n  ~ approve: config.prompt\n"),
+        "{text}"
+    );
+    let json = store
+        .run(&[
+            "defs",
+            "diff",
+            "human-approval",
+            "--from",
+            "1",
+            "--to",
+            "2",
+            "--json",
+        ])
+        .exits(0)
+        .json();
+    assert_eq!(json["from"]["version"], 1, "{json}");
+    assert_eq!(json["to"]["version"], 2, "{json}");
+    assert_eq!(
+        json["states"],
+        serde_json::json!([{"change": "changed", "name": "approve", "fields": ["config.prompt"]}]),
+        "{json}"
+    );
+    assert_eq!(json["transitions"], serde_json::json!([]), "{json}");
+
+    // The same version against itself: nothing differs.
+    let same = store
+        .run(&["defs", "diff", "human-approval", "--from", "2", "--to", "2"])
+        .exits(0)
+        .stdout;
+    assert!(same.contains("no differences"), "{same}");
+    // A version not stored: refused, listing the stored ones.
+    let out = store
+        .run(&["defs", "diff", "human-approval", "--from", "7"])
+        .exits(1);
+    assert!(
+        out.stderr.contains("v7") && out.stderr.contains("stored: v1, v2"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
 fn the_store_can_be_named_after_the_subcommand_and_strict_durability_works() {
     let store = Store::new();
     let other = store.file("other.db").display().to_string();
