@@ -75,6 +75,9 @@ enum Attempt {
         usage: Option<Box<claij_core::Usage>>,
     },
     LeaseLost,
+    /// While its question's request was held open, the run was taken elsewhere
+    /// (interrupted, or answered and continued by another process once the hold was over).
+    Elsewhere,
     DeadlineExceeded {
         usage: Option<Box<claij_core::Usage>>,
     },
@@ -328,6 +331,7 @@ impl<'e> RunState<'e> {
                                 run: self.run_id.clone(),
                             });
                         }
+                        Attempt::Elsewhere => return Box::pin(self.taken_elsewhere()).await,
                         Attempt::DeadlineExceeded { usage } => {
                             let limit = self.deadline.map(|(_, d)| d).unwrap_or_default();
                             let failure = Failure {
@@ -660,6 +664,7 @@ impl<'e> RunState<'e> {
         // how the last hold ended when nobody answered in time.
         let mut held = Vec::new();
         let mut released = None;
+        let mut elsewhere = false;
         let ran = {
             let run = action.run(input);
             let bounded = async {
@@ -692,7 +697,10 @@ impl<'e> RunState<'e> {
                                 questions.ask(request.question);
                                 None
                             }
-                            Held::Lost => None,
+                            Held::Lost => {
+                                elsewhere = true;
+                                None
+                            }
                         };
                         let _ = request.reply.send(answer);
                     }
@@ -709,6 +717,9 @@ impl<'e> RunState<'e> {
         }
         if let Some(wait) = released {
             return Attempt::Released { wait };
+        }
+        if elsewhere {
+            return Attempt::Elsewhere;
         }
         let Some(result) = ran else {
             return self.stopped(meter.usage_with_outstanding());
@@ -1015,6 +1026,23 @@ impl<'e> RunState<'e> {
         }
         self.commit(status, state, wait.clone(), None).await?;
         self.end_as_written(status, state, wait).await
+    }
+
+    /// The run as its store has it, taken elsewhere while this process held its question's
+    /// request open: its end told to the observers when it has ended.
+    async fn taken_elsewhere(self) -> Result<RunOutcome, StoreError> {
+        let Some(durable) = &self.durable else {
+            return Err(StoreError::LostLease {
+                run: self.run_id.clone(),
+            });
+        };
+        let record = durable.store.run(&self.run_id).await?;
+        if record.status.is_final() {
+            for o in &self.observers {
+                o.run_finished(&self.run_id, record.status);
+            }
+        }
+        RunOutcome::stored(durable.store.as_ref(), record).await
     }
 
     /// Ends (or suspends) a run whose end is written already: tells the observers.

@@ -420,3 +420,23 @@ async fn an_answer_after_the_holder_is_gone_makes_the_attempt_again() {
     let trail = store.trail(&id, 0).await.unwrap();
     assert_eq!(kinds(&trail), ANSWERED);
 }
+
+#[tokio::test]
+async fn a_run_interrupted_while_its_request_is_held_ends_interrupted_for_the_holder_too() {
+    let (_dir, store, engine, fsm, asker) = setup_holding(Duration::from_secs(20)).await;
+    let interrupting = async {
+        let id = held_run(&store).await;
+        claij_engine::interrupt(store.as_ref(), &id).await.unwrap();
+        id
+    };
+    let (out, id) = tokio::join!(
+        engine.run(fsm.clone(), json!({}), durable(&store)),
+        interrupting
+    );
+    let out = out.unwrap();
+    assert_eq!(out.run_id, id);
+    assert_eq!(out.status, RunStatus::Interrupted, "{:?}", out.trail);
+    assert_eq!(store.trail(&id, 0).await.unwrap(), out.trail);
+    assert_eq!(store.run(&id).await.unwrap().status, RunStatus::Interrupted);
+    assert_eq!(asker.calls.load(Ordering::SeqCst), 1);
+}

@@ -217,7 +217,32 @@ pub(super) async fn run(args: RunArgs) -> u8 {
                 Ok(last)
             }),
     };
+    // Taken elsewhere while a question's request was held open (answered after the hold,
+    // continued by the process that answered): followed there.
+    let result = match (result, reporting.as_deref()) {
+        (Ok(outcome), Some(store)) if outcome.status == RunStatus::Running => {
+            if !quiet {
+                note!(
+                    "claij: run {} goes on in another process; following it",
+                    outcome.run_id
+                );
+            }
+            settled(store, &outcome.run_id).await
+        }
+        (result, _) => result,
+    };
     report(result, quiet, reporting.as_deref(), &store_hint).await
+}
+
+/// A run another process drives, once it ends or suspends (looking every 200 ms).
+pub(super) async fn settled(store: &dyn RunStore, run: &str) -> Result<RunOutcome, RunError> {
+    loop {
+        let record = store.run(run).await?;
+        if record.status != RunStatus::Running {
+            return Ok(RunOutcome::stored(store, record).await?);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
 
 /// The observers of a run: the trail file (starting with `earlier` entries, for resumed

@@ -6,10 +6,10 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Result;
 use claij_core::store::{RunFilter, RunRecord, RunStore, StoreError};
 use claij_core::{Budget, FailureKind, Fsm, RunStatus, Spend};
-use claij_engine::{Engine, RunError, RunOptions, RunOutcome, is_dead_local_owner};
+use claij_engine::{Engine, RunError, RunOptions, is_dead_local_owner};
 use serde_json::{Value, json};
 
-use super::run::{below, engine, interrupt_on_ctrl_c, observers, raised, report};
+use super::run::{below, engine, interrupt_on_ctrl_c, observers, raised, report, settled};
 use crate::cli::RunsCommand;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, input};
 
@@ -526,17 +526,6 @@ async fn resume_one(store: Arc<dyn RunStore>, run: &str, how: Resume<'_>) -> Res
         return Ok(EXIT_FAILED);
     }
     Ok(report(result, quiet, Some(store.as_ref()), "").await)
-}
-
-/// A run another process drives, once it ends or suspends (looking every 200 ms).
-async fn settled(store: &dyn RunStore, run: &str) -> Result<RunOutcome, RunError> {
-    loop {
-        let record = store.run(run).await?;
-        if record.status != RunStatus::Running {
-            return Ok(RunOutcome::stored(store, record).await?);
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// Why `claij runs resume` cannot do what it is asked with this run, before trying.
