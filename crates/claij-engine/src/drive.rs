@@ -300,12 +300,11 @@ impl<'e> RunState<'e> {
                             break;
                         }
                         Attempt::Released { wait } => {
-                            return Box::pin(self.end_as_written(
+                            return self.end_as_written(
                                 RunStatus::Suspended,
                                 &state.id,
                                 Some(*wait),
-                            ))
-                            .await;
+                            );
                         }
                         Attempt::Interrupted { usage } => {
                             self.append_failure(
@@ -620,11 +619,12 @@ impl<'e> RunState<'e> {
                 .as_ref()
                 .map(|d| (d.store.clone(), self.run_id.clone(), d.owner.clone())),
         );
-        let (holds, mut hold_requests) = tokio::sync::mpsc::unbounded_channel();
-        let questions = if self.durable.is_some() {
-            Questions::durable(&self.trail, Some(holds))
+        // Only a durable run can hold a question's request open (it has a store to wait in).
+        let (questions, mut hold_requests) = if self.durable.is_some() {
+            let (holds, requests) = tokio::sync::mpsc::unbounded_channel();
+            (Questions::durable(&self.trail, Some(holds)), Some(requests))
         } else {
-            Questions::none()
+            (Questions::none(), None)
         };
         let input = ActionInput {
             run_id: &self.run_id,
@@ -679,7 +679,7 @@ impl<'e> RunState<'e> {
                 tokio::select! {
                     biased;
                     _ = self.cancel.cancelled() => break None,
-                    Some(request) = hold_requests.recv() => {
+                    Some(request) = next_hold(&mut hold_requests) => {
                         let answer = match self
                             .hold(state, attempt, &request.question, request.window)
                             .await
@@ -724,13 +724,6 @@ impl<'e> RunState<'e> {
         let Some(result) = ran else {
             return self.stopped(meter.usage_with_outstanding());
         };
-        if self
-            .durable
-            .as_ref()
-            .is_some_and(|d| d.lost.load(Ordering::SeqCst))
-        {
-            return Attempt::LeaseLost;
-        }
         if let Some(pause) = meter.pause() {
             // A call was refused for a budget: whatever the action made of that, the run
             // stops here, and the attempt is made again once the budget allows it.
@@ -1025,7 +1018,7 @@ impl<'e> RunState<'e> {
             });
         }
         self.commit(status, state, wait.clone(), None).await?;
-        self.end_as_written(status, state, wait).await
+        self.end_as_written(status, state, wait)
     }
 
     /// The run as its store has it, taken elsewhere while this process held its question's
@@ -1046,7 +1039,7 @@ impl<'e> RunState<'e> {
     }
 
     /// Ends (or suspends) a run whose end is written already: tells the observers.
-    async fn end_as_written(
+    fn end_as_written(
         self,
         status: RunStatus,
         state: &str,
@@ -1074,6 +1067,16 @@ impl<'e> RunState<'e> {
             wait,
             parent: None,
         })
+    }
+}
+
+/// The next hold asked for, when the run can hold (else never).
+async fn next_hold(
+    requests: &mut Option<tokio::sync::mpsc::UnboundedReceiver<crate::questions::HoldRequest>>,
+) -> Option<crate::questions::HoldRequest> {
+    match requests {
+        Some(requests) => requests.recv().await,
+        None => std::future::pending().await,
     }
 }
 

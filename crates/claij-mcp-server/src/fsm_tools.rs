@@ -380,29 +380,25 @@ where
 }
 
 /// The run as the store has it; with `follow`, once the run ends or suspends (another
-/// process drives it), looking every 100 ms, or as it is when the tool call is cancelled.
+/// process drives it), or as it is when the tool call is cancelled.
 async fn stored_outcome(
     runtime: &Runtime,
     cancel: &CancellationToken,
     run_id: &str,
     follow: bool,
 ) -> ToolOutput {
-    loop {
-        let record = match runtime.store.run(run_id).await {
-            Ok(record) => record,
-            Err(e) => return ToolOutput::error(format!("the store failed: {e}")),
-        };
-        let settled = !follow || record.status != RunStatus::Running;
-        if settled || cancel.is_cancelled() {
-            return match RunOutcome::stored(runtime.store.as_ref(), record).await {
-                Ok(outcome) => ToolOutput::json(outcome_json(&outcome)),
-                Err(e) => ToolOutput::error(format!("the store failed: {e}")),
-            };
+    let store = runtime.store.as_ref();
+    let outcome = if follow {
+        RunOutcome::settled(store, run_id, cancel).await
+    } else {
+        match store.run(run_id).await {
+            Ok(record) => RunOutcome::stored(store, record).await,
+            Err(e) => Err(e),
         }
-        tokio::select! {
-            () = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
-            () = cancel.cancelled() => {}
-        }
+    };
+    match outcome {
+        Ok(outcome) => ToolOutput::json(outcome_json(&outcome)),
+        Err(e) => ToolOutput::error(format!("the store failed: {e}")),
     }
 }
 

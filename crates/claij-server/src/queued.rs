@@ -4,7 +4,6 @@
 //! streams and the completion callbacks work as when the server drives its runs.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use claij_core::Fsm;
 use claij_core::store::RunStatus;
@@ -13,11 +12,6 @@ use claij_engine::{Engine, RunError, RunOptions, RunOutcome, Submission};
 use crate::problem::Problem;
 use crate::runner::{Launched, Work};
 use crate::state::AppState;
-
-/// How often a followed run is looked at first; the pause grows to [`SLOWEST`].
-const FIRST_LOOK: Duration = Duration::from_millis(50);
-/// The longest pause between two looks at a followed run.
-const SLOWEST: Duration = Duration::from_secs(1);
 
 /// Queues `work` for the workers and follows it (see the module).
 pub(crate) async fn launch(
@@ -80,22 +74,12 @@ async fn follow(state: AppState, run_id: String) -> Result<RunOutcome, RunError>
 /// Looks at a run another process drives (a worker, or the process holding open the
 /// request of the question it was answered on) until it ends or suspends.
 pub(crate) async fn settled(state: &AppState, run_id: String) -> Result<RunOutcome, RunError> {
-    let mut pause = FIRST_LOOK;
-    let record = loop {
-        let record = state.store.run(&run_id).await?;
-        if record.status.is_final() || record.status == RunStatus::Suspended {
-            break record;
-        }
-        tokio::select! {
-            () = tokio::time::sleep(pause) => {}
-            () = state.shutdown.cancelled() => {
-                return Err(RunError::NotResumable {
-                    run: run_id,
-                    reason: "is still with the workers (the server stopped following it)".into(),
-                });
-            }
-        }
-        pause = (pause * 3 / 2).min(SLOWEST);
-    };
-    Ok(RunOutcome::stored(state.store.as_ref(), record).await?)
+    let outcome = RunOutcome::settled(state.store.as_ref(), &run_id, &state.shutdown).await?;
+    if outcome.status == RunStatus::Running {
+        return Err(RunError::NotResumable {
+            run: run_id,
+            reason: "is still with the workers (the server stopped following it)".into(),
+        });
+    }
+    Ok(outcome)
 }

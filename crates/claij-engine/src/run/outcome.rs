@@ -1,8 +1,11 @@
 //! [`RunOutcome`]: how a run ended (or suspended), with its trail and context.
 
+use std::time::Duration;
+
 use claij_core::TrailEntry;
 use claij_core::store::{RunRecord, RunStore, StoreError, Wait};
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use super::RunStatus;
 
@@ -34,6 +37,29 @@ pub struct RunOutcome {
 }
 
 impl RunOutcome {
+    /// A run another process drives (a worker, or the process holding open the request
+    /// of the question it was answered on), once it ends or suspends — or as it stands
+    /// when `stop` is cancelled first. Looked at after 50 ms, then less and less often (at
+    /// most every second).
+    pub async fn settled(
+        store: &dyn RunStore,
+        run_id: &str,
+        stop: &CancellationToken,
+    ) -> Result<Self, StoreError> {
+        let mut pause = Duration::from_millis(50);
+        loop {
+            let record = store.run(run_id).await?;
+            if record.status != RunStatus::Running || stop.is_cancelled() {
+                return Self::stored(store, record).await;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = stop.cancelled() => {}
+            }
+            pause = (pause * 3 / 2).min(Duration::from_secs(1));
+        }
+    }
+
     /// A stored run as it stands, with its whole trail (its result when it completed): for
     /// callers that report runs another process drives.
     pub async fn stored(store: &dyn RunStore, record: RunRecord) -> Result<Self, StoreError> {

@@ -234,15 +234,10 @@ pub(super) async fn run(args: RunArgs) -> u8 {
     report(result, quiet, reporting.as_deref(), &store_hint).await
 }
 
-/// A run another process drives, once it ends or suspends (looking every 200 ms).
+/// A run another process drives, once it ends or suspends.
 pub(super) async fn settled(store: &dyn RunStore, run: &str) -> Result<RunOutcome, RunError> {
-    loop {
-        let record = store.run(run).await?;
-        if record.status != RunStatus::Running {
-            return Ok(RunOutcome::stored(store, record).await?);
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+    let never = tokio_util::sync::CancellationToken::new();
+    Ok(RunOutcome::settled(store, run, &never).await?)
 }
 
 /// The observers of a run: the trail file (starting with `earlier` entries, for resumed
