@@ -364,13 +364,16 @@ pub struct PendingCalls {
 
 /// Whether an entry records a pause rather than an attempt: a run stopped for its budget
 /// there (`budget`) or for a server's question (`question`), the answer it was given
-/// (`answer`), or a model call lost in a crash counted as spent (`interrupted` with
-/// usage). Such entries are not attempts and are not shown to models.
+/// (`answer`), its move to another version of its FSM (`migrated`), or a model call lost
+/// in a crash counted as spent (`interrupted` with usage). Such entries are not attempts and are not shown to models.
 pub fn is_pause(entry: &TrailEntry) -> bool {
     entry.failure.as_deref().is_some_and(|f| {
         matches!(
             f.kind,
-            FailureKind::Budget | FailureKind::Question | FailureKind::Answer
+            FailureKind::Budget
+                | FailureKind::Question
+                | FailureKind::Answer
+                | FailureKind::Migrated
         ) || (f.kind == FailureKind::Interrupted && entry.usage.is_some())
     })
 }

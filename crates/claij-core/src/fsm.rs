@@ -189,7 +189,7 @@ pub struct StateSettings {
 }
 
 /// What an event taking a transition must look like.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum TransitionSchema {
     /// Anything (absent or `true`); only `id` is checked.
     Any,

@@ -39,6 +39,7 @@ pub mod hat;
 pub mod known_actions;
 pub mod load;
 pub mod metaschema;
+pub mod migration;
 pub mod prompts;
 pub mod question;
 pub mod schema;

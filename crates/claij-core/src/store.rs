@@ -270,6 +270,26 @@ pub struct Checkpoint {
     pub spend: crate::budget::Spend,
 }
 
+/// A run moved to another definition of its FSM, as [`RunStore::migrate_run`] writes it:
+/// its new pin and position, and the `migrated` entry that records the move.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Migration {
+    /// The run as it was found when the move was planned: the move is made only if it
+    /// still is (its status, definition, trail length, lease and last change untouched).
+    pub found: RunRecord,
+    /// The definition's version it moves to (stored already, same FSM).
+    pub version: u32,
+    /// That definition's content hash.
+    pub hash: String,
+    /// Its state there.
+    pub state: String,
+    /// What it waits for there, when it waits (resume links made for its wait answer the
+    /// new one).
+    pub wait: Option<Wait>,
+    /// The `migrated` entry: its `seq` is the run's trail length.
+    pub entry: TrailEntry,
+}
+
 /// An event published by a run (a `publish` state), as its checkpoint writes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Published {
@@ -574,6 +594,12 @@ pub trait RunStore: Send + Sync {
         record: &'a RunRecord,
         entries: &'a [TrailEntry],
     ) -> StoreFuture<'a, ()>;
+
+    /// Moves a run to another definition of its FSM, in one transaction: the new pin,
+    /// state and wait, and the `migrated` entry; resume links made for its wait carry over.
+    /// Made only if the run is still as [`Migration::found`] says ([`StoreError::Conflict`]
+    /// otherwise, and nothing changes).
+    fn migrate_run<'a>(&'a self, migration: &'a Migration) -> StoreFuture<'a, ()>;
 
     /// Commits a checkpoint (grouped with other runs' commits where the backend can).
     /// Once queued, a commit may be written even if its future is dropped; the store's

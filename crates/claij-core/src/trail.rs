@@ -132,6 +132,9 @@ pub enum FailureKind {
     /// `{"question", "answer"}`, the answer as MCP's `ElicitResult`): a pause, not an
     /// attempt; the state's attempt made again after it is answered from it.
     Answer,
+    /// The run was moved to another version of its FSM (the entry's event is the
+    /// [`MigrationEvent`](crate::migration::MigrationEvent)): a pause, not an attempt.
+    Migrated,
 }
 
 impl fmt::Display for FailureKind {
@@ -146,6 +149,7 @@ impl fmt::Display for FailureKind {
             FailureKind::Budget => "budget",
             FailureKind::Question => "question",
             FailureKind::Answer => "answer",
+            FailureKind::Migrated => "migrated",
         })
     }
 }

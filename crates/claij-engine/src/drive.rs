@@ -401,10 +401,10 @@ impl<'e> RunState<'e> {
     }
 
     /// The transition of the last transition entry: the one that led into the current
-    /// state.
+    /// state (its states renamed by the migrations since, if the run moved).
     pub(crate) fn current_transition(&self) -> Option<usize> {
-        let last = self.trail.iter().rev().find(|e| e.is_transition())?;
-        self.fsm.transition_idx(&last.from, last.to.as_deref()?)
+        let (from, to) = claij_core::migration::entered_by(&self.trail)?;
+        self.fsm.transition_idx(&from, &to)
     }
 
     /// Commits what is not committed yet and hands the run back to the queue, running and

@@ -43,6 +43,7 @@ pub mod actions;
 mod drive;
 pub mod durable;
 pub mod events;
+pub mod migrate;
 pub mod observer;
 pub mod privilege;
 pub mod questions;

@@ -7,8 +7,8 @@ use std::time::SystemTime;
 use claij_core::budget::{Budget, PendingCalls, Spend};
 use claij_core::store::{
     Checkpoint, ClaimFrom, Definition, Delivery, Doorbell, Due, EventRecord, EventStatus,
-    Heartbeat, HeldLease, Hook, Notice, QueueStats, RunFilter, RunRecord, RunStatus, RunStore,
-    StoreError, StoreFuture, Subscription, WorkerRecord,
+    Heartbeat, HeldLease, Hook, Migration, Notice, QueueStats, RunFilter, RunRecord, RunStatus,
+    RunStore, StoreError, StoreFuture, Subscription, WorkerRecord,
 };
 use claij_core::trail::TrailEntry;
 use sqlx::error::ErrorKind;
@@ -41,6 +41,7 @@ impl<DB: Dialect> std::fmt::Debug for SqlStore<DB> {
 }
 
 mod events;
+mod migrate_run;
 mod queue;
 mod serving;
 mod spend;
@@ -779,6 +780,10 @@ where
 
     fn commit(&self, checkpoint: Checkpoint) -> StoreFuture<'_, ()> {
         Box::pin(self.commit_now(checkpoint))
+    }
+
+    fn migrate_run<'a>(&'a self, migration: &'a Migration) -> StoreFuture<'a, ()> {
+        Box::pin(self.migrate_run_now(migration))
     }
 
     fn claim<'a>(

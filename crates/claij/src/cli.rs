@@ -5,6 +5,16 @@ use std::path::PathBuf;
 use claij_core::{Budget, RunStatus};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// `OLD=NEW`, for `--map`.
+fn parse_state_pair(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((old, new)) if !old.trim().is_empty() && !new.trim().is_empty() => {
+            Ok((old.trim().to_owned(), new.trim().to_owned()))
+        }
+        _ => Err(format!("`{text}` is not OLD=NEW (two state names)")),
+    }
+}
+
 /// Reads `--budget SPEC` (`cost=0.50,tokens=200k,calls=20,time=10m`); clap names the flag
 /// in front of what is wrong and exits as for any other bad invocation.
 fn parse_budget(spec: &str) -> Result<Budget, String> {
@@ -592,6 +602,45 @@ has: if that is still used up, it simply stops again (exit 3).")]
         /// How long to wait for a running run's process to stop it.
         #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
         wait: std::time::Duration,
+    },
+    /// Move parked runs (suspended, queued, or left by a process that died) to another
+    /// version of their FSM: a plan per run, checked against the new version, then the move,
+    /// atomically per run, recorded in its trail as a `migrated` entry. Runs that cannot
+    /// move are refused with the reasons, each naming its place; the rest go. Exit 0 when
+    /// none was refused, 1 otherwise.
+    #[command(after_help = "Examples:
+  claij runs migrate --fsm human-approval --to examples/human-approval.yaml --dry-run
+  claij runs migrate RUN1 RUN2 --to human-approval@3
+  claij runs migrate --fsm human-approval --to fixed.yaml --map approve=review
+
+A run moves when nothing drives it, its state has a place in the new version (the same
+name, or --map OLD=NEW), the transition that brought it there still exists and accepts the
+event that did, the transitions it waits on still exist, and a state waiting for child
+runs still runs what started them.")]
+    Migrate {
+        /// The runs to move (or --fsm).
+        #[arg(required_unless_present = "fsm", conflicts_with = "fsm")]
+        runs: Vec<String>,
+        /// Every run of this FSM that is not finished (with --status: those only).
+        #[arg(long)]
+        fsm: Option<String>,
+        /// With --fsm: only runs with this status (repeatable): suspended, running.
+        #[arg(long = "status", value_name = "STATUS", requires = "fsm")]
+        statuses: Vec<RunStatus>,
+        /// The version to move to: a document (FILE, stored as a new definition when runs
+        /// move), or a stored definition (ID@VERSION, or ID for its newest).
+        #[arg(long, value_name = "FILE|ID@VERSION")]
+        to: String,
+        /// Where a state of the old version goes in the new one (repeatable); states not
+        /// named keep their names.
+        #[arg(long = "map", value_name = "OLD=NEW", value_parser = parse_state_pair)]
+        map: Vec<(String, String)>,
+        /// Plan only: print what would move and what would be refused; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// One JSON object per run.
+        #[arg(long)]
+        json: bool,
     },
     /// Delete finished runs (and their trails) last changed longer ago than a duration.
     Prune {

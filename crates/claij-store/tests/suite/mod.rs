@@ -9,8 +9,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use claij_core::budget::{Budget, PendingCalls, Spend};
 use claij_core::store::{
     Checkpoint, ClaimFrom, Definition, Delivery, DeliveryStatus, Durability, EventStatus,
-    Heartbeat, Hook, Lease, Notice, Published, RunCursor, RunFilter, RunRecord, RunStatus,
-    RunStore, StoreError, Subscription, Wait, WorkerRecord, content_hash,
+    Heartbeat, Hook, Lease, Migration, Notice, Published, RunCursor, RunFilter, RunRecord,
+    RunStatus, RunStore, StoreError, Subscription, Wait, WorkerRecord, content_hash,
 };
 use claij_core::trail::{Failure, FailureKind, TrailEntry, Usage};
 use serde_json::{Value, json};
@@ -48,7 +48,8 @@ macro_rules! store_suite {
             a_commits_spend_is_written_in_place_and_summed_over_its_tree,
             budgets_are_set_changed_and_removed,
             pending_calls_are_noted_by_the_holder_and_forgotten_by_the_next_commit,
-            older_runs_get_their_spend_from_their_trails
+            older_runs_get_their_spend_from_their_trails,
+            a_run_moves_to_another_definition_only_as_it_was_found
         );
         // These race spawned tasks against each other (claims, recoveries, commits that
         // group): two worker threads make the tasks run in parallel, not only take turns
@@ -2316,4 +2317,115 @@ pub(crate) async fn older_runs_get_their_spend_from_their_trails(h: Harness) {
     store.commit(step).await.expect("commit after the upgrade");
     let run = store.run("old").await.expect("run");
     assert_eq!((run.trail_len, run.spend), (10, spent(2)));
+}
+
+/// What a store holds of a run, for before-and-after comparisons.
+async fn run_as_stored(store: &Arc<dyn RunStore>, id: &str) -> (RunRecord, Vec<TrailEntry>) {
+    (
+        store.run(id).await.expect("run"),
+        store.trail(id, 0).await.expect("trail"),
+    )
+}
+
+pub(crate) async fn a_run_moves_to_another_definition_only_as_it_was_found(h: Harness) {
+    let store = h.open().await;
+    let found = create(&store, "parked", RunStatus::Suspended, None, 3).await;
+    let found = store.run(&found.id).await.expect("run");
+    let v2 = definition("review", 2, T0 + 1);
+    store.put_definition(&v2).await.expect("definition");
+    store
+        .put_hook(
+            "h-wait",
+            &Hook {
+                run_id: "parked".into(),
+                wait_seq: 3,
+                created_at: at(T0),
+            },
+        )
+        .await
+        .expect("hook");
+    let mut wait = a_wait();
+    wait.state = "b".into();
+    wait.transitions = vec![("b".into(), "end".into())];
+    let mut moved = entry(3, json!({"from": {"version": 1}, "to": {"version": 2}}));
+    moved.version = 2;
+    moved.to = None;
+    let migration = Migration {
+        found: found.clone(),
+        version: 2,
+        hash: v2.hash.clone(),
+        state: "b".into(),
+        wait: Some(wait.clone()),
+        entry: moved.clone(),
+    };
+    // To a definition that is not stored: refused, nothing written.
+    let missing = Migration {
+        hash: "0".repeat(64),
+        ..migration.clone()
+    };
+    let before = run_as_stored(&store, "parked").await;
+    match store.migrate_run(&missing).await {
+        Err(StoreError::NotFound { what, .. }) => assert_eq!(what, "definition"),
+        other => panic!("expected a missing definition, got {other:?}"),
+    }
+    assert_eq!(run_as_stored(&store, "parked").await, before);
+
+    store.migrate_run(&migration).await.expect("migrate");
+    let (run, trail) = run_as_stored(&store, "parked").await;
+    assert_eq!((run.version, run.hash.as_str()), (2, v2.hash.as_str()));
+    assert_eq!((run.state.as_str(), run.trail_len), ("b", 4));
+    assert_eq!(run.status, RunStatus::Suspended);
+    assert_eq!(run.wait, Some(wait));
+    assert_eq!(
+        &trail[..3],
+        &before.1[..],
+        "the entries before the move stay"
+    );
+    assert_eq!(trail[3], moved);
+    // The wait's resume link answers the new wait.
+    assert_eq!(
+        store
+            .hook("h-wait")
+            .await
+            .expect("hook")
+            .map(|h| h.wait_seq),
+        Some(4)
+    );
+
+    // The same move again: the run is no longer as it was found; nothing changes.
+    let after = run_as_stored(&store, "parked").await;
+    match store.migrate_run(&migration).await {
+        Err(StoreError::Conflict { reason, .. }) => {
+            assert!(reason.contains("not moved"), "{reason}")
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert_eq!(run_as_stored(&store, "parked").await, after);
+
+    // A running run whose holder renewed its lease since the plan: refused.
+    let held = create(&store, "held", RunStatus::Running, Some("host:1:1"), 2).await;
+    let held = store.run(&held.id).await.expect("run");
+    let beat = store
+        .heartbeat("held", "host:1:1", Some(at(now_micros() + 7_200_000_000)))
+        .await
+        .expect("heartbeat");
+    assert!(beat.held);
+    let before = run_as_stored(&store, "held").await;
+    let mut entry = entry(2, json!({}));
+    entry.to = None;
+    let refused = store
+        .migrate_run(&Migration {
+            found: held,
+            version: 2,
+            hash: v2.hash.clone(),
+            state: "a".into(),
+            wait: None,
+            entry,
+        })
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::Conflict { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(run_as_stored(&store, "held").await, before);
 }

@@ -7,6 +7,7 @@ mod mcp;
 mod mcp_call;
 mod mcp_serve;
 mod mcp_tools;
+mod migrate;
 mod model;
 mod prompt;
 mod run;

@@ -1,4 +1,4 @@
-//! `claij runs`: list, show, trail, resume, interrupt and prune stored runs.
+//! `claij runs`: list, show, trail, resume, interrupt, migrate and prune stored runs.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -65,6 +65,26 @@ pub(super) async fn runs(store: Arc<dyn RunStore>, command: RunsCommand) -> Resu
         }
         RunsCommand::Resume { quiet, .. } => resume_all(store, quiet).await,
         RunsCommand::Interrupt { run, wait } => interrupt(store.as_ref(), &run, wait).await,
+        RunsCommand::Migrate {
+            runs,
+            fsm,
+            statuses,
+            to,
+            map,
+            dry_run,
+            json,
+        } => {
+            let request = super::migrate::Request {
+                runs,
+                fsm,
+                statuses,
+                to,
+                map,
+                dry_run,
+                json,
+            };
+            super::migrate::migrate(store, request).await
+        }
         RunsCommand::Prune {
             older_than,
             statuses,
@@ -216,10 +236,26 @@ async fn show(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
         .rev()
         .take_while(|e| !e.is_transition())
         .find_map(|e| e.failure.as_deref())
-        .filter(|f| !matches!(f.kind, FailureKind::Question | FailureKind::Answer));
+        .filter(|f| {
+            !matches!(
+                f.kind,
+                FailureKind::Question | FailureKind::Answer | FailureKind::Migrated
+            )
+        });
     let tree = store.tree_spend(run).await?;
+    let moves = migrations(store, &record).await?;
     if as_json {
         let mut out = record_json(&record);
+        out["migrations"] = Value::Array(
+            moves
+                .iter()
+                .map(|(at_time, m)| {
+                    let mut m = serde_json::to_value(m).unwrap_or_default();
+                    m["at"] = json!(at(*at_time));
+                    m
+                })
+                .collect(),
+        );
         out["tree_spend"] = serde_json::to_value(tree)?;
         out["last_event"] = last_event.cloned().unwrap_or(Value::Null);
         out["last_failure"] = serde_json::to_value(last_failure)?;
@@ -233,6 +269,19 @@ async fn show(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
         record.version,
         &record.hash[..record.hash.len().min(12)]
     )?;
+    for (when, m) in &moves {
+        let renamed = if m.from.state == m.to.state {
+            String::new()
+        } else {
+            format!(", `{}` now `{}`", m.from.state, m.to.state)
+        };
+        out!(
+            "moved     from v{} to v{} at {}{renamed}",
+            m.from.version,
+            m.to.version,
+            at(*when)
+        )?;
+    }
     if let Some(parent) = &record.parent {
         out!("parent    {parent}")?;
     }
@@ -348,6 +397,19 @@ async fn show(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
     Ok(EXIT_OK)
 }
 
+/// The moves a run made between versions of its FSM (`claij runs migrate`), oldest first,
+/// with when each was made.
+async fn migrations(
+    store: &dyn RunStore,
+    record: &RunRecord,
+) -> Result<Vec<(SystemTime, claij_core::migration::MigrationEvent)>> {
+    let trail = store.trail(&record.id, 0).await?;
+    Ok(trail
+        .iter()
+        .filter_map(|e| claij_core::migration::migration_of(e).map(|m| (e.at, m)))
+        .collect())
+}
+
 async fn trail(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
     let entries = store.trail(run, 0).await?;
     if as_json {
@@ -369,6 +431,7 @@ async fn trail(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
             (Some(to), _) => format!("{} → {to}", e.from),
             (None, Some(FailureKind::Question)) => format!("{} ?", e.from),
             (None, Some(FailureKind::Answer)) => format!("{} ↩", e.from),
+            (None, Some(FailureKind::Migrated)) => format!("{} ⇢", e.from),
             (None, _) => format!("{} ✗", e.from),
         };
         let note = match &e.failure {

@@ -1,0 +1,276 @@
+//! `claij runs migrate`: move parked runs to another version of their FSM — a plan per
+//! run, printed; then, unless `--dry-run`, each run that can move is moved, atomically.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use anyhow::{Context, Result, bail};
+use claij_core::migration::StateMap;
+use claij_core::store::{Definition, RunFilter, RunRecord, RunStore, StoreError};
+use claij_core::{Fsm, RunStatus};
+use claij_engine::Engine;
+use claij_engine::migrate::{Finding, Plan};
+use serde_json::json;
+
+use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
+
+/// What `claij runs migrate` was asked.
+pub(super) struct Request {
+    /// The runs named (empty: `fsm` selects them).
+    pub runs: Vec<String>,
+    /// Every unfinished run of this FSM.
+    pub fsm: Option<String>,
+    /// With `fsm`: only these statuses.
+    pub statuses: Vec<RunStatus>,
+    /// `FILE`, `ID@VERSION` or `ID`.
+    pub to: String,
+    /// `OLD=NEW` pairs.
+    pub map: Vec<(String, String)>,
+    /// Plan only.
+    pub dry_run: bool,
+    /// JSON lines.
+    pub json: bool,
+}
+
+/// What became of one run.
+enum Verdict {
+    Moved,
+    WouldMove,
+    Current,
+    Refused,
+}
+
+/// Runs `claij runs migrate`.
+pub(super) async fn migrate(store: Arc<dyn RunStore>, request: Request) -> Result<u8> {
+    let engine = super::run::engine(true);
+    let (target, stored) = match target(store.as_ref(), &engine, &request.to).await {
+        Ok(found) => found,
+        Err(e) => {
+            note!("claij: {e:#}");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let map: StateMap = request.map.iter().cloned().collect();
+    if let Some((old, new)) = map.iter().find(|(_, new)| target.state(new).is_none()) {
+        note!(
+            "claij: --map {old}={new}: v{} of `{}` has no state `{new}`",
+            target.version,
+            target.id
+        );
+        return Ok(EXIT_USAGE);
+    }
+    crate::mcp::connect(&target).await?;
+    let runs = selected(store.as_ref(), &request).await?;
+    if runs.is_empty() {
+        note!("claij: no runs to move");
+        return Ok(EXIT_OK);
+    }
+    if !request.dry_run
+        && !stored
+        && runs
+            .iter()
+            .any(|r| r.as_ref().is_ok_and(|r| r.hash != target.hash))
+    {
+        store
+            .put_definition(&Definition {
+                fsm_id: target.id.to_string(),
+                version: target.version,
+                hash: target.hash.clone(),
+                document: target.document.clone(),
+                created_at: SystemTime::now(),
+            })
+            .await?;
+    }
+    let (mut moved, mut refused, mut current) = (0, 0, 0);
+    for run in runs {
+        let (plan, verdict) = match run {
+            Ok(record) => {
+                let mut plan = plan(store.as_ref(), &engine, &record, &target, &map).await?;
+                let verdict = settle(store.as_ref(), &mut plan, request.dry_run).await?;
+                (plan, verdict)
+            }
+            Err(missing) => {
+                refused += 1;
+                report_missing(&missing, request.json)?;
+                continue;
+            }
+        };
+        match verdict {
+            Verdict::Moved | Verdict::WouldMove => moved += 1,
+            Verdict::Current => current += 1,
+            Verdict::Refused => refused += 1,
+        }
+        report(&plan, &verdict, request.json)?;
+    }
+    if !request.json {
+        let verb = if request.dry_run {
+            "would move"
+        } else {
+            "moved"
+        };
+        out!(
+            "{verb} {moved} run(s) to {} v{}; refused {refused}; already there {current}",
+            target.id,
+            target.version
+        )?;
+    }
+    Ok(if refused == 0 { EXIT_OK } else { EXIT_FAILED })
+}
+
+/// The definition to move to, and whether it is stored already.
+async fn target(store: &dyn RunStore, engine: &Engine, to: &str) -> Result<(Arc<Fsm>, bool)> {
+    let path = Path::new(to);
+    if path.is_file() {
+        let fsm = super::load(engine, path).map_err(|d| anyhow::anyhow!("--to {to}:\n{d}"))?;
+        let stored = store
+            .definition(&fsm.id, fsm.version, Some(&fsm.hash))
+            .await
+            .is_ok();
+        return Ok((Arc::new(fsm), stored));
+    }
+    let (id, version) = match to.rsplit_once('@') {
+        Some((id, version)) => {
+            let version: u32 = version
+                .parse()
+                .with_context(|| format!("--to {to}: `{version}` is not a version number"))?;
+            (id, Some(version))
+        }
+        None => (to, None),
+    };
+    let newest = store
+        .definitions()
+        .await?
+        .into_iter()
+        .filter(|d| d.fsm_id == id && version.is_none_or(|v| d.version == v))
+        .max_by_key(|d| (d.version, d.created_at));
+    let Some(definition) = newest else {
+        bail!(
+            "--to {to}: no such file, and no stored definition of `{id}`{} (see `claij defs list`)",
+            version.map(|v| format!(" v{v}")).unwrap_or_default()
+        );
+    };
+    let fsm = engine
+        .stored_definition(store, id, definition.version, &definition.hash)
+        .await?;
+    Ok((fsm, true))
+}
+
+/// The runs asked for, in order: a named run that is not in the store is reported, not
+/// fatal.
+async fn selected(
+    store: &dyn RunStore,
+    request: &Request,
+) -> Result<Vec<Result<RunRecord, String>>> {
+    if let Some(fsm) = &request.fsm {
+        let statuses = if request.statuses.is_empty() {
+            vec![RunStatus::Suspended, RunStatus::Running]
+        } else {
+            request.statuses.clone()
+        };
+        let filter = RunFilter {
+            statuses,
+            fsm_id: Some(fsm.clone()),
+            ..RunFilter::default()
+        };
+        let mut runs = store.runs(&filter).await?;
+        // Oldest first: the order they were parked in.
+        runs.reverse();
+        return Ok(runs.into_iter().map(Ok).collect());
+    }
+    let mut out = Vec::new();
+    for id in &request.runs {
+        match store.run(id).await {
+            Ok(record) => out.push(Ok(record)),
+            Err(StoreError::NotFound { .. }) => out.push(Err(id.clone())),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(out)
+}
+
+/// The plan for one run (the definition it is pinned to loaded from the store).
+async fn plan(
+    store: &dyn RunStore,
+    engine: &Engine,
+    record: &RunRecord,
+    target: &Fsm,
+    map: &StateMap,
+) -> Result<Plan> {
+    let old = engine.stored_fsm(store, record).await?;
+    Ok(engine
+        .plan_migration(store, record, &old, target, map)
+        .await?)
+}
+
+/// Moves the run when its plan lets it (and this is no dry run); a run changed since it
+/// was planned is refused, as the store found it.
+async fn settle(store: &dyn RunStore, plan: &mut Plan, dry_run: bool) -> Result<Verdict> {
+    if plan.is_current() {
+        return Ok(Verdict::Current);
+    }
+    let Some(migration) = plan.migration() else {
+        return Ok(Verdict::Refused);
+    };
+    if dry_run {
+        return Ok(Verdict::WouldMove);
+    }
+    match store.migrate_run(migration).await {
+        Ok(()) => Ok(Verdict::Moved),
+        Err(StoreError::Conflict { reason, .. }) => {
+            plan.refusals.push(Finding {
+                at: "run".into(),
+                message: reason,
+            });
+            Ok(Verdict::Refused)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn report(plan: &Plan, verdict: &Verdict, as_json: bool) -> Result<()> {
+    let word = match verdict {
+        Verdict::Moved => "moved",
+        Verdict::WouldMove => "would move",
+        Verdict::Current => "already there",
+        Verdict::Refused => "refused",
+    };
+    if as_json {
+        let mut line = serde_json::to_value(plan)?;
+        line["outcome"] = json!(word);
+        out!("{line}")?;
+        return Ok(());
+    }
+    let state = if plan.from.state == plan.to.state {
+        plan.from.state.clone()
+    } else {
+        format!("{} → {}", plan.from.state, plan.to.state)
+    };
+    out!(
+        "{}  {}  v{} → v{}  {state}  {word}",
+        plan.run,
+        plan.status,
+        plan.from.version,
+        plan.to.version
+    )?;
+    for change in &plan.changes {
+        out!("  + {}: {}", change.at, change.message)?;
+    }
+    for refusal in &plan.refusals {
+        out!("  ✗ {}: {}", refusal.at, refusal.message)?;
+    }
+    Ok(())
+}
+
+fn report_missing(run: &str, as_json: bool) -> Result<()> {
+    let message = "is not in the store";
+    if as_json {
+        out!(
+            "{}",
+            json!({"run": run, "outcome": "refused", "refusals": [{"at": "run", "message": message}]})
+        )?;
+    } else {
+        out!("{run}  refused\n  ✗ run: {message}")?;
+    }
+    Ok(())
+}
