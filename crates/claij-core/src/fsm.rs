@@ -108,6 +108,22 @@ pub struct FsmSettings {
     pub deadline: Option<Duration>,
     /// What a run and its children may spend together (`config.budget`).
     pub budget: Option<crate::budget::Budget>,
+    /// What registering this version does to the parked runs of older versions
+    /// (`config.on_new_version`).
+    pub on_new_version: OnNewVersion,
+}
+
+/// What registering a new version of an FSM does to its parked runs (suspended, queued,
+/// or left by a process that died) on older versions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnNewVersion {
+    /// They stay on the version they started with (the default).
+    #[default]
+    Keep,
+    /// Those that can move to it do (as `claij runs migrate` moves them, states keeping
+    /// their names); the others stay, and are reported.
+    Migrate,
 }
 
 /// One state.

@@ -51,8 +51,8 @@ pub mod trail;
 pub use budget::{Budget, BudgetPause, Limit, PendingCalls, Spend};
 pub use diagnostic::{Diagnostic, Diagnostics, JsonPath, Problem};
 pub use fsm::{
-    DEFAULT_MAX_ATTEMPTS, END_ACTION, Example, Fsm, FsmSettings, Keep, START, State, StateIdx,
-    StateSettings, Transition, TransitionIdx, TransitionSchema, Trigger,
+    DEFAULT_MAX_ATTEMPTS, END_ACTION, Example, Fsm, FsmSettings, Keep, OnNewVersion, START, State,
+    StateIdx, StateSettings, Transition, TransitionIdx, TransitionSchema, Trigger,
 };
 pub use graph::{to_dot, to_mermaid};
 pub use known_actions::{BuiltinNames, ConfigIssue, KnownActions};

@@ -16,11 +16,14 @@ use std::time::SystemTime;
 
 use claij_core::budget::is_pause;
 use claij_core::migration::{MigrationEvent, Pin, StateMap, entered_by};
-use claij_core::store::{Migration, RunRecord, RunStore, Wait};
-use claij_core::{Failure, FailureKind, Fsm, RunStatus, State, TrailEntry, TransitionSchema};
+use claij_core::store::{Definition, Migration, RunFilter, RunRecord, RunStore, StoreError, Wait};
+use claij_core::{
+    Failure, FailureKind, Fsm, OnNewVersion, RunStatus, State, TrailEntry, TransitionSchema,
+};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::actions::child::child_refs;
 use crate::drive::to_micros;
 use crate::durable::is_dead_local_owner;
 use crate::run::{Engine, RunError};
@@ -61,12 +64,60 @@ pub struct Plan {
     pub changes: Vec<Finding>,
     /// Why it cannot move (empty: it can).
     pub refusals: Vec<Finding>,
+    /// The moves of its child runs whose definitions changed too (made before its own).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<Plan>,
     /// What the store writes (`None` when refused, or already there).
     #[serde(skip)]
     migration: Option<Migration>,
+    /// The definition it moves to, stored before the move.
+    #[serde(skip)]
+    definition: Option<Definition>,
+}
+
+/// What [`Engine::carry_out`] did with a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moved {
+    /// The run (and the children its plan carries) moved.
+    Moved,
+    /// It was on the target already.
+    Current,
+    /// It was refused: by its plan, or because it changed since (the plan's refusals say).
+    Refused,
 }
 
 impl Plan {
+    /// A plan for `record` to move to `new` that nothing has been checked for yet.
+    fn new(record: &RunRecord, new: &Fsm, target: String, map: &StateMap) -> Self {
+        Plan {
+            run: record.id.clone(),
+            status: record.status,
+            from: Pin {
+                version: record.version,
+                hash: record.hash.clone(),
+                state: record.state.clone(),
+            },
+            to: Pin {
+                version: new.version,
+                hash: new.hash.clone(),
+                state: target,
+            },
+            map: map.clone(),
+            changes: Vec::new(),
+            refusals: Vec::new(),
+            children: Vec::new(),
+            migration: None,
+            definition: None,
+        }
+    }
+
+    /// A plan refused before it could be made (the run's own definition no longer loads).
+    fn refused(record: &RunRecord, new: &Fsm, why: Finding) -> Self {
+        let mut plan = Plan::new(record, new, record.state.clone(), &StateMap::new());
+        plan.refusals.push(why);
+        plan
+    }
+
     /// Whether the run is on the target definition already (nothing to do).
     pub fn is_current(&self) -> bool {
         self.from.hash == self.to.hash
@@ -89,7 +140,7 @@ impl Engine {
     /// nothing refuses it. Nothing is written.
     pub async fn plan_migration(
         &self,
-        store: &dyn RunStore,
+        store: &Arc<dyn RunStore>,
         record: &RunRecord,
         old: &Fsm,
         new: &Fsm,
@@ -99,24 +150,7 @@ impl Engine {
             .get(&record.state)
             .cloned()
             .unwrap_or_else(|| record.state.clone());
-        let mut plan = Plan {
-            run: record.id.clone(),
-            status: record.status,
-            from: Pin {
-                version: record.version,
-                hash: record.hash.clone(),
-                state: record.state.clone(),
-            },
-            to: Pin {
-                version: new.version,
-                hash: new.hash.clone(),
-                state: target.clone(),
-            },
-            map: map.clone(),
-            changes: Vec::new(),
-            refusals: Vec::new(),
-            migration: None,
-        };
+        let mut plan = Plan::new(record, new, target.clone(), map);
         if plan.is_current() {
             return Ok(plan);
         }
@@ -164,7 +198,19 @@ impl Engine {
             Some(wait) => self.moved_wait(record, wait, old, new, to_state, map, &mut plan),
             None => None,
         };
+        if let Some(wait) = &wait
+            && plan.refusals.is_empty()
+        {
+            Box::pin(self.plan_children(store, &wait.children, new, to_state, &mut plan)).await?;
+        }
         if plan.refusals.is_empty() {
+            plan.definition = Some(Definition {
+                fsm_id: new.id.to_string(),
+                version: new.version,
+                hash: new.hash.clone(),
+                document: new.document.clone(),
+                created_at: SystemTime::now(),
+            });
             plan.migration = Some(Migration {
                 found: record.clone(),
                 version: new.version,
@@ -175,6 +221,112 @@ impl Engine {
             });
         }
         Ok(plan)
+    }
+
+    /// The moves of the child runs a parent waits for: each unfinished child goes to the
+    /// definition its parent's new version names for its FSM, when that changed (its
+    /// states keep their names); a child whose FSM the state no longer names, or that
+    /// cannot move, refuses its parent.
+    async fn plan_children(
+        &self,
+        store: &Arc<dyn RunStore>,
+        children: &[String],
+        new: &Fsm,
+        state: &State,
+        plan: &mut Plan,
+    ) -> Result<(), RunError> {
+        if children.is_empty() {
+            return Ok(());
+        }
+        let mut named = Vec::new();
+        for r in child_refs(state) {
+            match r
+                .load_from(self.registry(), &new.source, Some(store), &state.id)
+                .await
+            {
+                Ok(fsm) => named.push(fsm),
+                Err(e) => plan.refusals.push(Finding::new(
+                    format!("state `{}`", state.id),
+                    format!(
+                        "a child FSM it names in v{} does not load: {}",
+                        new.version, e.message
+                    ),
+                )),
+            }
+        }
+        for id in children {
+            let child = store.run(id).await?;
+            if child.status.is_final() {
+                continue;
+            }
+            let at = format!("child `{id}`");
+            let Some(target) = named.iter().find(|f| *f.id == child.fsm_id) else {
+                plan.refusals.push(Finding::new(
+                    at,
+                    format!(
+                        "runs `{}`, which `{}` no longer names in v{}",
+                        child.fsm_id, state.id, new.version
+                    ),
+                ));
+                continue;
+            };
+            if target.hash == child.hash {
+                continue;
+            }
+            let old = self.stored_fsm(store.as_ref(), &child).await?;
+            let moved = self
+                .plan_migration(store, &child, &old, target, &StateMap::new())
+                .await?;
+            for refusal in &moved.refusals {
+                plan.refusals.push(Finding::new(
+                    format!("{at}: {}", refusal.at),
+                    format!(
+                        "{} (move it on its own, with --map where its states were renamed)",
+                        refusal.message
+                    ),
+                ));
+            }
+            plan.children.push(moved);
+        }
+        Ok(())
+    }
+
+    /// Carries a plan out: stores the definitions it moves to, moves the child runs it
+    /// carries, then the run, each in one transaction. A run changed since it was planned
+    /// is not moved (the conflict is added to the plan's refusals); children moved before
+    /// it stay moved (each is whole on its new version).
+    pub async fn carry_out(
+        &self,
+        store: &Arc<dyn RunStore>,
+        plan: &mut Plan,
+    ) -> Result<Moved, RunError> {
+        if plan.is_current() {
+            return Ok(Moved::Current);
+        }
+        let (Some(migration), Some(definition)) = (plan.migration.clone(), plan.definition.clone())
+        else {
+            return Ok(Moved::Refused);
+        };
+        for child in &mut plan.children {
+            if Box::pin(self.carry_out(store, child)).await? == Moved::Refused {
+                let why = child
+                    .refusals
+                    .last()
+                    .map_or_else(String::new, |r| r.message.clone());
+                plan.refusals
+                    .push(Finding::new(format!("child `{}`", child.run), why));
+                return Ok(Moved::Refused);
+            }
+        }
+        store.put_definition(&definition).await?;
+        match store.migrate_run(&migration).await {
+            Ok(()) => Ok(Moved::Moved),
+            Err(StoreError::Conflict { reason, .. }) => {
+                plan.refusals.push(Finding::new("run", reason));
+                Ok(Moved::Refused)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The transition that brought the run to its state must exist in `new` and accept
@@ -378,6 +530,86 @@ impl Engine {
             question: wait.question.clone(),
             held: None,
         })
+    }
+}
+
+/// What registering a definition did to the parked runs of older versions, under its
+/// `on_new_version` policy: each run it tried to move, with its plan.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct VersionPolicy {
+    /// The runs moved to the new version.
+    pub moved: Vec<Plan>,
+    /// The runs that could not move (their plans say why).
+    pub refused: Vec<Plan>,
+}
+
+impl Engine {
+    /// Registers `fsm` in the store, then applies its `on_new_version` policy: with
+    /// `migrate`, every unfinished run of an older version of the FSM that can move to it
+    /// does (states keeping their names; as [`carry_out`](Self::carry_out) moves it), and
+    /// those that cannot are reported; with `keep` (the default) nothing else happens.
+    pub async fn register_version(
+        &self,
+        store: &Arc<dyn RunStore>,
+        fsm: &Fsm,
+    ) -> Result<VersionPolicy, StoreError> {
+        store
+            .put_definition(&Definition {
+                fsm_id: fsm.id.to_string(),
+                version: fsm.version,
+                hash: fsm.hash.clone(),
+                document: fsm.document.clone(),
+                created_at: SystemTime::now(),
+            })
+            .await?;
+        let mut out = VersionPolicy::default();
+        if fsm.settings.on_new_version != OnNewVersion::Migrate {
+            return Ok(out);
+        }
+        let filter = RunFilter {
+            statuses: vec![RunStatus::Suspended, RunStatus::Running],
+            fsm_id: Some(fsm.id.to_string()),
+            ..RunFilter::default()
+        };
+        let mut runs = store.runs(&filter).await?;
+        runs.reverse();
+        for listed in runs.iter().filter(|r| r.version < fsm.version) {
+            // Read again: a run carried over as another's child is moved already.
+            let record = store.run(&listed.id).await?;
+            if record.version >= fsm.version || record.status.is_final() {
+                continue;
+            }
+            let planned = match self.stored_fsm(store.as_ref(), &record).await {
+                Ok(old) => {
+                    self.plan_migration(store, &record, &old, fsm, &StateMap::new())
+                        .await
+                }
+                Err(e) => Err(e),
+            };
+            let mut plan = match planned {
+                Ok(plan) => plan,
+                Err(RunError::Store(e)) => return Err(e),
+                Err(e) => {
+                    out.refused.push(Plan::refused(
+                        &record,
+                        fsm,
+                        Finding::new("run", e.to_string()),
+                    ));
+                    continue;
+                }
+            };
+            match self.carry_out(store, &mut plan).await {
+                Ok(Moved::Moved) => out.moved.push(plan),
+                Ok(Moved::Refused) => out.refused.push(plan),
+                Ok(Moved::Current) => {}
+                Err(RunError::Store(e)) => return Err(e),
+                Err(e) => {
+                    plan.refusals.push(Finding::new("run", e.to_string()));
+                    out.refused.push(plan);
+                }
+            }
+        }
+        Ok(out)
     }
 }
 

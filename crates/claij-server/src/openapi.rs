@@ -26,7 +26,7 @@ use crate::views;
     components(schemas(
         Problem, PlacedError, views::RunView, views::WaitView, views::AnswerView, views::RunPage,
         views::RunSummary, views::TrailPage, views::StartRun, views::ResumeRun,
-        views::DefinitionSummary, views::DefinitionView, views::Registered, views::Accepted, views::DeliveryView,
+        views::DefinitionSummary, views::DefinitionView, views::Registered, views::RefusedMove, views::PlacedReason, views::Accepted, views::DeliveryView,
         hooks::NewHook, hooks::HookView, hooks::HookAnswered, openai::ChatRequest,
         queue::QueueView, queue::WorkerView,
     )),

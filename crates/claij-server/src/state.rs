@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock, RwLock};
-use std::time::SystemTime;
 
-use claij_core::store::{Definition, RunStore};
+use claij_core::store::RunStore;
 use claij_core::{Diagnostics, Fsm};
+use claij_engine::migrate::VersionPolicy;
 use claij_engine::{BoxFuture, Engine, PrivilegedUse, privileged_uses};
 use tokio_util::sync::CancellationToken;
 
@@ -148,11 +148,12 @@ impl AppState {
 
     /// Registers a document that arrived over the network: loaded and checked as
     /// `claij validate` does, refused if it uses a privilege the configuration does not
-    /// allow, then stored and served.
+    /// allow, then stored (its `on_new_version` policy applied to the parked runs of older
+    /// versions: what it moved and refused is returned) and served.
     pub(crate) async fn register(
         &self,
         document: serde_json::Value,
-    ) -> Result<Served, RegisterError> {
+    ) -> Result<(Served, VersionPolicy), RegisterError> {
         let engine = self
             .default_engine()
             .map_err(|e| RegisterError::Store(claij_core::StoreError::Backend(e)))?;
@@ -173,21 +174,19 @@ impl AppState {
                 version: fsm.version,
             });
         }
-        self.store
-            .put_definition(&Definition {
-                fsm_id: fsm.id.to_string(),
-                version: fsm.version,
-                hash: fsm.hash.clone(),
-                document: fsm.document.clone(),
-                created_at: SystemTime::now(),
-            })
+        // Stored, then the document's `on_new_version` policy applied to older runs.
+        let policy = engine
+            .register_version(&self.store, &fsm)
             .await
             .map_err(RegisterError::Store)?;
         let fsm = Arc::new(fsm);
         self.serve(fsm.clone(), false);
-        Ok(Served {
-            fsm,
-            trusted: false,
-        })
+        Ok((
+            Served {
+                fsm,
+                trusted: false,
+            },
+            policy,
+        ))
     }
 }

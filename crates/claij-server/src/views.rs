@@ -457,6 +457,33 @@ pub(crate) struct Registered {
     pub hash: String,
     /// Where it is.
     pub url: String,
+    /// The parked runs of older versions its `on_new_version: migrate` policy moved to it
+    /// (absent under `keep`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub migrated: Vec<String>,
+    /// Those it could not move, with the reasons, each naming its place.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_migrated: Vec<RefusedMove>,
+}
+
+/// A run a new version's policy could not move to it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct RefusedMove {
+    /// The run.
+    pub run: String,
+    /// The version it stays on.
+    pub version: u32,
+    /// Why, each at its place (`state `approve``, `entry 4`, …).
+    pub reasons: Vec<PlacedReason>,
+}
+
+/// One reason, at its place.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct PlacedReason {
+    /// Where: the run, a state, a transition, a trail entry, a child run.
+    pub at: String,
+    /// What.
+    pub message: String,
 }
 
 /// A run that was accepted and goes on (202).

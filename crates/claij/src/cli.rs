@@ -656,6 +656,19 @@ runs still runs what started them.")]
 /// `claij defs …`
 #[derive(Debug, Subcommand)]
 pub(crate) enum DefsCommand {
+    /// Register documents: check and store each as a definition runs can be pinned to
+    /// (`claij run` does this on a run's start). A document whose `config.on_new_version`
+    /// is `migrate` then moves the parked runs of its older versions that can move (as
+    /// `claij runs migrate` does) and reports the others. Exit 0 when every document was
+    /// registered and every run it meant to move moved, 1 otherwise.
+    Add {
+        /// The documents (JSON or YAML).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// One JSON object per document.
+        #[arg(long)]
+        json: bool,
+    },
     /// List stored definitions.
     List {
         /// One JSON object per line.

@@ -3,8 +3,9 @@
 //! fork waiting on a suspended branch and a chain waiting on a suspended link — each then
 //! resumed to the end on the new version, its entries before the move unchanged; refused
 //! moves (a removed state, a narrowed schema the run's last event breaks) that change
-//! nothing, byte for byte; and a migration of many runs killed with SIGKILL half-way,
-//! which leaves each run moved or untouched.
+//! nothing, byte for byte; a migration of many runs killed with SIGKILL half-way, which
+//! leaves each run moved or untouched; and the `on_new_version` policy, applied when a
+//! version is registered (`claij defs add`, `claij mcp serve`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
 
@@ -483,10 +484,56 @@ fn parents_waiting_for_children_move_and_are_continued_by_them(backend: Backend)
         .unwrap()
         .to_owned();
 
-    for (run, to) in [("p", "panel-2.yaml"), ("c", "chained-2.yaml")] {
+    // The askers' new version renames the state they wait in: the parent cannot carry
+    // its children over, and nothing moves.
+    let asker = std::fs::read_to_string(env.path("asker.yaml")).unwrap();
+    env.write(
+        "asker.yaml",
+        &format!(
+            "version: 2\n{}",
+            asker
+                .replace("id: ask,", "id: question,")
+                .replace("[start, ask]", "[start, question]")
+                .replace("[ask, end]", "[question, end]")
+        ),
+    );
+    let before: Vec<_> = ["p", "p.1.0", "p.1.1"]
+        .iter()
+        .map(|r| env.stored(r))
+        .collect();
+    let (code, plans) = env.migrate(&["p", "--to", "panel-2.yaml"]);
+    assert_eq!(code, Some(1), "{plans:#?}");
+    assert_eq!(
+        plans[0]["refusals"][0]["at"], "child `p.1.0`: state `ask`",
+        "{plans:#?}"
+    );
+    let after: Vec<_> = ["p", "p.1.0", "p.1.1"]
+        .iter()
+        .map(|r| env.stored(r))
+        .collect();
+    assert_eq!(after, before);
+    // Its new version keeps the state: the children move with their parent.
+    env.write(
+        "asker.yaml",
+        &format!(
+            "version: 2\n{}",
+            asker.replace("Your view?", "Your view, please?")
+        ),
+    );
+    for (run, to, children) in [("p", "panel-2.yaml", 2), ("c", "chained-2.yaml", 1)] {
         let (code, plans) = env.migrate(&[run, "--to", to]);
         assert_eq!(code, Some(0), "{plans:#?}");
         assert_eq!(plans[0]["outcome"], "moved");
+        assert_eq!(
+            plans[0]["children"].as_array().map(Vec::len),
+            Some(children),
+            "{plans:#?}"
+        );
+    }
+    for child in ["p.1.0", "p.1.1", link.as_str()] {
+        let record = env.record(child);
+        assert_eq!(record["version"], 2, "{record:#}");
+        assert_eq!(record["wait"]["prompt"], "Your view, please?", "{record:#}");
     }
     for (k, parent) in [("0", "suspended"), ("1", "completed")] {
         let input = json!({"id": ["ask", "end"], "view": format!("v{k}")}).to_string();
@@ -528,6 +575,93 @@ fn parents_waiting_for_children_move_and_are_continued_by_them(backend: Backend)
         env.record("p")["last_event"]["branches"][1]["result"]["view"],
         "v1"
     );
+}
+
+/// The approval as version `version`, with `config: {on_new_version: POLICY}` when given,
+/// its way into `approve` asking for a summary of at least `min_summary` characters.
+fn approval_version(text: String, version: u32, policy: Option<&str>, min_summary: u32) -> String {
+    let config = policy
+        .map(|p| format!("config: {{on_new_version: {p}}}\n"))
+        .unwrap_or_default();
+    text.replace("version: 1\n", &format!("version: {version}\n{config}")).replace(
+        "  - id: [summarise, approve]\n    schema:\n      type: object\n      required: [service, version, summary]\n",
+        &format!("  - id: [summarise, approve]\n    schema:\n      type: object\n      required: [service, version, summary]\n      properties: {{summary: {{type: string, minLength: {min_summary}}}}}\n"),
+    )
+}
+
+/// Registering a version whose `on_new_version` is `migrate` moves the parked runs of
+/// older versions that can move (`claij defs add`, and `claij mcp serve` as it starts);
+/// `keep` moves none.
+fn a_new_version_that_migrates_moves_the_parked_runs_it_can(backend: Backend) {
+    let env = Env::new(backend);
+    env.approval_variant("v2.yaml", |t| approval_version(t, 2, Some("migrate"), 30));
+    env.approval_variant("v3.yaml", |t| approval_version(t, 3, None, 1));
+    env.approval_variant("v4.yaml", |t| approval_version(t, 4, Some("migrate"), 1));
+    assert!(
+        std::fs::read_to_string(env.path("v2.yaml"))
+            .unwrap()
+            .contains("minLength: 30")
+    );
+    env.suspended_approval("long-1");
+    env.suspended_approval("long-2");
+    // "Deploy ui 2.4.1 (14 changes)": 28 characters, short of v2's 30.
+    let short = REQUEST.replace("billing", "ui");
+    env.run(&[
+        "run",
+        "approval.yaml",
+        "--input",
+        &short,
+        "--run-id",
+        "short",
+        "-q",
+    ])
+    .exits(3);
+    let short_before = env.stored("short");
+
+    let out = env.run(&["defs", "add", "v2.yaml", "--json"]);
+    assert_eq!(out.code, Some(1), "one run stays: {out:#?}");
+    let added: Value = serde_json::from_str(&out.stdout).unwrap();
+    let moved: Vec<&str> = added["migrated"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["run"].as_str().unwrap())
+        .collect();
+    assert_eq!(moved, ["long-1", "long-2"], "{added:#}");
+    assert_eq!(added["not_migrated"][0]["run"], "short");
+    assert_eq!(
+        added["not_migrated"][0]["refusals"][0]["at"], "entry 1",
+        "{added:#}"
+    );
+    assert_eq!(env.stored("short"), short_before);
+    assert_eq!(env.record("long-1")["version"], 2);
+
+    // `keep` (the default) moves nothing.
+    let out = env.run(&["defs", "add", "v3.yaml"]).exits(0);
+    assert_eq!(out.stdout.lines().count(), 1, "{out:#?}");
+    assert_eq!(env.record("long-1")["version"], 2);
+    assert_eq!(env.stored("short"), short_before);
+
+    // The MCP server registers a migrating document it serves as it starts (it then
+    // stops: its stdin is closed).
+    let out = env.run(&["mcp", "serve", "v4.yaml"]);
+    assert!(
+        out.stderr.contains("moved 3 parked run(s) to v4"),
+        "{out:#?}"
+    );
+    for run in ["long-1", "long-2", "short"] {
+        assert_eq!(env.record(run)["version"], 4, "{run}");
+    }
+}
+
+#[test]
+fn sqlite_a_new_version_that_migrates_moves_the_parked_runs_it_can() {
+    a_new_version_that_migrates_moves_the_parked_runs_it_can(Backend::Sqlite);
+}
+
+#[test]
+fn postgres_a_new_version_that_migrates_moves_the_parked_runs_it_can() {
+    a_new_version_that_migrates_moves_the_parked_runs_it_can(Backend::Postgres);
 }
 
 #[test]

@@ -434,6 +434,69 @@ async fn documents_registered_over_http_are_checked_and_never_start_programs() {
 }
 
 #[tokio::test]
+async fn a_version_registered_over_http_that_migrates_moves_the_parked_runs_it_can() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("claij.db");
+    let server = Served::start(&store, &[&approval()]);
+    let http = client();
+    let long = suspended_run(&http, &server).await;
+    // "Deploy ui 2.4.1 (14 changes)": shorter than the 30 characters v2 asks for.
+    let mut input = raw_request();
+    input["service"] = json!("ui");
+    let short = post(
+        &http,
+        server.url("/runs?wait=30"),
+        &json!({"fsm": "human-approval", "input": input}),
+    )
+    .await;
+    let short = short.body["id"].as_str().expect("an id").to_owned();
+    let v2 = std::fs::read_to_string(approval())
+        .unwrap()
+        .replace("version: 1\n", "version: 2\nconfig: {on_new_version: migrate}\n")
+        .replace(
+            "      required: [service, version, summary]\n  - id: [approve, deploy]",
+            "      required: [service, version, summary]\n      properties: {summary: {type: string, minLength: 30}}\n  - id: [approve, deploy]",
+        );
+    assert!(v2.contains("minLength: 30"), "{v2}");
+    let short_before = get(&http, server.url(&format!("/runs/{short}"))).await.body;
+    let registered = send(
+        http.post(server.url("/definitions"))
+            .header("content-type", "application/yaml")
+            .body(v2),
+    )
+    .await;
+    assert_eq!(registered.status, 201, "{}", registered.body);
+    assert_eq!(
+        registered.body["migrated"],
+        json!([long]),
+        "{}",
+        registered.body
+    );
+    let refused = &registered.body["not_migrated"][0];
+    assert_eq!(
+        (&refused["run"], &refused["version"]),
+        (&json!(short), &json!(1))
+    );
+    assert_eq!(
+        refused["reasons"][0]["at"], "entry 1",
+        "{}",
+        registered.body
+    );
+    let moved = get(&http, server.url(&format!("/runs/{long}"))).await.body;
+    assert_eq!(moved["version"], 2, "{moved}");
+    let stayed = get(&http, server.url(&format!("/runs/{short}"))).await.body;
+    assert_eq!(stayed, short_before);
+    // The moved run is answered on its new version.
+    let answered = post(
+        &http,
+        server.url(&format!("/runs/{long}/resume?wait=30")),
+        &json!({"input": {"id": ["approve", "deploy"], "approver": "ada"}}),
+    )
+    .await;
+    assert_eq!(answered.body["status"], "completed", "{}", answered.body);
+}
+
+#[tokio::test]
 async fn bad_requests_get_located_problems_and_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("claij.db");

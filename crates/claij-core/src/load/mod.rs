@@ -252,6 +252,12 @@ fn build(
             &root.join("config").join("budget"),
             found,
         ),
+        // The meta-schema admits only the two words.
+        on_new_version: raw
+            .config
+            .get("on_new_version")
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default(),
     };
 
     let states = build_states(&raw.states, actions, found);

@@ -11,8 +11,10 @@ use claij_core::{ConfigIssue, FailureKind, Fsm, TrailEntry};
 use serde_json::{Map, Value, json};
 
 use crate::action::{ActionError, ActionInput};
+use crate::registry::ActionRegistry;
 use crate::run::{RunOutcome, RunStatus};
 use crate::tree::without_id;
+use claij_core::store::RunStore;
 
 /// The config keys naming where the state goes on the child's success, failure and
 /// timeout.
@@ -208,25 +210,40 @@ impl FsmRef {
     /// working directory when the parent was loaded from the store), or the stored
     /// definition (the newest of its version, or of all).
     pub(super) async fn load(&self, input: &ActionInput<'_>) -> Result<Arc<Fsm>, ActionError> {
-        let registry = input.scope.engine.registry();
+        self.load_from(
+            input.scope.engine.registry(),
+            &input.fsm.source,
+            input.scope.store,
+            &input.state.id,
+        )
+        .await
+    }
+
+    /// [`load`](Self::load) for the state `state` of a document read from `source`, with
+    /// the run's store (if any).
+    pub(crate) async fn load_from(
+        &self,
+        registry: &ActionRegistry,
+        source: &str,
+        store: Option<&Arc<dyn RunStore>>,
+        state: &str,
+    ) -> Result<Arc<Fsm>, ActionError> {
         match self {
             FsmRef::File(file) => {
-                let path = resolve(&input.fsm.source, file);
+                let path = resolve(source, file);
                 claij_core::load_file(&path, registry)
                     .map(Arc::new)
                     .map_err(|d| {
                         ActionError::fatal(format!(
-                            "the child FSM `{}` (state `{}`) does not load:\n{d}",
-                            path.display(),
-                            input.state.id
+                            "the child FSM `{}` (state `{state}`) does not load:\n{d}",
+                            path.display()
                         ))
                     })
             }
             FsmRef::Stored { id, version } => {
-                let Some(store) = input.scope.store else {
+                let Some(store) = store else {
                     return Err(ActionError::fatal(format!(
-                        "state `{}` names the stored FSM `{id}`, but the run has no store",
-                        input.state.id
+                        "state `{state}` names the stored FSM `{id}`, but the run has no store"
                     )));
                 };
                 let definitions = store
@@ -239,9 +256,8 @@ impl FsmRef {
                     .max_by_key(|d| (d.version, d.created_at));
                 let Some(definition) = found else {
                     return Err(ActionError::fatal(format!(
-                        "no stored definition of `{id}`{} (state `{}`)",
-                        version.map(|v| format!(" v{v}")).unwrap_or_default(),
-                        input.state.id
+                        "no stored definition of `{id}`{} (state `{state}`)",
+                        version.map(|v| format!(" v{v}")).unwrap_or_default()
                     )));
                 };
                 let name = format!("{}@v{} (stored)", definition.fsm_id, definition.version);
@@ -250,6 +266,20 @@ impl FsmRef {
                     .map_err(|d| ActionError::fatal(format!("{name} does not load:\n{d}")))
             }
         }
+    }
+}
+
+/// The child FSMs a `fsm` or `fork` state names (`fsm`: one, or a chain; `fsms`: one per
+/// branch), in order; none for other states.
+pub(crate) fn child_refs(state: &claij_core::State) -> Vec<FsmRef> {
+    let config = &state.config;
+    match (&*state.action, config.get("fsm"), config.get("fsms")) {
+        ("fsm" | "fork", Some(Value::Array(items)), _)
+        | ("fork", None, Some(Value::Array(items))) => {
+            items.iter().filter_map(FsmRef::parse).collect()
+        }
+        ("fsm" | "fork", Some(one), _) => FsmRef::parse(one).into_iter().collect(),
+        _ => Vec::new(),
     }
 }
 

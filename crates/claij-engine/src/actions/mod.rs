@@ -5,7 +5,7 @@
 //! choosing from [`ActionRegistry::empty`](crate::ActionRegistry::empty), or register one
 //! under another name (a scripted [`Human::with_io`], say).
 
-mod child;
+pub(crate) mod child;
 mod command;
 mod fork;
 mod fsm;

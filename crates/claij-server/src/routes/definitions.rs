@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use crate::body::{MAX_DEPTH, too_deep};
 use crate::problem::{PlacedError, Problem};
 use crate::state::{AppState, RegisterError};
-use crate::views::{DefinitionSummary, DefinitionView, Registered};
+use crate::views::{DefinitionSummary, DefinitionView, PlacedReason, RefusedMove, Registered};
 
 /// Lists the FSMs served (the newest version of each).
 #[utoipa::path(
@@ -95,13 +95,30 @@ pub(crate) async fn register(
     let document =
         claij_core::source::parse_text(name, text).map_err(|d| Problem::invalid_document(&d))?;
     match state.register(document).await {
-        Ok(served) => {
+        Ok((served, policy)) => {
             let url = format!("/definitions/{}", served.fsm.id);
             let registered = Registered {
                 id: served.fsm.id.to_string(),
                 version: served.fsm.version,
                 hash: served.fsm.hash.clone(),
                 url: url.clone(),
+                migrated: policy.moved.iter().map(|p| p.run.clone()).collect(),
+                not_migrated: policy
+                    .refused
+                    .iter()
+                    .map(|p| RefusedMove {
+                        run: p.run.clone(),
+                        version: p.from.version,
+                        reasons: p
+                            .refusals
+                            .iter()
+                            .map(|r| PlacedReason {
+                                at: r.at.clone(),
+                                message: r.message.clone(),
+                            })
+                            .collect(),
+                    })
+                    .collect(),
             };
             Ok((
                 StatusCode::CREATED,

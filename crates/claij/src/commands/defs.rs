@@ -1,18 +1,29 @@
 //! `claij defs`: the FSM definitions runs are pinned to.
 
+use std::path::PathBuf;
+use std::sync::Arc;
+
 use anyhow::{Result, bail};
+use claij_core::Fsm;
 use claij_core::diff::{Change, ChangeKind, diff_documents};
 use claij_core::store::{Definition, RunStore};
+use claij_engine::Engine;
+use claij_engine::migrate::VersionPolicy;
 use serde_json::json;
 
-use crate::EXIT_OK;
 use crate::cli::DefsCommand;
+use crate::{EXIT_FAILED, EXIT_OK};
 
 /// Runs a `claij defs` subcommand against `store`.
-pub(super) async fn defs(store: &dyn RunStore, command: DefsCommand) -> Result<u8> {
-    let all = store.definitions().await?;
+pub(super) async fn defs(
+    engine: &Engine,
+    store: Arc<dyn RunStore>,
+    command: DefsCommand,
+) -> Result<u8> {
     match command {
+        DefsCommand::Add { files, json } => add(engine, &store, &files, json).await,
         DefsCommand::List { json } => {
+            let all = store.definitions().await?;
             if !json {
                 out!("{:<28} {:>7}  {:<12}  STORED", "FSM", "VERSION", "HASH")?;
             }
@@ -35,6 +46,7 @@ pub(super) async fn defs(store: &dyn RunStore, command: DefsCommand) -> Result<u
             Ok(EXIT_OK)
         }
         DefsCommand::Show { id, version, hash } => {
+            let all = store.definitions().await?;
             let found = all.iter().find(|d| {
                 d.fsm_id == id
                     && version.is_none_or(|v| d.version == v)
@@ -51,6 +63,7 @@ pub(super) async fn defs(store: &dyn RunStore, command: DefsCommand) -> Result<u
             Ok(EXIT_OK)
         }
         DefsCommand::Diff { id, from, to, json } => {
+            let all = store.definitions().await?;
             let (older, newer) = versions(&all, &id, from, to)?;
             let diff = diff_documents(&older.document, &newer.document);
             if json {
@@ -155,4 +168,94 @@ fn line(c: &Change) -> String {
 
 fn short(hash: &str) -> &str {
     hash.get(..12).unwrap_or(hash)
+}
+
+/// `claij defs add`: registers each document, applying its `on_new_version` policy.
+async fn add(
+    engine: &Engine,
+    store: &Arc<dyn RunStore>,
+    files: &[PathBuf],
+    as_json: bool,
+) -> Result<u8> {
+    let mut failed = false;
+    for file in files {
+        let fsm = match super::load(engine, file) {
+            Ok(fsm) => fsm,
+            Err(d) => {
+                note!("claij: {d}");
+                failed = true;
+                continue;
+            }
+        };
+        let policy = engine.register_version(store, &fsm).await?;
+        failed |= !policy.refused.is_empty();
+        if as_json {
+            out!(
+                "{}",
+                json!({
+                    "fsm": &*fsm.id, "version": fsm.version, "hash": fsm.hash,
+                    "on_new_version": fsm.settings.on_new_version,
+                    "migrated": policy.moved, "not_migrated": policy.refused,
+                })
+            )?;
+        } else {
+            out!(
+                "registered {} v{} ({})",
+                fsm.id,
+                fsm.version,
+                short(&fsm.hash)
+            )?;
+            for line in policy_lines(&fsm, &policy) {
+                out!("  {line}")?;
+            }
+        }
+    }
+    Ok(if failed { EXIT_FAILED } else { EXIT_OK })
+}
+
+/// What a registration's `on_new_version` policy did, as lines for people.
+pub(super) fn policy_lines(fsm: &Fsm, policy: &VersionPolicy) -> Vec<String> {
+    let mut lines = Vec::new();
+    if !policy.moved.is_empty() {
+        let runs: Vec<&str> = policy.moved.iter().map(|p| p.run.as_str()).collect();
+        lines.push(format!(
+            "moved {} parked run(s) to v{}: {}",
+            runs.len(),
+            fsm.version,
+            runs.join(", ")
+        ));
+    }
+    for plan in &policy.refused {
+        lines.push(format!(
+            "{} stays on v{}: {}",
+            plan.run,
+            plan.from.version,
+            plan.refusals
+                .iter()
+                .map(|r| format!("{}: {}", r.at, r.message))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+    }
+    lines
+}
+
+/// Registers the documents a server was started with whose `on_new_version` is
+/// `migrate`, so that their policy reaches the parked runs of older versions; what it did
+/// is said on stderr. Other documents are stored when their runs start, as before.
+pub(super) async fn register_served(
+    engine: &Engine,
+    store: &Arc<dyn RunStore>,
+    fsms: &[Arc<Fsm>],
+) -> Result<()> {
+    for fsm in fsms
+        .iter()
+        .filter(|f| f.settings.on_new_version == claij_core::OnNewVersion::Migrate)
+    {
+        let policy = engine.register_version(store, fsm).await?;
+        for line in policy_lines(fsm, &policy) {
+            note!("claij: {} v{}: {line}", fsm.id, fsm.version);
+        }
+    }
+    Ok(())
 }

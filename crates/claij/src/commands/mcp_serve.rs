@@ -65,6 +65,12 @@ pub(super) async fn serve(args: McpServeArgs) -> u8 {
             refused = true;
         }
     }
+    if !refused
+        && let Err(e) = super::defs::register_served(&runtime.engine, &runtime.store, &fsms).await
+    {
+        note!("claij: {e:#}");
+        return EXIT_FAILED;
+    }
     let workspace = match args
         .workspace
         .clone()

@@ -3,14 +3,13 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use anyhow::{Context, Result, bail};
 use claij_core::migration::StateMap;
-use claij_core::store::{Definition, RunFilter, RunRecord, RunStore, StoreError};
+use claij_core::store::{RunFilter, RunRecord, RunStore, StoreError};
 use claij_core::{Fsm, RunStatus};
 use claij_engine::Engine;
-use claij_engine::migrate::{Finding, Plan};
+use claij_engine::migrate::{Moved, Plan};
 use serde_json::json;
 
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
@@ -44,7 +43,7 @@ enum Verdict {
 /// Runs `claij runs migrate`.
 pub(super) async fn migrate(store: Arc<dyn RunStore>, request: Request) -> Result<u8> {
     let engine = super::run::engine(true);
-    let (target, stored) = match target(store.as_ref(), &engine, &request.to).await {
+    let target = match target(store.as_ref(), &engine, &request.to).await {
         Ok(found) => found,
         Err(e) => {
             note!("claij: {e:#}");
@@ -66,35 +65,29 @@ pub(super) async fn migrate(store: Arc<dyn RunStore>, request: Request) -> Resul
         note!("claij: no runs to move");
         return Ok(EXIT_OK);
     }
-    if !request.dry_run
-        && !stored
-        && runs
-            .iter()
-            .any(|r| r.as_ref().is_ok_and(|r| r.hash != target.hash))
-    {
-        store
-            .put_definition(&Definition {
-                fsm_id: target.id.to_string(),
-                version: target.version,
-                hash: target.hash.clone(),
-                document: target.document.clone(),
-                created_at: SystemTime::now(),
-            })
-            .await?;
-    }
     let (mut moved, mut refused, mut current) = (0, 0, 0);
     for run in runs {
-        let (plan, verdict) = match run {
-            Ok(record) => {
-                let mut plan = plan(store.as_ref(), &engine, &record, &target, &map).await?;
-                let verdict = settle(store.as_ref(), &mut plan, request.dry_run).await?;
-                (plan, verdict)
-            }
+        let record = match run {
+            Ok(record) => record,
             Err(missing) => {
                 refused += 1;
                 report_missing(&missing, request.json)?;
                 continue;
             }
+        };
+        let old = engine.stored_fsm(store.as_ref(), &record).await?;
+        let mut plan = engine
+            .plan_migration(&store, &record, &old, &target, &map)
+            .await?;
+        let verdict = match (request.dry_run, plan.migration().is_some()) {
+            (true, true) => Verdict::WouldMove,
+            (true, false) if plan.is_current() => Verdict::Current,
+            (true, false) => Verdict::Refused,
+            (false, _) => match engine.carry_out(&store, &mut plan).await? {
+                Moved::Moved => Verdict::Moved,
+                Moved::Current => Verdict::Current,
+                Moved::Refused => Verdict::Refused,
+            },
         };
         match verdict {
             Verdict::Moved | Verdict::WouldMove => moved += 1,
@@ -118,16 +111,12 @@ pub(super) async fn migrate(store: Arc<dyn RunStore>, request: Request) -> Resul
     Ok(if refused == 0 { EXIT_OK } else { EXIT_FAILED })
 }
 
-/// The definition to move to, and whether it is stored already.
-async fn target(store: &dyn RunStore, engine: &Engine, to: &str) -> Result<(Arc<Fsm>, bool)> {
+/// The definition to move to: a document, or a stored definition.
+async fn target(store: &dyn RunStore, engine: &Engine, to: &str) -> Result<Arc<Fsm>> {
     let path = Path::new(to);
     if path.is_file() {
         let fsm = super::load(engine, path).map_err(|d| anyhow::anyhow!("--to {to}:\n{d}"))?;
-        let stored = store
-            .definition(&fsm.id, fsm.version, Some(&fsm.hash))
-            .await
-            .is_ok();
-        return Ok((Arc::new(fsm), stored));
+        return Ok(Arc::new(fsm));
     }
     let (id, version) = match to.rsplit_once('@') {
         Some((id, version)) => {
@@ -150,10 +139,9 @@ async fn target(store: &dyn RunStore, engine: &Engine, to: &str) -> Result<(Arc<
             version.map(|v| format!(" v{v}")).unwrap_or_default()
         );
     };
-    let fsm = engine
+    Ok(engine
         .stored_definition(store, id, definition.version, &definition.hash)
-        .await?;
-    Ok((fsm, true))
+        .await?)
 }
 
 /// The runs asked for, in order: a named run that is not in the store is reported, not
@@ -189,45 +177,6 @@ async fn selected(
     Ok(out)
 }
 
-/// The plan for one run (the definition it is pinned to loaded from the store).
-async fn plan(
-    store: &dyn RunStore,
-    engine: &Engine,
-    record: &RunRecord,
-    target: &Fsm,
-    map: &StateMap,
-) -> Result<Plan> {
-    let old = engine.stored_fsm(store, record).await?;
-    Ok(engine
-        .plan_migration(store, record, &old, target, map)
-        .await?)
-}
-
-/// Moves the run when its plan lets it (and this is no dry run); a run changed since it
-/// was planned is refused, as the store found it.
-async fn settle(store: &dyn RunStore, plan: &mut Plan, dry_run: bool) -> Result<Verdict> {
-    if plan.is_current() {
-        return Ok(Verdict::Current);
-    }
-    let Some(migration) = plan.migration() else {
-        return Ok(Verdict::Refused);
-    };
-    if dry_run {
-        return Ok(Verdict::WouldMove);
-    }
-    match store.migrate_run(migration).await {
-        Ok(()) => Ok(Verdict::Moved),
-        Err(StoreError::Conflict { reason, .. }) => {
-            plan.refusals.push(Finding {
-                at: "run".into(),
-                message: reason,
-            });
-            Ok(Verdict::Refused)
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
 fn report(plan: &Plan, verdict: &Verdict, as_json: bool) -> Result<()> {
     let word = match verdict {
         Verdict::Moved => "moved",
@@ -258,6 +207,18 @@ fn report(plan: &Plan, verdict: &Verdict, as_json: bool) -> Result<()> {
     }
     for refusal in &plan.refusals {
         out!("  ✗ {}: {}", refusal.at, refusal.message)?;
+    }
+    for child in &plan.children {
+        out!(
+            "  child {}  v{} → v{}  {}",
+            child.run,
+            child.from.version,
+            child.to.version,
+            child.to.state
+        )?;
+        for change in &child.changes {
+            out!("    + {}: {}", change.at, change.message)?;
+        }
     }
     Ok(())
 }

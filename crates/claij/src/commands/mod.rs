@@ -53,7 +53,7 @@ pub(crate) async fn dispatch(cli: Cli) -> u8 {
             Err(e) => return usage(e),
         },
         Command::Defs { command, store } => match store::open_required(&store).await {
-            Ok(store) => defs::defs(store.as_ref(), command).await,
+            Ok(store) => defs::defs(&engine, store, command).await,
             Err(e) => return usage(e),
         },
         Command::Serve(args) => Ok(serve::serve(args).await),

@@ -173,6 +173,10 @@ pub(super) async fn serve(args: ServeArgs) -> u8 {
     if refused {
         return EXIT_USAGE;
     }
+    if let Err(e) = super::defs::register_served(&engines.default, &store, &fsms).await {
+        note!("claij: {e:#}");
+        return EXIT_FAILED;
+    }
     let config = ServerConfig {
         bind: args.bind,
         token,
