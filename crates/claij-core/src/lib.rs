@@ -31,6 +31,7 @@
 //! ```
 
 pub mod budget;
+pub mod compat;
 pub mod diagnostic;
 pub mod diff;
 pub mod fsm;

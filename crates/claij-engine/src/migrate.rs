@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use claij_core::budget::is_pause;
+use claij_core::compat::{Compat, compare};
 use claij_core::migration::{MigrationEvent, Pin, StateMap, entered_by};
 use claij_core::store::{Definition, Migration, RunFilter, RunRecord, RunStore, StoreError, Wait};
 use claij_core::{
@@ -463,14 +464,11 @@ impl Engine {
             kept.insert(t);
             if waited_input
                 && let Some(o) = old.transition_idx(from, to)
-                && schema_changed(old, o, new, t)
+                && let Some(how) = schema_change(old, o, new, t)
             {
                 plan.changes.push(Finding::new(
                     format!("transition `{}`", pair(&new_from, &new_to)),
-                    format!(
-                        "its schema changed: the answer must satisfy v{}'s",
-                        new.version
-                    ),
+                    how,
                 ));
             }
         }
@@ -635,20 +633,42 @@ fn not_parked(record: &RunRecord) -> Option<String> {
     }
 }
 
-/// Whether transition `o` of `old` and `t` of `new` differ in what they accept: their
-/// schemas as written (the `id` the engine adds names the transition, renamed or not), or
-/// the shared schemas those refer to.
-fn schema_changed(old: &Fsm, o: usize, new: &Fsm, t: usize) -> bool {
+/// How the answers transition `t` of `new` accepts differ from those `o` of `old` did,
+/// when they do: its schema as written compared (the `id` the engine adds names the
+/// transition, renamed or not), or the shared schemas it refers to changed.
+fn schema_change(old: &Fsm, o: usize, new: &Fsm, t: usize) -> Option<String> {
+    let written = |s: &TransitionSchema| match s {
+        TransitionSchema::Any => Some(Value::Bool(true)),
+        TransitionSchema::Static(v) => Some(v.clone()),
+        TransitionSchema::Dynamic(_) => None,
+    };
     let (a, b) = (&old.transitions[o].schema, &new.transitions[t].schema);
-    if a != b {
-        return true;
-    }
     let mut refs = Vec::new();
     if let TransitionSchema::Static(schema) = a {
         shared_refs(schema, &mut refs);
     }
-    refs.iter()
-        .any(|name| old.schemas.get(name) != new.schemas.get(name))
+    let shared_changed = refs
+        .iter()
+        .any(|name| old.schemas.get(name) != new.schemas.get(name));
+    let compared = match (written(a), written(b)) {
+        (Some(a), Some(b)) => compare(&a, &b),
+        _ if a == b => Compat::Same,
+        _ => Compat::Undecided,
+    };
+    let v = new.version;
+    match (compared, shared_changed) {
+        (Compat::Same, false) => None,
+        (Compat::Wider, false) => Some(format!(
+            "its schema widened in v{v}: every answer it accepted still passes"
+        )),
+        (Compat::Narrower(places), false) => Some(format!(
+            "its schema narrowed in v{v} ({}): an answer the old one accepted may be refused",
+            places.join("; ")
+        )),
+        _ => Some(format!(
+            "its schema changed in v{v} in ways not compared: the answer must satisfy v{v}'s"
+        )),
+    }
 }
 
 /// The names of the shared schemas `value` refers to (`{"$ref": "#/$defs/NAME"}`).

@@ -158,12 +158,19 @@ fn renamed(text: String) -> String {
         + "  - id: [review, escalated]\n    schema: {type: object, required: [to]}\n"
 }
 
-/// The approval with its names kept and a new way out of `approve`.
+/// The approval with its names kept, a new way out of `approve`, and approvers' names of
+/// three characters at least.
 fn extended(text: String) -> String {
-    text.replace("version: 1", "version: 2").replace(
-        "  - id: rejected\n    action: end\n",
-        "  - id: rejected\n    action: end\n  - id: escalated\n    action: end\n",
-    ) + "  - id: [approve, escalated]\n    schema: {type: object, required: [to]}\n"
+    text.replace("version: 1", "version: 2")
+        .replace(
+            "approver: {type: string, minLength: 2}",
+            "approver: {type: string, minLength: 3}",
+        )
+        .replace(
+            "  - id: rejected\n    action: end\n",
+            "  - id: rejected\n    action: end\n  - id: escalated\n    action: end\n",
+        )
+        + "  - id: [approve, escalated]\n    schema: {type: object, required: [to]}\n"
 }
 
 fn parked_runs_move_to_the_new_version_and_finish_there(backend: Backend) {
@@ -180,8 +187,18 @@ fn parked_runs_move_to_the_new_version_and_finish_there(backend: Backend) {
     let (code, plans) = env.migrate(&["kept", "--to", "v2-extended.yaml", "--dry-run"]);
     assert_eq!(code, Some(0), "{plans:#?}");
     assert_eq!(plans[0]["outcome"], "would move");
+    let changes = &plans[0]["changes"];
     assert_eq!(
-        plans[0]["changes"][0]["at"], "transition `approve → escalated`",
+        changes[0]["at"], "transition `approve → deploy`",
+        "{plans:#?}"
+    );
+    let narrowed = changes[0]["message"].as_str().unwrap();
+    assert!(
+        narrowed.contains("narrowed") && narrowed.contains("/properties/approver/minLength: 2 → 3"),
+        "{narrowed}"
+    );
+    assert_eq!(
+        changes[1]["at"], "transition `approve → escalated`",
         "{plans:#?}"
     );
     assert_eq!(env.stored("kept"), stored);
@@ -707,10 +724,9 @@ fn postgres_parents_waiting_for_children_move_and_are_continued_by_them() {
 /// Many parked runs; `claij runs migrate` is killed (SIGKILL) once it has moved a few:
 /// each run is then either moved (whole: new pin, state, wait and entry) or untouched
 /// (byte for byte), and running the migration again moves the rest.
-#[test]
-fn a_migration_killed_half_way_leaves_each_run_moved_or_untouched() {
+fn a_migration_killed_half_way_leaves_each_run_moved_or_untouched(backend: Backend) {
     const RUNS: usize = 30;
-    let env = Env::new(Backend::Sqlite);
+    let env = Env::new(backend);
     env.approval_variant("v2-renamed.yaml", renamed);
     let ids: Vec<String> = (0..RUNS).map(|i| format!("r{i:02}")).collect();
     for id in &ids {
@@ -786,4 +802,14 @@ fn a_migration_killed_half_way_leaves_each_run_moved_or_untouched() {
     assert_eq!(code, Some(0), "{plans:#?}");
     let count = |word: &str| plans.iter().filter(|p| p["outcome"] == word).count();
     assert_eq!((count("moved"), count("already there")), (untouched, moved));
+}
+
+#[test]
+fn sqlite_a_migration_killed_half_way_leaves_each_run_moved_or_untouched() {
+    a_migration_killed_half_way_leaves_each_run_moved_or_untouched(Backend::Sqlite);
+}
+
+#[test]
+fn postgres_a_migration_killed_half_way_leaves_each_run_moved_or_untouched() {
+    a_migration_killed_half_way_leaves_each_run_moved_or_untouched(Backend::Postgres);
 }
