@@ -306,6 +306,13 @@ impl Fsm {
             .find(|&i| &*self.transitions[i].to == to)
     }
 
+    /// The `[from, to]` pairs of the transitions leaving `from` (a run's wait there).
+    pub fn outgoing_pairs(&self, from: &str) -> Vec<(String, String)> {
+        self.outgoing(from)
+            .map(|t| (t.from.to_string(), t.to.to_string()))
+            .collect()
+    }
+
     /// The transitions an event may take from `from` (`start` for entries).
     pub fn outgoing(&self, from: &str) -> impl Iterator<Item = &Transition> {
         let list: &[TransitionIdx] = if from == START {

@@ -102,6 +102,19 @@ pub struct Definition {
     pub created_at: SystemTime,
 }
 
+impl Definition {
+    /// The definition of a loaded document, stored now.
+    pub fn of(fsm: &crate::Fsm) -> Self {
+        Definition {
+            fsm_id: fsm.id.to_string(),
+            version: fsm.version,
+            hash: fsm.hash.clone(),
+            document: fsm.document.clone(),
+            created_at: SystemTime::now(),
+        }
+    }
+}
+
 /// What a suspended run waits for: an event taking one of these transitions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Wait {

@@ -495,14 +495,7 @@ impl<'e> RunState<'e> {
         let fsm = self.fsm;
         Wait {
             state: state.id.to_string(),
-            transitions: state
-                .outgoing
-                .iter()
-                .map(|&t| {
-                    let t = &fsm.transitions[t];
-                    (t.from.to_string(), t.to.to_string())
-                })
-                .collect(),
+            transitions: fsm.outgoing_pairs(&state.id),
             schema: fsm.output_schema(&state.id),
             // To the microsecond, as stores keep times (the wait's timer is `wake_at` too).
             expires_at: suspension

@@ -205,13 +205,7 @@ impl Engine {
             Box::pin(self.plan_children(store, &wait.children, new, to_state, &mut plan)).await?;
         }
         if plan.refusals.is_empty() {
-            plan.definition = Some(Definition {
-                fsm_id: new.id.to_string(),
-                version: new.version,
-                hash: new.hash.clone(),
-                document: new.document.clone(),
-                created_at: SystemTime::now(),
-            });
+            plan.definition = Some(Definition::of(new));
             plan.migration = Some(Migration {
                 found: record.clone(),
                 version: new.version,
@@ -506,14 +500,7 @@ impl Engine {
         }
         Some(Wait {
             state: to_state.id.to_string(),
-            transitions: to_state
-                .outgoing
-                .iter()
-                .map(|&t| {
-                    let t = &new.transitions[t];
-                    (t.from.to_string(), t.to.to_string())
-                })
-                .collect(),
+            transitions: new.outgoing_pairs(&to_state.id),
             schema: if wait.question.is_some() {
                 wait.schema.clone()
             } else {
@@ -551,15 +538,7 @@ impl Engine {
         store: &Arc<dyn RunStore>,
         fsm: &Fsm,
     ) -> Result<VersionPolicy, StoreError> {
-        store
-            .put_definition(&Definition {
-                fsm_id: fsm.id.to_string(),
-                version: fsm.version,
-                hash: fsm.hash.clone(),
-                document: fsm.document.clone(),
-                created_at: SystemTime::now(),
-            })
-            .await?;
+        store.put_definition(&Definition::of(fsm)).await?;
         let mut out = VersionPolicy::default();
         if fsm.settings.on_new_version != OnNewVersion::Migrate {
             return Ok(out);

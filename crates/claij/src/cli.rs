@@ -617,31 +617,7 @@ A run moves when nothing drives it, its state has a place in the new version (th
 name, or --map OLD=NEW), the transition that brought it there still exists and accepts the
 event that did, the transitions it waits on still exist, and a state waiting for child
 runs still runs what started them.")]
-    Migrate {
-        /// The runs to move (or --fsm).
-        #[arg(required_unless_present = "fsm", conflicts_with = "fsm")]
-        runs: Vec<String>,
-        /// Every run of this FSM that is not finished (with --status: those only).
-        #[arg(long)]
-        fsm: Option<String>,
-        /// With --fsm: only runs with this status (repeatable): suspended, running.
-        #[arg(long = "status", value_name = "STATUS", requires = "fsm")]
-        statuses: Vec<RunStatus>,
-        /// The version to move to: a document (FILE, stored as a new definition when runs
-        /// move), or a stored definition (ID@VERSION, or ID for its newest).
-        #[arg(long, value_name = "FILE|ID@VERSION")]
-        to: String,
-        /// Where a state of the old version goes in the new one (repeatable); states not
-        /// named keep their names.
-        #[arg(long = "map", value_name = "OLD=NEW", value_parser = parse_state_pair)]
-        map: Vec<(String, String)>,
-        /// Plan only: print what would move and what would be refused; change nothing.
-        #[arg(long)]
-        dry_run: bool,
-        /// One JSON object per run.
-        #[arg(long)]
-        json: bool,
-    },
+    Migrate(MigrateArgs),
     /// Delete finished runs (and their trails) last changed longer ago than a duration.
     Prune {
         /// e.g. 30d, 12h.
@@ -651,6 +627,34 @@ runs still runs what started them.")]
         #[arg(long = "status", value_name = "STATUS")]
         statuses: Vec<RunStatus>,
     },
+}
+
+/// `claij runs migrate …`
+#[derive(Debug, Args)]
+pub(crate) struct MigrateArgs {
+    /// The runs to move (or --fsm).
+    #[arg(required_unless_present = "fsm", conflicts_with = "fsm")]
+    pub(crate) runs: Vec<String>,
+    /// Every run of this FSM that is not finished (with --status: those only).
+    #[arg(long)]
+    pub(crate) fsm: Option<String>,
+    /// With --fsm: only runs with this status (repeatable): suspended, running.
+    #[arg(long = "status", value_name = "STATUS", requires = "fsm")]
+    pub(crate) statuses: Vec<RunStatus>,
+    /// The version to move to: a document (FILE, stored as a new definition when runs
+    /// move), or a stored definition (ID@VERSION, or ID for its newest).
+    #[arg(long, value_name = "FILE|ID@VERSION")]
+    pub(crate) to: String,
+    /// Where a state of the old version goes in the new one (repeatable); states not
+    /// named keep their names.
+    #[arg(long = "map", value_name = "OLD=NEW", value_parser = parse_state_pair)]
+    pub(crate) map: Vec<(String, String)>,
+    /// Plan only: print what would move and what would be refused; change nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// One JSON object per run.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// `claij defs …`

@@ -136,15 +136,7 @@ impl Engine {
         {
             return Ok(());
         }
-        store
-            .put_definition(&Definition {
-                fsm_id: fsm.id.to_string(),
-                version: fsm.version,
-                hash: fsm.hash.clone(),
-                document: fsm.document.clone(),
-                created_at: SystemTime::now(),
-            })
-            .await?;
+        store.put_definition(&Definition::of(fsm)).await?;
         self.stored
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -12,25 +12,8 @@ use claij_engine::Engine;
 use claij_engine::migrate::{Moved, Plan};
 use serde_json::json;
 
+use crate::cli::MigrateArgs;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
-
-/// What `claij runs migrate` was asked.
-pub(super) struct Request {
-    /// The runs named (empty: `fsm` selects them).
-    pub runs: Vec<String>,
-    /// Every unfinished run of this FSM.
-    pub fsm: Option<String>,
-    /// With `fsm`: only these statuses.
-    pub statuses: Vec<RunStatus>,
-    /// `FILE`, `ID@VERSION` or `ID`.
-    pub to: String,
-    /// `OLD=NEW` pairs.
-    pub map: Vec<(String, String)>,
-    /// Plan only.
-    pub dry_run: bool,
-    /// JSON lines.
-    pub json: bool,
-}
 
 /// What became of one run.
 enum Verdict {
@@ -41,16 +24,16 @@ enum Verdict {
 }
 
 /// Runs `claij runs migrate`.
-pub(super) async fn migrate(store: Arc<dyn RunStore>, request: Request) -> Result<u8> {
+pub(super) async fn migrate(store: Arc<dyn RunStore>, args: MigrateArgs) -> Result<u8> {
     let engine = super::run::engine(true);
-    let target = match target(store.as_ref(), &engine, &request.to).await {
+    let target = match target(store.as_ref(), &engine, &args.to).await {
         Ok(found) => found,
         Err(e) => {
             note!("claij: {e:#}");
             return Ok(EXIT_USAGE);
         }
     };
-    let map: StateMap = request.map.iter().cloned().collect();
+    let map: StateMap = args.map.iter().cloned().collect();
     if let Some((old, new)) = map.iter().find(|(_, new)| target.state(new).is_none()) {
         note!(
             "claij: --map {old}={new}: v{} of `{}` has no state `{new}`",
@@ -60,7 +43,7 @@ pub(super) async fn migrate(store: Arc<dyn RunStore>, request: Request) -> Resul
         return Ok(EXIT_USAGE);
     }
     crate::mcp::connect(&target).await?;
-    let runs = selected(store.as_ref(), &request).await?;
+    let runs = selected(store.as_ref(), &args).await?;
     if runs.is_empty() {
         note!("claij: no runs to move");
         return Ok(EXIT_OK);
@@ -71,7 +54,7 @@ pub(super) async fn migrate(store: Arc<dyn RunStore>, request: Request) -> Resul
             Ok(record) => record,
             Err(missing) => {
                 refused += 1;
-                report_missing(&missing, request.json)?;
+                report_missing(&missing, args.json)?;
                 continue;
             }
         };
@@ -79,7 +62,7 @@ pub(super) async fn migrate(store: Arc<dyn RunStore>, request: Request) -> Resul
         let mut plan = engine
             .plan_migration(&store, &record, &old, &target, &map)
             .await?;
-        let verdict = match (request.dry_run, plan.migration().is_some()) {
+        let verdict = match (args.dry_run, plan.migration().is_some()) {
             (true, true) => Verdict::WouldMove,
             (true, false) if plan.is_current() => Verdict::Current,
             (true, false) => Verdict::Refused,
@@ -94,14 +77,10 @@ pub(super) async fn migrate(store: Arc<dyn RunStore>, request: Request) -> Resul
             Verdict::Current => current += 1,
             Verdict::Refused => refused += 1,
         }
-        report(&plan, &verdict, request.json)?;
+        report(&plan, &verdict, args.json)?;
     }
-    if !request.json {
-        let verb = if request.dry_run {
-            "would move"
-        } else {
-            "moved"
-        };
+    if !args.json {
+        let verb = if args.dry_run { "would move" } else { "moved" };
         out!(
             "{verb} {moved} run(s) to {} v{}; refused {refused}; already there {current}",
             target.id,
@@ -148,13 +127,13 @@ async fn target(store: &dyn RunStore, engine: &Engine, to: &str) -> Result<Arc<F
 /// fatal.
 async fn selected(
     store: &dyn RunStore,
-    request: &Request,
+    args: &MigrateArgs,
 ) -> Result<Vec<Result<RunRecord, String>>> {
-    if let Some(fsm) = &request.fsm {
-        let statuses = if request.statuses.is_empty() {
+    if let Some(fsm) = &args.fsm {
+        let statuses = if args.statuses.is_empty() {
             vec![RunStatus::Suspended, RunStatus::Running]
         } else {
-            request.statuses.clone()
+            args.statuses.clone()
         };
         let filter = RunFilter {
             statuses,
@@ -167,7 +146,7 @@ async fn selected(
         return Ok(runs.into_iter().map(Ok).collect());
     }
     let mut out = Vec::new();
-    for id in &request.runs {
+    for id in &args.runs {
         match store.run(id).await {
             Ok(record) => out.push(Ok(record)),
             Err(StoreError::NotFound { .. }) => out.push(Err(id.clone())),

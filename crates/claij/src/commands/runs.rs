@@ -65,26 +65,7 @@ pub(super) async fn runs(store: Arc<dyn RunStore>, command: RunsCommand) -> Resu
         }
         RunsCommand::Resume { quiet, .. } => resume_all(store, quiet).await,
         RunsCommand::Interrupt { run, wait } => interrupt(store.as_ref(), &run, wait).await,
-        RunsCommand::Migrate {
-            runs,
-            fsm,
-            statuses,
-            to,
-            map,
-            dry_run,
-            json,
-        } => {
-            let request = super::migrate::Request {
-                runs,
-                fsm,
-                statuses,
-                to,
-                map,
-                dry_run,
-                json,
-            };
-            super::migrate::migrate(store, request).await
-        }
+        RunsCommand::Migrate(args) => super::migrate::migrate(store, args).await,
         RunsCommand::Prune {
             older_than,
             statuses,
