@@ -54,13 +54,35 @@ fn readme_commands_name_files_that_exist() {
             && !path.contains('*')
             && !path.ends_with('/')
         {
+            let (file, anchor) = path.split_once('#').unwrap_or((path, ""));
+            let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../..")
+                .join(file);
             assert!(
-                Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("../..")
-                    .join(path)
-                    .exists(),
+                file.exists(),
                 "README.md names {path}, which does not exist"
             );
+            if !anchor.is_empty() {
+                let text = std::fs::read_to_string(&file).unwrap_or_default();
+                assert!(
+                    text.lines()
+                        .filter(|l| l.starts_with('#'))
+                        .filter_map(|l| l.trim_start_matches('#').strip_prefix(' '))
+                        .any(|heading| slug(heading) == anchor),
+                    "README.md links {path}, but no heading of it has that anchor"
+                );
+            }
         }
     }
+}
+
+/// A heading's anchor as GitHub makes it: lowercase, spaces as `-`, punctuation dropped.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
 }
