@@ -3,7 +3,7 @@
 
 use std::time::SystemTime;
 
-use claij_core::{Question, State, TrailEntry};
+use claij_core::{Fsm, Question, State, TrailEntry};
 
 use crate::run::RunStatus;
 
@@ -14,6 +14,10 @@ pub trait Observer: Send + Sync {
     /// there), or claimed from its store to continue. Before this, a start or resume can
     /// still be refused with nothing changed; after it, the run has its own life.
     fn run_started(&self, _run_id: &str) {}
+
+    /// What [`run_started`](Self::run_started) says, with what the run is (called just
+    /// before it): for observers that place runs in their tree, as traces do.
+    fn run_began(&self, _run: &RunBegan<'_>) {}
 
     /// An attempt of `state` is starting.
     fn attempt_started(&self, _run_id: &str, _state: &State, _attempt: u32) {}
@@ -38,4 +42,18 @@ pub trait Observer: Send + Sync {
 
     /// The run ended.
     fn run_finished(&self, _run_id: &str, _status: RunStatus) {}
+}
+
+/// A run under way in this process, as [`Observer::run_began`] is told of it.
+#[derive(Debug, Clone, Copy)]
+pub struct RunBegan<'a> {
+    /// The run.
+    pub run_id: &'a str,
+    /// The definition it runs.
+    pub fsm: &'a Fsm,
+    /// Its parent, for a child run (a sub-FSM, a branch, a chain's link).
+    pub parent: Option<&'a str>,
+    /// Whether it was taken up again (resumed, continued after a crash, claimed by a
+    /// worker) rather than started.
+    pub resumed: bool,
 }

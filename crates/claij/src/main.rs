@@ -24,6 +24,7 @@ mod input;
 mod mcp;
 mod progress;
 mod store;
+mod telemetry;
 
 use std::process::ExitCode;
 
@@ -40,6 +41,10 @@ const EXIT_SUSPENDED: u8 = 3;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    if let Err(e) = telemetry::start() {
+        note!("claij: {e}");
+        return ExitCode::from(EXIT_USAGE);
+    }
     // One worker thread per core (tokio's default; `TOKIO_WORKER_THREADS` overrides it).
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -54,5 +59,6 @@ fn main() -> ExitCode {
     let code = runtime.block_on(commands::dispatch(cli));
     // Do not wait for blocking readers (a person who never answered) to finish.
     runtime.shutdown_background();
+    telemetry::finish();
     ExitCode::from(code)
 }

@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use crate::drive::{Clock, RunState};
 use crate::durable::{DEFAULT_LEASE, Durable, process_owner};
+use crate::observer::Observer;
 use crate::registry::ActionRegistry;
 
 mod error;
@@ -51,6 +52,9 @@ pub struct Engine {
     stored: Mutex<HashSet<(String, String)>>,
     /// Definitions loaded back from a store, by content hash.
     pub(crate) loaded: Mutex<HashMap<String, Arc<Fsm>>>,
+    /// Observers of every run this engine drives (child runs included), besides each
+    /// run's own.
+    observers: Vec<Arc<dyn Observer>>,
 }
 
 impl Default for Engine {
@@ -67,7 +71,15 @@ impl Engine {
             dynamic: Mutex::new(HashMap::new()),
             stored: Mutex::new(HashSet::new()),
             loaded: Mutex::new(HashMap::new()),
+            observers: Vec::new(),
         }
+    }
+
+    /// This engine, with `observer` told of every run it drives (child runs included):
+    /// telemetry, say, installed once where the engine is assembled.
+    pub fn observed_by(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observers.push(observer);
+        self
     }
 
     /// The registry: the actions runs use, and the [`KnownActions`](claij_core::KnownActions)
@@ -95,7 +107,12 @@ impl Engine {
             context,
             deadline,
             cancel: options.cancel.clone(),
-            observers: options.observers.clone(),
+            observers: self
+                .observers
+                .iter()
+                .chain(&options.observers)
+                .cloned()
+                .collect(),
             clock: Clock::start(),
             deadline_routed: false,
             published: Vec::new(),

@@ -574,7 +574,14 @@ impl Engine {
         {
             run.record_lost_calls(pending);
         }
+        let began = crate::observer::RunBegan {
+            run_id: &run.run_id,
+            fsm,
+            parent: record.parent.as_deref(),
+            resumed: true,
+        };
         for o in &run.observers {
+            o.run_began(&began);
             o.run_started(&run.run_id);
         }
         Ok(run)

@@ -114,7 +114,14 @@ impl Engine {
             run.committed = run.trail.len();
         }
         if queued.is_none() {
+            let began = crate::observer::RunBegan {
+                run_id: &run.run_id,
+                fsm,
+                parent: options.parent.as_deref(),
+                resumed: false,
+            };
             for o in &run.observers {
+                o.run_began(&began);
                 o.run_started(&run.run_id);
             }
         }

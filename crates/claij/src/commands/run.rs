@@ -39,7 +39,7 @@ pub(super) fn engine_sharing(durable: bool, layer: Arc<claij_llm::LlmLayer>) -> 
     };
     crate::mcp::register(&mut registry, &layer);
     claij_llm::register(&mut registry, layer);
-    Engine::new(Arc::new(registry))
+    crate::telemetry::install(Engine::new(Arc::new(registry)))
 }
 
 /// The model layer of `claij run` (the configuration from --config or the documented

@@ -1,0 +1,244 @@
+//! [`TraceObserver`]: a run's life as spans, from what the engine tells its observers.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use claij_core::budget::is_pause;
+use claij_core::{State, TrailEntry};
+use claij_engine::{Observer, RunBegan, RunStatus};
+use opentelemetry::trace::{
+    SpanBuilder, SpanContext, SpanKind, Status, TraceContextExt, TraceFlags, TraceState,
+};
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_sdk::trace::SdkTracer;
+
+use crate::ids::{run_span, trace_of, with_ids};
+
+/// The spans of the runs under way in this process.
+struct RunSpans {
+    /// The run's span (its stretch in this process).
+    run: Context,
+    /// The attempt under way, if one is, and when it began.
+    attempt: Option<(Context, SystemTime)>,
+}
+
+/// Turns the runs an engine drives into spans: `invoke_workflow {fsm}` per run, one per
+/// state attempt, `chat {model}` per model call (from the trail entry that records it).
+pub struct TraceObserver {
+    tracer: SdkTracer,
+    runs: Mutex<HashMap<String, RunSpans>>,
+}
+
+impl std::fmt::Debug for TraceObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TraceObserver").finish_non_exhaustive()
+    }
+}
+
+/// The context of a span another process started (or will have started): the run's first
+/// stretch, whose ids are derived from its id.
+fn remote(run_id: &str) -> Context {
+    Context::new().with_remote_span_context(SpanContext::new(
+        trace_of(run_id),
+        run_span(run_id),
+        TraceFlags::SAMPLED,
+        true,
+        TraceState::default(),
+    ))
+}
+
+impl TraceObserver {
+    /// An observer making spans with `tracer`.
+    pub fn new(tracer: SdkTracer) -> Self {
+        TraceObserver {
+            tracer,
+            runs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn with_runs<T>(&self, f: impl FnOnce(&mut HashMap<String, RunSpans>) -> T) -> T {
+        let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut runs)
+    }
+
+    /// Where a run's span goes: under its parent's attempt when the parent runs here; else
+    /// under the first stretch of its parent (a child) or of itself (a run taken up again).
+    fn parent_of(&self, runs: &HashMap<String, RunSpans>, began: &RunBegan<'_>) -> Context {
+        if began.resumed {
+            return remote(began.run_id);
+        }
+        match began.parent {
+            Some(parent) => match runs.get(parent) {
+                Some(spans) => spans
+                    .attempt
+                    .as_ref()
+                    .map_or_else(|| spans.run.clone(), |(cx, _)| cx.clone()),
+                None => remote(parent),
+            },
+            None => Context::new(),
+        }
+    }
+}
+
+/// The attributes of a model call, from the entry that records it.
+fn chat_attributes(entry: &TrailEntry, model: &str) -> Vec<KeyValue> {
+    let provider = model.split_once('/').map_or("claij", |(p, _)| p);
+    let mut attributes = vec![
+        KeyValue::new("gen_ai.operation.name", "chat"),
+        KeyValue::new("gen_ai.provider.name", provider.to_owned()),
+        KeyValue::new("gen_ai.request.model", model.to_owned()),
+        KeyValue::new("gen_ai.response.model", model.to_owned()),
+        KeyValue::new("claij.state", entry.from.to_string()),
+    ];
+    if let Some(usage) = entry.usage.as_deref() {
+        attributes.push(KeyValue::new(
+            "gen_ai.usage.input_tokens",
+            i64::try_from(usage.input_tokens).unwrap_or(i64::MAX),
+        ));
+        attributes.push(KeyValue::new(
+            "gen_ai.usage.output_tokens",
+            i64::try_from(usage.output_tokens).unwrap_or(i64::MAX),
+        ));
+        if let Some(cost) = usage.cost_usd {
+            attributes.push(KeyValue::new("claij.cost_usd", cost));
+        }
+        attributes.push(KeyValue::new(
+            "claij.model_calls",
+            i64::from(usage.calls.unwrap_or(1)),
+        ));
+    }
+    if let Some(enforce) = &entry.enforce {
+        attributes.push(KeyValue::new("claij.enforce", enforce.clone()));
+    }
+    attributes
+}
+
+impl Observer for TraceObserver {
+    fn run_began(&self, began: &RunBegan<'_>) {
+        self.with_runs(|runs| {
+            let parent = self.parent_of(runs, began);
+            let mut attributes = vec![
+                KeyValue::new("gen_ai.operation.name", "invoke_workflow"),
+                KeyValue::new("claij.run.id", began.run_id.to_owned()),
+                KeyValue::new("claij.fsm.id", began.fsm.id.to_string()),
+                KeyValue::new("claij.fsm.version", i64::from(began.fsm.version)),
+                KeyValue::new("claij.resumed", began.resumed),
+            ];
+            if let Some(p) = began.parent {
+                attributes.push(KeyValue::new("claij.parent.run.id", p.to_owned()));
+            }
+            let builder = SpanBuilder::from_name(format!("invoke_workflow {}", began.fsm.id))
+                .with_kind(SpanKind::Internal)
+                .with_attributes(attributes);
+            let span = if began.resumed {
+                builder.start_with_context(&self.tracer, &parent)
+            } else {
+                // A run's first stretch has the span its later ones (and its children
+                // elsewhere) continue.
+                with_ids(trace_of(began.run_id), run_span(began.run_id), || {
+                    builder.start_with_context(&self.tracer, &parent)
+                })
+            };
+            let run = parent.with_span(span);
+            if let Some(old) = runs.insert(began.run_id.to_owned(), RunSpans { run, attempt: None })
+            {
+                old.run.span().end();
+            }
+        });
+    }
+
+    fn attempt_started(&self, run_id: &str, state: &State, attempt: u32) {
+        self.with_runs(|runs| {
+            let Some(spans) = runs.get_mut(run_id) else {
+                return;
+            };
+            if let Some((open, _)) = spans.attempt.take() {
+                open.span().end();
+            }
+            let now = SystemTime::now();
+            let span = SpanBuilder::from_name(state.id.to_string())
+                .with_kind(SpanKind::Internal)
+                .with_attributes([
+                    KeyValue::new("claij.state", state.id.to_string()),
+                    KeyValue::new("claij.action", state.action.to_string()),
+                    KeyValue::new("claij.attempt", i64::from(attempt)),
+                ])
+                .with_start_time(now)
+                .start_with_context(&self.tracer, &spans.run);
+            spans.attempt = Some((spans.run.with_span(span), now));
+        });
+    }
+
+    fn entry_appended(&self, run_id: &str, entry: &TrailEntry) {
+        self.with_runs(|runs| {
+            let Some(spans) = runs.get_mut(run_id) else {
+                return;
+            };
+            let (under, began) = match &spans.attempt {
+                Some((cx, at)) => (cx, Some(*at)),
+                None => (&spans.run, None),
+            };
+            if let Some(model) = &entry.model {
+                // The entry's duration is its attempt's: the call lies within the attempt.
+                let took = Duration::from_millis(entry.duration_ms.unwrap_or(0));
+                let started = entry.at.checked_sub(took).unwrap_or(entry.at);
+                let started = began.map_or(started, |b| started.max(b));
+                let chat = SpanBuilder::from_name(format!("chat {model}"))
+                    .with_kind(SpanKind::Client)
+                    .with_start_time(started)
+                    .with_attributes(chat_attributes(entry, model))
+                    .start_with_context(&self.tracer, under);
+                under.with_span(chat).span().end_with_timestamp(entry.at);
+            }
+            let attempt = match spans.attempt.take() {
+                Some((attempt, _)) => attempt,
+                // An entry made outside an attempt (a person's answer, a wait's expiry):
+                // a span of the state it leaves, at the entry's time.
+                None => {
+                    let span = SpanBuilder::from_name(entry.from.to_string())
+                        .with_kind(SpanKind::Internal)
+                        .with_start_time(entry.at)
+                        .with_attributes([
+                            KeyValue::new("claij.state", entry.from.to_string()),
+                            KeyValue::new("claij.attempt", i64::from(entry.attempt)),
+                        ])
+                        .start_with_context(&self.tracer, &spans.run);
+                    spans.run.with_span(span)
+                }
+            };
+            let span = attempt.span();
+            match (&entry.to, entry.failure.as_deref()) {
+                (Some(to), _) => {
+                    span.set_attribute(KeyValue::new("claij.outcome", "transition"));
+                    span.set_attribute(KeyValue::new("claij.to", to.to_string()));
+                }
+                (None, Some(failure)) => {
+                    span.set_attribute(KeyValue::new("claij.outcome", failure.kind.to_string()));
+                    if !is_pause(entry) {
+                        span.set_status(Status::error(failure.message.clone()));
+                    }
+                }
+                (None, None) => {}
+            }
+            span.end_with_timestamp(entry.at);
+        });
+    }
+
+    fn run_finished(&self, run_id: &str, status: RunStatus) {
+        self.with_runs(|runs| {
+            let Some(spans) = runs.remove(run_id) else {
+                return;
+            };
+            if let Some((open, _)) = spans.attempt {
+                open.span().end();
+            }
+            let span = spans.run.span();
+            span.set_attribute(KeyValue::new("claij.status", status.as_str()));
+            if status == RunStatus::Failed {
+                span.set_status(Status::error("the run failed"));
+            }
+            span.end();
+        });
+    }
+}

@@ -1,0 +1,276 @@
+//! OpenTelemetry through the real binary: examples/society.yaml (a chairman, a fork of
+//! three members, a summary) on its recorded exchanges — the remote models cannot be
+//! reached from here, so their answers are replayed — with trace export pointed at a real
+//! OTLP/HTTP receiver that decodes claij's exports with the official protobuf messages
+//! (tests/otel/receiver.py, opentelemetry-proto). The run tree is one trace: the branches'
+//! runs under the fork's attempt, each model call a `chat {model}` span under its state's
+//! attempt with the tokens its trail entry records. A run suspended for a person and
+//! resumed by another process stays in its trace, under its first stretch. Without an
+//! endpoint, nothing is sent.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test reports failure
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The OTLP receiver, killed when dropped; its spans are in `spans`.
+struct Receiver {
+    child: Child,
+    port: String,
+    spans: PathBuf,
+}
+
+impl Receiver {
+    fn start(dir: &Path) -> Self {
+        let spans = dir.join("spans.jsonl");
+        let mut child = Command::new(claij_testkit::cache::http_clients_python())
+            .arg(repo().join("tests/otel/receiver.py"))
+            .arg(&spans)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the receiver starts");
+        let mut port = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut port)
+            .unwrap();
+        Receiver {
+            child,
+            port: port.trim().to_owned(),
+            spans,
+        }
+    }
+
+    fn spans(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.spans)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn claij(dir: &Path) -> Command {
+    let repo = repo();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_claij"));
+    cmd.current_dir(&repo)
+        .stdin(Stdio::null())
+        .env("CLAIJ_STORE", dir.join("claij.db"))
+        .env("CLAIJ_CONFIG", repo.join("tests/llm/society.toml"))
+        .env("XDG_DATA_HOME", dir.join("xdg"))
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .env_remove("OTEL_SDK_DISABLED")
+        .env_remove("OTEL_TRACES_EXPORTER");
+    cmd
+}
+
+/// examples/society.yaml as `run`, on its recorded exchanges.
+fn society(dir: &Path, run: &str, endpoint: Option<&str>) {
+    let mut cmd = claij(dir);
+    cmd.args(["run", "examples/society.yaml", "--run-id", run, "--replay"])
+        .arg(repo().join("tests/llm/society.exchanges.json"))
+        .args(["--input", "@tests/llm/society.input.json", "--quiet"]);
+    if let Some(endpoint) = endpoint {
+        cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+            .env("OTEL_SERVICE_NAME", "claij-tests");
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Every run of the store with its trail, by id.
+fn trails(dir: &Path) -> HashMap<String, (Value, Vec<Value>)> {
+    let out = claij(dir)
+        .args(["runs", "list", "--json"])
+        .output()
+        .unwrap();
+    let mut all = HashMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let record: Value = serde_json::from_str(line).unwrap();
+        let id = record["id"].as_str().unwrap().to_owned();
+        let trail = claij(dir)
+            .args(["runs", "trail", &id, "--json"])
+            .output()
+            .unwrap();
+        let trail = String::from_utf8_lossy(&trail.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        all.insert(id, (record, trail));
+    }
+    all
+}
+
+fn attr<'a>(span: &'a Value, key: &str) -> &'a Value {
+    &span["attributes"][key]
+}
+
+#[test]
+fn a_run_tree_is_one_trace_with_its_model_calls_and_their_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(dir.path());
+
+    // Without an endpoint nothing is sent.
+    society(dir.path(), "quiet", None);
+    assert!(receiver.spans().is_empty(), "{:?}", receiver.spans());
+
+    let endpoint = format!("http://127.0.0.1:{}", receiver.port);
+    society(dir.path(), "soc", Some(&endpoint));
+    let spans = receiver.spans();
+    assert!(!spans.is_empty(), "spans are exported");
+    let trace = &spans[0]["trace_id"];
+    assert!(spans.iter().all(|s| &s["trace_id"] == trace), "one trace");
+    assert!(spans.iter().all(|s| s["service"] == "claij-tests"));
+    let by_id: HashMap<&str, &Value> = spans
+        .iter()
+        .map(|s| (s["span_id"].as_str().unwrap(), s))
+        .collect();
+    let parent = |s: &Value| by_id.get(s["parent_span_id"].as_str().unwrap()).copied();
+    let run_span = |run: &str| {
+        let found: Vec<&Value> = spans
+            .iter()
+            .filter(|s| attr(s, "claij.run.id") == run)
+            .collect();
+        assert_eq!(found.len(), 1, "one span for run {run}: {found:#?}");
+        found[0]
+    };
+
+    let all = trails(dir.path());
+    let root = run_span("soc");
+    assert_eq!(root["name"], "invoke_workflow society");
+    assert_eq!(
+        root["parent_span_id"], "",
+        "the root run's span is the trace's root"
+    );
+    assert_eq!(attr(root, "gen_ai.operation.name"), "invoke_workflow");
+    assert_eq!(attr(root, "claij.status"), "completed");
+
+    // The branches: each run's span under the fork state's attempt, under the root.
+    let children: Vec<&String> = all.keys().filter(|id| id.starts_with("soc.")).collect();
+    assert_eq!(children.len(), 3, "{:?}", all.keys());
+    for child in &children {
+        let span = run_span(child);
+        let fork = parent(span).expect("the branch's parent span is exported");
+        assert_eq!(
+            (&fork["name"], attr(fork, "claij.action")),
+            (&"panel".into(), &"fork".into())
+        );
+        assert_eq!(parent(fork).map(|p| &p["span_id"]), Some(&root["span_id"]));
+    }
+
+    // Every model call of the tree, with the tokens its entry records.
+    let mut calls = 0;
+    for (run, (_, trail)) in all.iter().filter(|(id, _)| id.starts_with("soc")) {
+        for entry in trail.iter().filter(|e| e["model"].is_string()) {
+            calls += 1;
+            let model = entry["model"].as_str().unwrap();
+            let found: Vec<&Value> = spans
+                .iter()
+                .filter(|s| {
+                    s["name"] == format!("chat {model}")
+                        && attr(s, "gen_ai.usage.input_tokens") == &entry["usage"]["input_tokens"]
+                        && attr(s, "gen_ai.usage.output_tokens") == &entry["usage"]["output_tokens"]
+                        && attr(s, "claij.state") == &entry["from"]
+                })
+                .collect();
+            assert!(!found.is_empty(), "no span for {run} entry {entry}");
+            let span = found[0];
+            assert_eq!(attr(span, "gen_ai.operation.name"), "chat");
+            assert_eq!(attr(span, "gen_ai.request.model"), model);
+            let attempt = parent(span).expect("the call's attempt span");
+            assert_eq!(attr(attempt, "claij.state"), &entry["from"]);
+            let run_of = parent(attempt).expect("the attempt's run span");
+            assert_eq!(attr(run_of, "claij.run.id"), run.as_str());
+        }
+    }
+    let chat_spans = spans
+        .iter()
+        .filter(|s| s["name"].as_str().is_some_and(|n| n.starts_with("chat ")))
+        .count();
+    assert!(
+        calls >= 5,
+        "the chairman, three members and the summary: {calls}"
+    );
+    assert_eq!(chat_spans, calls, "one span per model call");
+}
+
+#[test]
+fn a_run_resumed_by_another_process_continues_its_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(dir.path());
+    let endpoint = format!("http://127.0.0.1:{}", receiver.port);
+    let request = r#"{"id": ["start", "summarise"], "service": "billing", "version": "2.4.1", "changes": 14}"#;
+    let out = claij(dir.path())
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+        .args([
+            "run",
+            "examples/human-approval.yaml",
+            "--run-id",
+            "ask",
+            "-q",
+            "--input",
+            request,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "suspended");
+    let first = receiver.spans();
+    let stretch = |spans: &[Value], resumed: bool| -> Value {
+        spans
+            .iter()
+            .find(|s| attr(s, "claij.run.id") == "ask" && attr(s, "claij.resumed") == resumed)
+            .cloned()
+            .unwrap_or_else(|| panic!("no stretch (resumed: {resumed}) in {spans:#?}"))
+    };
+    let started = stretch(&first, false);
+    assert_eq!(attr(&started, "claij.status"), "suspended");
+    let out = claij(dir.path())
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+        .args([
+            "runs",
+            "resume",
+            "ask",
+            "-q",
+            "--input",
+            r#"{"id": ["approve", "deploy"], "approver": "ada"}"#,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let all = receiver.spans();
+    let resumed = stretch(&all, true);
+    assert_eq!(resumed["trace_id"], started["trace_id"], "one trace");
+    assert_eq!(
+        resumed["parent_span_id"], started["span_id"],
+        "under its first stretch"
+    );
+    assert_eq!(attr(&resumed, "claij.status"), "completed");
+    let approve = all
+        .iter()
+        .find(|s| s["name"] == "approve" && s["parent_span_id"] == resumed["span_id"])
+        .unwrap_or_else(|| panic!("the resumed attempt: {all:#?}"));
+    assert_eq!(attr(approve, "claij.to"), "deploy");
+}

@@ -1,0 +1,67 @@
+"""An OTLP/HTTP trace receiver for claij's telemetry tests: decodes each POST to
+/v1/traces with the official protobuf messages (opentelemetry-proto) and appends every
+span to a file as one JSON line: trace, span and parent ids (hex), name, kind, start and
+end (ns), status code and attributes. Prints its port on stdout once it listens.
+
+    python receiver.py SPANS.jsonl
+"""
+
+import json
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+OUT = sys.argv[1]
+
+
+def value(v):
+    kind = v.WhichOneof("value")
+    if kind == "array_value":
+        return [value(x) for x in v.array_value.values]
+    return getattr(v, kind) if kind else None
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("content-length", "0")))
+        if self.path != "/v1/traces":
+            self.send_response(404)
+            self.end_headers()
+            return
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        with open(OUT, "a") as out:
+            for resource in request.resource_spans:
+                service = {a.key: value(a.value) for a in resource.resource.attributes}
+                for scope in resource.scope_spans:
+                    for span in scope.spans:
+                        out.write(json.dumps({
+                            "trace_id": span.trace_id.hex(),
+                            "span_id": span.span_id.hex(),
+                            "parent_span_id": span.parent_span_id.hex(),
+                            "name": span.name,
+                            "kind": span.kind,
+                            "start": span.start_time_unix_nano,
+                            "end": span.end_time_unix_nano,
+                            "status": span.status.code,
+                            "attributes": {a.key: value(a.value) for a in span.attributes},
+                            "service": service.get("service.name"),
+                        }) + "\n")
+        reply = ExportTraceServiceResponse().SerializeToString()
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.send_header("content-length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, *args):
+        pass
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
