@@ -9,9 +9,10 @@
 //! that takes a run of the tree up (a resume, a worker, a child continued) adds to the
 //! same trace, under the span of the run it continues. The spans follow the GenAI
 //! semantic conventions: `invoke_workflow {fsm}` per run (per stretch of it driven by one
-//! process), a span per state attempt (`{state}`, with its outcome), and `chat {model}`
-//! per model call with the `gen_ai.*` attributes — tokens as the trail records them —
-//! and claij's own (`claij.enforce`, `claij.cost_usd`). The engine reports runs through
+//! process), a span per state attempt (`{state}`, with its outcome), `chat {model}` per
+//! model call with the `gen_ai.*` attributes — tokens as the trail records them — and
+//! claij's own (`claij.enforce`, `claij.cost_usd`), and `execute_tool {tool}` per MCP tool
+//! call of an `mcp` state. The engine reports runs through
 //! its [`Observer`](claij_engine::Observer) (see [`trace::TraceObserver`]); the binary
 //! installs it once, where the engine is assembled.
 

@@ -12,6 +12,7 @@ use opentelemetry::trace::{
 };
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::SdkTracer;
+use serde_json::Value;
 
 use crate::ids::{run_span, trace_of, with_ids};
 
@@ -21,10 +22,15 @@ struct RunSpans {
     run: Context,
     /// The attempt under way, if one is, and when it began.
     attempt: Option<(Context, SystemTime)>,
+    /// The action of the state the run is in (`mcp` attempts' results are MCP requests).
+    action: Option<String>,
+    /// The event that brought the run to its state (an `mcp` state's requests).
+    entered: Option<Value>,
 }
 
 /// Turns the runs an engine drives into spans: `invoke_workflow {fsm}` per run, one per
-/// state attempt, `chat {model}` per model call (from the trail entry that records it).
+/// state attempt, `chat {model}` per model call (from the trail entry that records it),
+/// `execute_tool {tool}` per MCP tool call of an `mcp` state.
 pub struct TraceObserver {
     tracer: SdkTracer,
     runs: Mutex<HashMap<String, RunSpans>>,
@@ -114,6 +120,55 @@ fn chat_attributes(entry: &TrailEntry, model: &str) -> Vec<KeyValue> {
     attributes
 }
 
+/// The spans of the MCP requests an `mcp` attempt made (`requested`: the event that
+/// brought the run to the state, `{"requests": […]}` or one request; `answered`: the
+/// event it left with, `{"results": […]}` in the same order): `execute_tool {tool}` for a
+/// tool call, `{method}` for another request; with the server's error, when it failed.
+fn mcp_requests(requested: Option<&Value>, answered: &Value) -> Vec<(SpanBuilder, Option<String>)> {
+    let Some(results) = answered.get("results").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    let requests: Vec<&Value> = match requested {
+        Some(event) => match event.get("requests").and_then(Value::as_array) {
+            Some(list) => list.iter().collect(),
+            None => vec![event],
+        },
+        None => Vec::new(),
+    };
+    results
+        .iter()
+        .enumerate()
+        .map(|(i, result)| {
+            let method = result["method"].as_str().unwrap_or("?").to_owned();
+            let server = result["server"].as_str().unwrap_or("?").to_owned();
+            let tool = requests
+                .get(i)
+                .and_then(|r| r["params"]["name"].as_str())
+                .filter(|_| method == "tools/call");
+            let mut attributes = vec![
+                KeyValue::new("claij.mcp.server", server),
+                KeyValue::new("claij.mcp.method", method.clone()),
+            ];
+            let name = match tool {
+                Some(tool) => {
+                    attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
+                    attributes.push(KeyValue::new("gen_ai.tool.name", tool.to_owned()));
+                    format!("execute_tool {tool}")
+                }
+                None => method,
+            };
+            let failed = result.get("error").map(|e| match e.as_str() {
+                Some(text) => text.to_owned(),
+                None => e.to_string(),
+            });
+            let builder = SpanBuilder::from_name(name)
+                .with_kind(SpanKind::Client)
+                .with_attributes(attributes);
+            (builder, failed)
+        })
+        .collect()
+}
+
 impl Observer for TraceObserver {
     fn run_began(&self, began: &RunBegan<'_>) {
         self.with_runs(|runs| {
@@ -141,8 +196,15 @@ impl Observer for TraceObserver {
                 })
             };
             let run = parent.with_span(span);
-            if let Some(old) = runs.insert(began.run_id.to_owned(), RunSpans { run, attempt: None })
-            {
+            if let Some(old) = runs.insert(
+                began.run_id.to_owned(),
+                RunSpans {
+                    run,
+                    attempt: None,
+                    action: None,
+                    entered: None,
+                },
+            ) {
                 old.run.span().end();
             }
         });
@@ -167,6 +229,7 @@ impl Observer for TraceObserver {
                 .with_start_time(now)
                 .start_with_context(&self.tracer, &spans.run);
             spans.attempt = Some((spans.run.with_span(span), now));
+            spans.action = Some(state.action.to_string());
         });
     }
 
@@ -190,6 +253,24 @@ impl Observer for TraceObserver {
                     .with_attributes(chat_attributes(entry, model))
                     .start_with_context(&self.tracer, under);
                 under.with_span(chat).span().end_with_timestamp(entry.at);
+            }
+            if spans.action.as_deref() == Some("mcp") && entry.is_transition() {
+                let took = Duration::from_millis(entry.duration_ms.unwrap_or(0));
+                let started = entry.at.checked_sub(took).unwrap_or(entry.at);
+                let started = began.map_or(started, |b| started.max(b));
+                for (builder, failed) in mcp_requests(spans.entered.as_ref(), &entry.event) {
+                    let span = builder
+                        .with_start_time(started)
+                        .start_with_context(&self.tracer, under);
+                    let cx = under.with_span(span);
+                    if let Some(message) = failed {
+                        cx.span().set_status(Status::error(message));
+                    }
+                    cx.span().end_with_timestamp(entry.at);
+                }
+            }
+            if entry.is_transition() {
+                spans.entered = Some(entry.event.clone());
             }
             let attempt = match spans.attempt.take() {
                 Some((attempt, _)) => attempt,

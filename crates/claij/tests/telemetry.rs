@@ -5,8 +5,9 @@
 //! (tests/otel/receiver.py, opentelemetry-proto). The run tree is one trace: the branches'
 //! runs under the fork's attempt, each model call a `chat {model}` span under its state's
 //! attempt with the tokens its trail entry records. A run suspended for a person and
-//! resumed by another process stays in its trace, under its first stretch. Without an
-//! endpoint, nothing is sent.
+//! resumed by another process stays in its trace, under its first stretch; an MCP tool
+//! call (server-everything's `echo`, the npm reference server) is an `execute_tool` span
+//! under its `mcp` attempt. Without an endpoint, nothing is sent.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test reports failure
 
@@ -273,4 +274,81 @@ fn a_run_resumed_by_another_process_continues_its_trace() {
         .find(|s| s["name"] == "approve" && s["parent_span_id"] == resumed["span_id"])
         .unwrap_or_else(|| panic!("the resumed attempt: {all:#?}"));
     assert_eq!(attr(approve, "claij.to"), "deploy");
+}
+
+#[test]
+fn an_mcp_tool_call_is_an_execute_tool_span_under_its_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(dir.path());
+    let everything = claij_testkit::cache::mcp_server_bin("mcp-server-everything");
+    let doc = dir.path().join("tooling.yaml");
+    std::fs::write(
+        &doc,
+        format!(
+            r#"id: tooling
+servers:
+  ev: {{command: {everything:?}}}
+states:
+  - id: caller
+    action: transform
+    config:
+      template: >-
+        {{% if event.results is defined %}}{{"id": ["caller", "done"], "said": {{{{ event.results[0].result.content[0].text | tojson }}}}}}
+        {{% else %}}{{"id": ["caller", "call"], "requests": [{{"server": "ev", "method": "tools/call",
+        "params": {{"name": "echo", "arguments": {{"message": "traced"}}}}}}]}}{{% endif %}}
+  - id: call
+    action: mcp
+  - id: done
+    action: end
+xitions:
+  - id: [start, caller]
+  - id: [caller, call]
+    schema: "mcp:ev:request"
+  - id: [call, caller]
+    schema: "mcp:ev:response"
+  - id: [caller, done]
+    schema: {{type: object, required: [said]}}
+"#
+        ),
+    )
+    .unwrap();
+    let out = claij(dir.path())
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{}", receiver.port),
+        )
+        .args([
+            "run",
+            doc.to_str().unwrap(),
+            "--run-id",
+            "tool",
+            "-q",
+            "--input",
+            "{}",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("traced"));
+    let spans = receiver.spans();
+    let tool = spans
+        .iter()
+        .find(|s| s["name"] == "execute_tool echo")
+        .unwrap_or_else(|| panic!("no tool span in {spans:#?}"));
+    assert_eq!(attr(tool, "gen_ai.operation.name"), "execute_tool");
+    assert_eq!(attr(tool, "gen_ai.tool.name"), "echo");
+    assert_eq!(attr(tool, "claij.mcp.server"), "ev");
+    assert_eq!(tool["status"], 0, "not an error");
+    let attempt = spans
+        .iter()
+        .find(|s| s["span_id"] == tool["parent_span_id"])
+        .expect("the tool call's attempt span");
+    assert_eq!(
+        (&attempt["name"], attr(attempt, "claij.action")),
+        (&"call".into(), &"mcp".into())
+    );
 }
