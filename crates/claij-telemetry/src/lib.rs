@@ -61,14 +61,24 @@ impl Telemetry {
         if disabled || ENDPOINT_VARS.iter().all(|name| var(name).is_none()) {
             return Ok(None);
         }
+        Telemetry::otlp_http(None).map(Some)
+    }
+
+    /// Trace export over OTLP/HTTP to `traces_url` (the full URL, `…/v1/traces`), or, with
+    /// `None`, to where the `OTEL_*` variables say; the other `OTEL_*` variables apply.
+    pub fn otlp_http(traces_url: Option<&str>) -> Result<Telemetry, TelemetryError> {
+        use opentelemetry_otlp::WithExportConfig as _;
         // Err: another provider was installed first, which serves as well.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
+        let mut exporter = opentelemetry_otlp::SpanExporter::builder().with_http();
+        if let Some(url) = traces_url {
+            exporter = exporter.with_endpoint(url);
+        }
+        let exporter = exporter
             .build()
             .map_err(|e| TelemetryError(format!("cannot build the OTLP exporter: {e}")))?;
         let mut resource = Resource::builder();
-        if var("OTEL_SERVICE_NAME").is_none() {
+        if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
             resource = resource.with_service_name("claij");
         }
         let provider = SdkTracerProvider::builder()
@@ -77,10 +87,10 @@ impl Telemetry {
             .with_resource(resource.build())
             .build();
         let tracer = provider.tracer("claij");
-        Ok(Some(Telemetry {
+        Ok(Telemetry {
             provider,
             observer: Arc::new(TraceObserver::new(tracer)),
-        }))
+        })
     }
 
     /// The observer that turns runs into spans, for [`Engine::observed_by`](claij_engine::Engine::observed_by).

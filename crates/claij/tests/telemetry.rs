@@ -1,4 +1,5 @@
-//! OpenTelemetry through the real binary: examples/society.yaml (a chairman, a fork of
+//! OpenTelemetry through the real binary. A sub-FSM's run hangs under the attempt of the
+//! state that started it. examples/society.yaml (a chairman, a fork of
 //! three members, a summary) on its recorded exchanges — the remote models cannot be
 //! reached from here, so their answers are replayed — with trace export pointed at a real
 //! OTLP/HTTP receiver that decodes claij's exports with the official protobuf messages
@@ -350,5 +351,72 @@ xitions:
     assert_eq!(
         (&attempt["name"], attr(attempt, "claij.action")),
         (&"call".into(), &"mcp".into())
+    );
+}
+
+#[test]
+fn a_sub_fsm_run_hangs_under_the_attempt_that_started_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(dir.path());
+    std::fs::write(
+        dir.path().join("child.yaml"),
+        "id: child\nstates:\n  - id: work\n    action: transform\n    config: {template: '{\"id\": [\"work\", \"end\"], \"done\": true}'}\n  - {id: end, action: end}\nxitions:\n  - id: [start, work]\n  - id: [work, end]\n",
+    )
+    .unwrap();
+    let parent = dir.path().join("parent.yaml");
+    std::fs::write(
+        &parent,
+        "id: parent\nstates:\n  - id: delegate\n    action: fsm\n    config: {fsm: child.yaml, success_to: end}\n  - {id: end, action: end}\nxitions:\n  - id: [start, delegate]\n  - id: [delegate, end]\n",
+    )
+    .unwrap();
+    let out = claij(dir.path())
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{}", receiver.port),
+        )
+        .args([
+            "run",
+            parent.to_str().unwrap(),
+            "--run-id",
+            "p",
+            "-q",
+            "--input",
+            "{}",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let spans = receiver.spans();
+    let find = |run: &str| {
+        spans
+            .iter()
+            .find(|s| attr(s, "claij.run.id") == run)
+            .unwrap_or_else(|| panic!("no span of run {run}: {spans:#?}"))
+    };
+    let (parent_run, child_run) = (find("p"), find("p.1"));
+    assert_eq!(child_run["name"], "invoke_workflow child");
+    assert_eq!(attr(child_run, "claij.parent.run.id"), "p");
+    let delegate = spans
+        .iter()
+        .find(|s| s["span_id"] == child_run["parent_span_id"])
+        .expect("the child's parent span");
+    assert_eq!(
+        (&delegate["name"], attr(delegate, "claij.action")),
+        (&"delegate".into(), &"fsm".into())
+    );
+    assert_eq!(delegate["parent_span_id"], parent_run["span_id"]);
+    assert!(
+        spans
+            .iter()
+            .all(|s| s["trace_id"] == parent_run["trace_id"])
+    );
+    assert!(
+        spans
+            .iter()
+            .any(|s| s["name"] == "work" && s["parent_span_id"] == child_run["span_id"])
     );
 }
