@@ -1,21 +1,28 @@
-"""An OTLP/HTTP trace receiver for claij's telemetry tests: decodes each POST to
-/v1/traces with the official protobuf messages (opentelemetry-proto) and appends every
-span to a file as one JSON line: trace, span and parent ids (hex), name, kind, start and
-end (ns), status code and attributes. Prints its port on stdout once it listens.
+"""An OTLP/HTTP receiver for claij's telemetry tests: decodes each POST to /v1/traces
+and /v1/metrics with the official protobuf messages (opentelemetry-proto) and appends
+every span to SPANS as one JSON line (trace, span and parent ids in hex, name, kind,
+start and end in ns, status code, attributes, service) and every metric data point to
+METRICS (the metric's name, its attributes, a sum's value or a histogram's count and
+sum). Prints its port on stdout once it listens.
 
-    python receiver.py SPANS.jsonl
+    python receiver.py SPANS.jsonl METRICS.jsonl
 """
 
 import json
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 
 OUT = sys.argv[1]
+METRICS = sys.argv[2]
 
 
 def value(v):
@@ -28,6 +35,9 @@ def value(v):
 class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("content-length", "0")))
+        if self.path == "/v1/metrics":
+            self.metrics(body)
+            return
         if self.path != "/v1/traces":
             self.send_response(404)
             self.end_headers()
@@ -51,7 +61,31 @@ class Handler(BaseHTTPRequestHandler):
                             "attributes": {a.key: value(a.value) for a in span.attributes},
                             "service": service.get("service.name"),
                         }) + "\n")
-        reply = ExportTraceServiceResponse().SerializeToString()
+        self.reply(ExportTraceServiceResponse().SerializeToString())
+
+    def metrics(self, body):
+        request = ExportMetricsServiceRequest()
+        request.ParseFromString(body)
+        with open(METRICS, "a") as out:
+            for resource in request.resource_metrics:
+                for scope in resource.scope_metrics:
+                    for metric in scope.metrics:
+                        kind = metric.WhichOneof("data")
+                        for point in getattr(metric, kind).data_points:
+                            line = {
+                                "metric": metric.name,
+                                "kind": kind,
+                                "attributes": {a.key: value(a.value) for a in point.attributes},
+                            }
+                            if kind == "histogram":
+                                line["count"] = point.count
+                                line["sum"] = point.sum
+                            else:
+                                line["value"] = point.as_int if point.HasField("as_int") else point.as_double
+                            out.write(json.dumps(line) + "\n")
+        self.reply(ExportMetricsServiceResponse().SerializeToString())
+
+    def reply(self, reply):
         self.send_response(200)
         self.send_header("content-type", "application/x-protobuf")
         self.send_header("content-length", str(len(reply)))

@@ -67,10 +67,13 @@ fn receiver() -> String {
 }
 
 fn bench(c: &mut Criterion) {
-    let telemetry = Telemetry::otlp_http(Some(&receiver())).unwrap();
+    let telemetry = Telemetry::otlp_http(Some(Some(&receiver())), None).unwrap();
     let (plain, fsm) = common::ping_pong(TRANSITIONS);
     let (traced, _) = common::ping_pong(TRANSITIONS);
-    let traced = traced.observed_by(telemetry.observer());
+    let traced = telemetry
+        .observers()
+        .into_iter()
+        .fold(traced, claij_engine::Engine::observed_by);
     let (plain, traced) = (Arc::new(plain), Arc::new(traced));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -1,8 +1,9 @@
 //! # claij-telemetry
 //!
-//! claij's runs as OpenTelemetry traces, exported over OTLP/HTTP (protobuf) when the
-//! standard variables ask for it ([`Telemetry::from_env`]: `OTEL_EXPORTER_OTLP_ENDPOINT`
-//! or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`; `OTEL_SERVICE_NAME`, `OTEL_TRACES_SAMPLER`, …
+//! claij's runs as OpenTelemetry traces and metrics, exported over OTLP/HTTP (protobuf)
+//! when the standard variables ask for it ([`Telemetry::from_env`]:
+//! `OTEL_EXPORTER_OTLP_ENDPOINT`, or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` and
+//! `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`; `OTEL_SERVICE_NAME`, `OTEL_TRACES_SAMPLER`, …
 //! as the SDK reads them). Without them nothing is built and nothing is paid.
 //!
 //! A run tree is one trace: its id is derived from the root run's id, so every process
@@ -17,14 +18,20 @@
 //! installs it once, where the engine is assembled.
 
 mod ids;
+pub mod metrics;
 pub mod trace;
 
 use std::sync::Arc;
 
+use claij_engine::Observer;
+use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 
+pub use metrics::MetricsObserver;
 pub use trace::TraceObserver;
 
 /// The variables that turn trace export on: an endpoint for all signals, or for traces.
@@ -33,75 +40,134 @@ pub const ENDPOINT_VARS: [&str; 2] = [
     "OTEL_EXPORTER_OTLP_ENDPOINT",
 ];
 
+/// The variables that turn metric export on: an endpoint for all signals, or for metrics.
+pub const METRICS_ENDPOINT_VARS: [&str; 2] = [
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+];
+
 /// Telemetry could not be set up as the environment asks.
 #[derive(Debug, thiserror::Error)]
 #[error("OpenTelemetry: {0}")]
 pub struct TelemetryError(String);
 
-/// Trace export, set up: the observer to install on engines, and the provider to flush
-/// at exit.
+/// Export, set up: the observers to install on engines, and the providers to flush at
+/// exit.
 pub struct Telemetry {
-    provider: SdkTracerProvider,
-    observer: Arc<TraceObserver>,
+    traces: Option<(SdkTracerProvider, Arc<TraceObserver>)>,
+    metrics: Option<(SdkMeterProvider, Arc<MetricsObserver>)>,
 }
 
 impl std::fmt::Debug for Telemetry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Telemetry").finish_non_exhaustive()
+        f.debug_struct("Telemetry")
+            .field("traces", &self.traces.is_some())
+            .field("metrics", &self.metrics.is_some())
+            .finish()
     }
 }
 
+/// The resource every signal carries: `service.name` is `claij` unless
+/// `OTEL_SERVICE_NAME` says otherwise (the SDK reads it, and `OTEL_RESOURCE_ATTRIBUTES`).
+fn resource() -> Resource {
+    let mut resource = Resource::builder();
+    if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
+        resource = resource.with_service_name("claij");
+    }
+    resource.build()
+}
+
+fn failed(
+    what: &str,
+) -> impl FnOnce(opentelemetry_otlp::ExporterBuildError) -> TelemetryError + '_ {
+    move |e| TelemetryError(format!("cannot build the OTLP {what} exporter: {e}"))
+}
+
 impl Telemetry {
-    /// Trace export as the standard `OTEL_*` variables configure it: `None` when no OTLP
-    /// endpoint is given, or `OTEL_SDK_DISABLED=true`, or `OTEL_TRACES_EXPORTER=none`.
+    /// Export as the standard `OTEL_*` variables configure it: traces when an endpoint for
+    /// them is given (and `OTEL_TRACES_EXPORTER` is not `none`), metrics likewise
+    /// (`OTEL_METRICS_EXPORTER`); `None` when neither is, or `OTEL_SDK_DISABLED=true`.
     pub fn from_env() -> Result<Option<Telemetry>, TelemetryError> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        let disabled = var("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"))
-            || var("OTEL_TRACES_EXPORTER").is_some_and(|v| v.eq_ignore_ascii_case("none"));
-        if disabled || ENDPOINT_VARS.iter().all(|name| var(name).is_none()) {
+        let off = |name: &str| var(name).is_some_and(|v| v.eq_ignore_ascii_case("none"));
+        if var("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
             return Ok(None);
         }
-        Telemetry::otlp_http(None).map(Some)
+        let traces = !off("OTEL_TRACES_EXPORTER") && ENDPOINT_VARS.iter().any(|v| var(v).is_some());
+        let metrics =
+            !off("OTEL_METRICS_EXPORTER") && METRICS_ENDPOINT_VARS.iter().any(|v| var(v).is_some());
+        if !traces && !metrics {
+            return Ok(None);
+        }
+        Telemetry::otlp_http(traces.then_some(None), metrics.then_some(None)).map(Some)
     }
 
-    /// Trace export over OTLP/HTTP to `traces_url` (the full URL, `…/v1/traces`), or, with
-    /// `None`, to where the `OTEL_*` variables say; the other `OTEL_*` variables apply.
-    pub fn otlp_http(traces_url: Option<&str>) -> Result<Telemetry, TelemetryError> {
-        use opentelemetry_otlp::WithExportConfig as _;
-        // Err: another provider was installed first, which serves as well.
+    /// Export over OTLP/HTTP: traces when `traces` is given, to its URL (the full URL,
+    /// `…/v1/traces`) or, with `Some(None)`, to where the `OTEL_*` variables say; metrics
+    /// likewise (`…/v1/metrics`). The other `OTEL_*` variables apply.
+    pub fn otlp_http(
+        traces: Option<Option<&str>>,
+        metrics: Option<Option<&str>>,
+    ) -> Result<Telemetry, TelemetryError> {
+        // reqwest is built without a TLS provider here. Err: another provider was
+        // installed first, which serves as well.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut exporter = opentelemetry_otlp::SpanExporter::builder().with_http();
-        if let Some(url) = traces_url {
-            exporter = exporter.with_endpoint(url);
-        }
-        let exporter = exporter
-            .build()
-            .map_err(|e| TelemetryError(format!("cannot build the OTLP exporter: {e}")))?;
-        let mut resource = Resource::builder();
-        if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
-            resource = resource.with_service_name("claij");
-        }
-        let provider = SdkTracerProvider::builder()
-            .with_batch_exporter(exporter)
-            .with_id_generator(ids::RunIds::default())
-            .with_resource(resource.build())
-            .build();
-        let tracer = provider.tracer("claij");
-        Ok(Telemetry {
-            provider,
-            observer: Arc::new(TraceObserver::new(tracer)),
-        })
+        let traces = match traces {
+            Some(url) => {
+                let mut exporter = opentelemetry_otlp::SpanExporter::builder().with_http();
+                if let Some(url) = url {
+                    exporter = exporter.with_endpoint(url);
+                }
+                let provider = SdkTracerProvider::builder()
+                    .with_batch_exporter(exporter.build().map_err(failed("span"))?)
+                    .with_id_generator(ids::RunIds::default())
+                    .with_resource(resource())
+                    .build();
+                let observer = Arc::new(TraceObserver::new(provider.tracer("claij")));
+                Some((provider, observer))
+            }
+            None => None,
+        };
+        let metrics = match metrics {
+            Some(url) => {
+                let mut exporter = opentelemetry_otlp::MetricExporter::builder().with_http();
+                if let Some(url) = url {
+                    exporter = exporter.with_endpoint(url);
+                }
+                let provider = SdkMeterProvider::builder()
+                    .with_periodic_exporter(exporter.build().map_err(failed("metric"))?)
+                    .with_resource(resource())
+                    .build();
+                let observer = Arc::new(MetricsObserver::new(&provider.meter("claij")));
+                Some((provider, observer))
+            }
+            None => None,
+        };
+        Ok(Telemetry { traces, metrics })
     }
 
-    /// The observer that turns runs into spans, for [`Engine::observed_by`](claij_engine::Engine::observed_by).
-    pub fn observer(&self) -> Arc<TraceObserver> {
-        self.observer.clone()
+    /// The observers to install on engines ([`Engine::observed_by`](claij_engine::Engine::observed_by)):
+    /// the spans' and the metrics', as exported.
+    pub fn observers(&self) -> Vec<Arc<dyn Observer>> {
+        let mut out: Vec<Arc<dyn Observer>> = Vec::new();
+        if let Some((_, traces)) = &self.traces {
+            out.push(traces.clone());
+        }
+        if let Some((_, metrics)) = &self.metrics {
+            out.push(metrics.clone());
+        }
+        out
     }
 
-    /// Sends what is buffered and stops the exporter (call once, before the process exits).
+    /// Sends what is buffered and stops the exporters (call once, before the process
+    /// exits).
     pub fn shutdown(&self) -> Result<(), TelemetryError> {
-        self.provider
-            .shutdown()
-            .map_err(|e| TelemetryError(format!("cannot flush the spans: {e}")))
+        let spans = self.traces.as_ref().map(|(p, _)| p.shutdown());
+        let metrics = self.metrics.as_ref().map(|(p, _)| p.shutdown());
+        match (spans, metrics) {
+            (Some(Err(e)), _) => Err(TelemetryError(format!("cannot flush the spans: {e}"))),
+            (_, Some(Err(e))) => Err(TelemetryError(format!("cannot flush the metrics: {e}"))),
+            _ => Ok(()),
+        }
     }
 }

@@ -23,7 +23,10 @@ pub(crate) fn start() -> Result<(), String> {
 pub(crate) fn install(engine: Engine) -> Engine {
     #[cfg(feature = "otel")]
     if let Some(Some(telemetry)) = TELEMETRY.get() {
-        return engine.observed_by(telemetry.observer());
+        return telemetry
+            .observers()
+            .into_iter()
+            .fold(engine, Engine::observed_by);
     }
     engine
 }

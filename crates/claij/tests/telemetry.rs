@@ -5,7 +5,8 @@
 //! OTLP/HTTP receiver that decodes claij's exports with the official protobuf messages
 //! (tests/otel/receiver.py, opentelemetry-proto). The run tree is one trace: the branches'
 //! runs under the fork's attempt, each model call a `chat {model}` span under its state's
-//! attempt with the tokens its trail entry records. A run suspended for a person and
+//! attempt with the tokens its trail entry records, and the metrics — tokens by type,
+//! transitions, runs ended — as the trails count them. A run suspended for a person and
 //! resumed by another process stays in its trace, under its first stretch; an MCP tool
 //! call (server-everything's `echo`, the npm reference server) is an `execute_tool` span
 //! under its `mcp` attempt. Without an endpoint, nothing is sent.
@@ -23,19 +24,23 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The OTLP receiver, killed when dropped; its spans are in `spans`.
+/// The OTLP receiver, killed when dropped; its spans are in `spans`, its metrics' data
+/// points in `metrics`.
 struct Receiver {
     child: Child,
     port: String,
     spans: PathBuf,
+    metrics: PathBuf,
 }
 
 impl Receiver {
     fn start(dir: &Path) -> Self {
         let spans = dir.join("spans.jsonl");
+        let metrics = dir.join("metrics.jsonl");
         let mut child = Command::new(claij_testkit::cache::http_clients_python())
             .arg(repo().join("tests/otel/receiver.py"))
             .arg(&spans)
+            .arg(&metrics)
             .stdout(Stdio::piped())
             .spawn()
             .expect("the receiver starts");
@@ -47,16 +52,29 @@ impl Receiver {
             child,
             port: port.trim().to_owned(),
             spans,
+            metrics,
         }
     }
 
     fn spans(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.spans)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
+        lines(&self.spans)
+    }
+
+    /// The data points of `metric`.
+    fn metric(&self, metric: &str) -> Vec<Value> {
+        lines(&self.metrics)
+            .into_iter()
+            .filter(|p| p["metric"] == metric)
             .collect()
     }
+}
+
+fn lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 impl Drop for Receiver {
@@ -134,6 +152,7 @@ fn a_run_tree_is_one_trace_with_its_model_calls_and_their_tokens() {
     // Without an endpoint nothing is sent.
     society(dir.path(), "quiet", None);
     assert!(receiver.spans().is_empty(), "{:?}", receiver.spans());
+    assert!(lines(&receiver.metrics).is_empty());
 
     let endpoint = format!("http://127.0.0.1:{}", receiver.port);
     society(dir.path(), "soc", Some(&endpoint));
@@ -213,6 +232,48 @@ fn a_run_tree_is_one_trace_with_its_model_calls_and_their_tokens() {
         "the chairman, three members and the summary: {calls}"
     );
     assert_eq!(chat_spans, calls, "one span per model call");
+
+    // The metrics: the tree's tokens by type, its transitions, its runs' ends.
+    let tree: Vec<&Value> = all
+        .iter()
+        .filter(|(id, _)| id.starts_with("soc"))
+        .flat_map(|(_, (_, trail))| trail)
+        .collect();
+    let used = |kind: &str| -> (u64, f64) {
+        receiver
+            .metric("gen_ai.client.token.usage")
+            .iter()
+            .filter(|p| attr(p, "gen_ai.token.type") == kind)
+            .fold((0, 0.0), |(n, sum), p| {
+                (
+                    n + p["count"].as_u64().unwrap(),
+                    sum + p["sum"].as_f64().unwrap(),
+                )
+            })
+    };
+    for kind in ["input", "output"] {
+        let recorded: u64 = tree
+            .iter()
+            .filter(|e| e["model"].is_string())
+            .map(|e| e["usage"][format!("{kind}_tokens")].as_u64().unwrap())
+            .sum();
+        assert_eq!(used(kind), (calls as u64, recorded as f64), "{kind} tokens");
+    }
+    let total = |metric: &str| -> u64 {
+        receiver
+            .metric(metric)
+            .iter()
+            .map(|p| p["value"].as_u64().unwrap())
+            .sum()
+    };
+    let transitions = tree.iter().filter(|e| e["to"].is_string()).count() as u64;
+    assert_eq!(total("claij.transitions"), transitions);
+    assert_eq!(total("claij.runs.ended"), 4, "the root and three branches");
+    assert!(
+        !receiver
+            .metric("gen_ai.client.operation.duration")
+            .is_empty()
+    );
 }
 
 #[test]
