@@ -144,6 +144,33 @@ fn attr<'a>(span: &'a Value, key: &str) -> &'a Value {
     &span["attributes"][key]
 }
 
+/// The span `span` hangs under.
+#[track_caller]
+fn parent_of<'a>(spans: &'a [Value], span: &Value) -> &'a Value {
+    spans
+        .iter()
+        .find(|s| s["span_id"] == span["parent_span_id"])
+        .unwrap_or_else(|| panic!("the parent of {span} is not exported"))
+}
+
+/// `claij ARGS` exporting to `receiver`; asserts it succeeded.
+fn traced(dir: &Path, receiver: &Receiver, args: &[&str]) -> String {
+    let out = claij(dir)
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{}", receiver.port),
+        )
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 #[test]
 fn a_run_tree_is_one_trace_with_its_model_calls_and_their_tokens() {
     let dir = tempfile::tempdir().unwrap();
@@ -306,22 +333,17 @@ fn a_run_resumed_by_another_process_continues_its_trace() {
     };
     let started = stretch(&first, false);
     assert_eq!(attr(&started, "claij.status"), "suspended");
-    let out = claij(dir.path())
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
-        .args([
+    traced(
+        dir.path(),
+        &receiver,
+        &[
             "runs",
             "resume",
             "ask",
             "-q",
             "--input",
             r#"{"id": ["approve", "deploy"], "approver": "ada"}"#,
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
     let all = receiver.spans();
     let resumed = stretch(&all, true);
@@ -374,12 +396,10 @@ xitions:
         ),
     )
     .unwrap();
-    let out = claij(dir.path())
-        .env(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            format!("http://127.0.0.1:{}", receiver.port),
-        )
-        .args([
+    let stdout = traced(
+        dir.path(),
+        &receiver,
+        &[
             "run",
             doc.to_str().unwrap(),
             "--run-id",
@@ -387,15 +407,9 @@ xitions:
             "-q",
             "--input",
             "{}",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("traced"));
+    assert!(stdout.contains("traced"));
     let spans = receiver.spans();
     let tool = spans
         .iter()
@@ -405,10 +419,7 @@ xitions:
     assert_eq!(attr(tool, "gen_ai.tool.name"), "echo");
     assert_eq!(attr(tool, "claij.mcp.server"), "ev");
     assert_eq!(tool["status"], 0, "not an error");
-    let attempt = spans
-        .iter()
-        .find(|s| s["span_id"] == tool["parent_span_id"])
-        .expect("the tool call's attempt span");
+    let attempt = parent_of(&spans, tool);
     assert_eq!(
         (&attempt["name"], attr(attempt, "claij.action")),
         (&"call".into(), &"mcp".into())
@@ -430,12 +441,10 @@ fn a_sub_fsm_run_hangs_under_the_attempt_that_started_it() {
         "id: parent\nstates:\n  - id: delegate\n    action: fsm\n    config: {fsm: child.yaml, success_to: end}\n  - {id: end, action: end}\nxitions:\n  - id: [start, delegate]\n  - id: [delegate, end]\n",
     )
     .unwrap();
-    let out = claij(dir.path())
-        .env(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            format!("http://127.0.0.1:{}", receiver.port),
-        )
-        .args([
+    traced(
+        dir.path(),
+        &receiver,
+        &[
             "run",
             parent.to_str().unwrap(),
             "--run-id",
@@ -443,13 +452,7 @@ fn a_sub_fsm_run_hangs_under_the_attempt_that_started_it() {
             "-q",
             "--input",
             "{}",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
     let spans = receiver.spans();
     let find = |run: &str| {
@@ -461,10 +464,7 @@ fn a_sub_fsm_run_hangs_under_the_attempt_that_started_it() {
     let (parent_run, child_run) = (find("p"), find("p.1"));
     assert_eq!(child_run["name"], "invoke_workflow child");
     assert_eq!(attr(child_run, "claij.parent.run.id"), "p");
-    let delegate = spans
-        .iter()
-        .find(|s| s["span_id"] == child_run["parent_span_id"])
-        .expect("the child's parent span");
+    let delegate = parent_of(&spans, child_run);
     assert_eq!(
         (&delegate["name"], attr(delegate, "claij.action")),
         (&"delegate".into(), &"fsm".into())
