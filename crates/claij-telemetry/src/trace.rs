@@ -1,6 +1,6 @@
 //! [`TraceObserver`]: a run's life as spans, from what the engine tells its observers.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
@@ -22,10 +22,18 @@ struct RunSpans {
     run: Context,
     /// The attempt under way, if one is, and when it began.
     attempt: Option<(Context, SystemTime)>,
-    /// The action of the state the run is in (`mcp` attempts' results are MCP requests).
-    action: Option<String>,
-    /// The event that brought the run to its state (an `mcp` state's requests).
+    /// The run's `mcp` states (their attempts' results answer MCP requests).
+    mcp_states: HashSet<String>,
+    /// The event that brought the run to an `mcp` state (its requests), while it is there.
     entered: Option<Value>,
+}
+
+/// When a call made during an attempt begun at `began` started: the entry's duration is
+/// its attempt's, so the call lies within the attempt.
+fn call_start(entry: &TrailEntry, began: Option<SystemTime>) -> SystemTime {
+    let took = Duration::from_millis(entry.duration_ms.unwrap_or(0));
+    let started = entry.at.checked_sub(took).unwrap_or(entry.at);
+    began.map_or(started, |b| started.max(b))
 }
 
 /// Turns the runs an engine drives into spans: `invoke_workflow {fsm}` per run, one per
@@ -201,7 +209,13 @@ impl Observer for TraceObserver {
                 RunSpans {
                     run,
                     attempt: None,
-                    action: None,
+                    mcp_states: began
+                        .fsm
+                        .states
+                        .iter()
+                        .filter(|s| &*s.action == "mcp")
+                        .map(|s| s.id.to_string())
+                        .collect(),
                     entered: None,
                 },
             ) {
@@ -229,7 +243,6 @@ impl Observer for TraceObserver {
                 .with_start_time(now)
                 .start_with_context(&self.tracer, &spans.run);
             spans.attempt = Some((spans.run.with_span(span), now));
-            spans.action = Some(state.action.to_string());
         });
     }
 
@@ -243,21 +256,15 @@ impl Observer for TraceObserver {
                 None => (&spans.run, None),
             };
             if let Some(model) = &entry.model {
-                // The entry's duration is its attempt's: the call lies within the attempt.
-                let took = Duration::from_millis(entry.duration_ms.unwrap_or(0));
-                let started = entry.at.checked_sub(took).unwrap_or(entry.at);
-                let started = began.map_or(started, |b| started.max(b));
                 let chat = SpanBuilder::from_name(format!("chat {model}"))
                     .with_kind(SpanKind::Client)
-                    .with_start_time(started)
+                    .with_start_time(call_start(entry, began))
                     .with_attributes(chat_attributes(entry, model))
                     .start_with_context(&self.tracer, under);
                 under.with_span(chat).span().end_with_timestamp(entry.at);
             }
-            if spans.action.as_deref() == Some("mcp") && entry.is_transition() {
-                let took = Duration::from_millis(entry.duration_ms.unwrap_or(0));
-                let started = entry.at.checked_sub(took).unwrap_or(entry.at);
-                let started = began.map_or(started, |b| started.max(b));
+            if entry.is_transition() && spans.mcp_states.contains(&*entry.from) {
+                let started = call_start(entry, began);
                 for (builder, failed) in mcp_requests(spans.entered.as_ref(), &entry.event) {
                     let span = builder
                         .with_start_time(started)
@@ -269,8 +276,11 @@ impl Observer for TraceObserver {
                     cx.span().end_with_timestamp(entry.at);
                 }
             }
-            if entry.is_transition() {
-                spans.entered = Some(entry.event.clone());
+            if let Some(to) = &entry.to {
+                spans.entered = spans
+                    .mcp_states
+                    .contains(&**to)
+                    .then(|| entry.event.clone());
             }
             let attempt = match spans.attempt.take() {
                 Some((attempt, _)) => attempt,
