@@ -14,7 +14,7 @@
 //! model call with the `gen_ai.*` attributes — tokens as the trail records them — and
 //! claij's own (`claij.enforce`, `claij.cost_usd`), and `execute_tool {tool}` per MCP tool
 //! call of an `mcp` state. The engine reports runs through
-//! its [`Observer`](claij_engine::Observer) (see [`trace::TraceObserver`]); the binary
+//! its [`Observer`] (see [`trace::TraceObserver`]); the binary
 //! installs it once, where the engine is assembled.
 
 mod ids;
