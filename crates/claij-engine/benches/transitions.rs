@@ -8,9 +8,7 @@
 
 mod common;
 
-use claij_engine::{RunOptions, RunStatus};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use serde_json::json;
 
 const TRANSITIONS: u64 = 1_000;
 
@@ -26,17 +24,7 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("engine");
     group.throughput(Throughput::Elements(TRANSITIONS));
     group.bench_function("1000-transition loop, validation on", |b| {
-        b.iter(|| {
-            let out = runtime.block_on(engine.run(
-                fsm.clone(),
-                json!({"n": 0, "player": "ping"}),
-                RunOptions::default(),
-            ));
-            match out {
-                Ok(o) if o.status == RunStatus::Completed => o.trail.len(),
-                other => panic!("the loop did not complete: {other:?}"),
-            }
-        })
+        b.iter(|| common::run_loop(&runtime, &engine, &fsm))
     });
     group.finish();
 }

@@ -16,7 +16,7 @@ use std::time::SystemTime;
 
 use claij_core::budget::is_pause;
 use claij_core::compat::{Compat, compare};
-use claij_core::migration::{MigrationEvent, Pin, StateMap, entered_by};
+use claij_core::migration::{MigrationEvent, Pin, StateMap, entered_by, renamed};
 use claij_core::store::{Definition, Migration, RunFilter, RunRecord, RunStore, StoreError, Wait};
 use claij_core::{
     Failure, FailureKind, Fsm, OnNewVersion, RunStatus, State, TrailEntry, TransitionSchema,
@@ -335,10 +335,10 @@ impl Engine {
             return;
         };
         let old_pair = pair(&from, &to);
-        let rename = |s: &str| map.get(s).cloned().unwrap_or_else(|| s.to_owned());
+        let rename = |s: &str| renamed(s, [map]);
         let (new_from, new_to) = (rename(&from), rename(&to));
         let Some(t) = new.transition_idx(&new_from, &new_to) else {
-            let renamed = if (new_from.as_str(), new_to.as_str()) == (&*from, &*to) {
+            let renamed = if (&*new_from, &*new_to) == (&*from, &*to) {
                 String::new()
             } else {
                 format!(" (`{}` with the map)", pair(&new_from, &new_to))
@@ -438,7 +438,7 @@ impl Engine {
                 ),
             ));
         }
-        let rename = |s: &str| map.get(s).cloned().unwrap_or_else(|| s.to_owned());
+        let rename = |s: &str| renamed(s, [map]);
         let waited_input = wait.takes_input() && wait.question.is_none();
         let mut kept = BTreeSet::new();
         for (from, to) in &wait.transitions {

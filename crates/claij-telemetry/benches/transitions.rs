@@ -15,10 +15,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 
-use claij_engine::{RunOptions, RunStatus};
 use claij_telemetry::Telemetry;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use serde_json::json;
 
 const TRANSITIONS: u64 = 1_000;
 
@@ -83,17 +81,7 @@ fn bench(c: &mut Criterion) {
     group.throughput(Throughput::Elements(TRANSITIONS));
     for (name, engine) in [("off", &plain), ("exported over OTLP/HTTP", &traced)] {
         group.bench_function(format!("1000-transition loop, telemetry {name}"), |b| {
-            b.iter(|| {
-                let out = runtime.block_on(engine.run(
-                    fsm.clone(),
-                    json!({"n": 0, "player": "ping"}),
-                    RunOptions::default(),
-                ));
-                match out {
-                    Ok(o) if o.status == RunStatus::Completed => o.trail.len(),
-                    other => panic!("the loop did not complete: {other:?}"),
-                }
-            })
+            b.iter(|| common::run_loop(&runtime, engine, &fsm))
         });
     }
     group.finish();

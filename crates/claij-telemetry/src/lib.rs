@@ -46,6 +46,12 @@ pub const METRICS_ENDPOINT_VARS: [&str; 2] = [
     "OTEL_EXPORTER_OTLP_ENDPOINT",
 ];
 
+/// The `gen_ai.provider.name` of a model as the trail names it (`provider/model`; the
+/// embedded model has no prefix, and is claij's own).
+pub(crate) fn provider_of(model: &str) -> &str {
+    model.split_once('/').map_or("claij", |(p, _)| p)
+}
+
 /// Telemetry could not be set up as the environment asks.
 #[derive(Debug, thiserror::Error)]
 #[error("OpenTelemetry: {0}")]

@@ -68,7 +68,7 @@ impl Observer for MetricsObserver {
     fn entry_appended(&self, _run_id: &str, entry: &TrailEntry) {
         let fsm = KeyValue::new("claij.fsm.id", entry.fsm.to_string());
         if let Some(model) = &entry.model {
-            let provider = model.split_once('/').map_or("claij", |(p, _)| p);
+            let provider = crate::provider_of(model);
             let call = [
                 KeyValue::new("gen_ai.operation.name", "chat"),
                 KeyValue::new("gen_ai.provider.name", provider.to_owned()),

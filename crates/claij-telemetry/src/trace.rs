@@ -97,7 +97,7 @@ impl TraceObserver {
 
 /// The attributes of a model call, from the entry that records it.
 fn chat_attributes(entry: &TrailEntry, model: &str) -> Vec<KeyValue> {
-    let provider = model.split_once('/').map_or("claij", |(p, _)| p);
+    let provider = crate::provider_of(model);
     let mut attributes = vec![
         KeyValue::new("gen_ai.operation.name", "chat"),
         KeyValue::new("gen_ai.provider.name", provider.to_owned()),

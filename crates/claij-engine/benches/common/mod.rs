@@ -45,3 +45,22 @@ pub(crate) fn ping_pong(transitions: u64) -> (Engine, Arc<Fsm>) {
         Err(e) => panic!("{e}"),
     }
 }
+
+/// Runs the loop once on `runtime` and returns the length of its trail; panics when the
+/// run does not complete.
+#[allow(dead_code)] // each bench includes this module; not every one runs the loop this way
+pub(crate) fn run_loop(
+    runtime: &tokio::runtime::Runtime,
+    engine: &Engine,
+    fsm: &Arc<Fsm>,
+) -> usize {
+    let out = runtime.block_on(engine.run(
+        fsm.clone(),
+        json!({"n": 0, "player": "ping"}),
+        claij_engine::RunOptions::default(),
+    ));
+    match out {
+        Ok(o) if o.status == claij_engine::RunStatus::Completed => o.trail.len(),
+        other => panic!("the loop did not complete: {other:?}"),
+    }
+}

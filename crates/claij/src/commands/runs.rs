@@ -5,7 +5,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Result;
 use claij_core::store::{RunFilter, RunRecord, RunStore, StoreError};
-use claij_core::{Budget, FailureKind, Fsm, RunStatus, Spend};
+use claij_core::{Budget, FailureKind, Fsm, RunStatus, Spend, TrailEntry};
 use claij_engine::{Engine, RunError, RunOptions, is_dead_local_owner};
 use serde_json::{Value, json};
 
@@ -205,7 +205,8 @@ fn spend_columns(spend: &Spend) -> (String, String) {
 
 async fn show(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
     let record = store.run(run).await?;
-    let tail = store.trail(run, record.trail_len.saturating_sub(8)).await?;
+    let trail = store.trail(run, 0).await?;
+    let tail = &trail[trail.len().saturating_sub(8)..];
     let last_event = tail
         .iter()
         .rev()
@@ -224,7 +225,7 @@ async fn show(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
             )
         });
     let tree = store.tree_spend(run).await?;
-    let moves = migrations(store, &record).await?;
+    let moves = migrations(&trail);
     if as_json {
         let mut out = record_json(&record);
         out["migrations"] = Value::Array(
@@ -380,15 +381,11 @@ async fn show(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
 
 /// The moves a run made between versions of its FSM (`claij runs migrate`), oldest first,
 /// with when each was made.
-async fn migrations(
-    store: &dyn RunStore,
-    record: &RunRecord,
-) -> Result<Vec<(SystemTime, claij_core::migration::MigrationEvent)>> {
-    let trail = store.trail(&record.id, 0).await?;
-    Ok(trail
+fn migrations(trail: &[TrailEntry]) -> Vec<(SystemTime, claij_core::migration::MigrationEvent)> {
+    trail
         .iter()
         .filter_map(|e| claij_core::migration::migration_of(e).map(|m| (e.at, m)))
-        .collect())
+        .collect()
 }
 
 async fn trail(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
