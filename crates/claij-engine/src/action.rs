@@ -107,6 +107,18 @@ impl<'a> ActionInput<'a> {
         }))
     }
 
+    /// The `traceparent` to send with `call` when the run is traced (see
+    /// [`Observer::call_context`]): the first an observer gives.
+    pub fn trace_context(&self, call: crate::Call) -> Option<String> {
+        let site = crate::CallSite {
+            run_id: self.run_id,
+            state: &self.state.id,
+            attempt: self.attempt,
+            call,
+        };
+        self.observers.iter().find_map(|o| o.call_context(&site))
+    }
+
     /// A key that is the same every time this attempt is made again (after a crash, say):
     /// `RUN_ID:SEQ`. Actions with side effects use it to avoid doing them twice.
     pub fn idempotency_key(&self) -> String {

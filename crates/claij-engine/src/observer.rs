@@ -42,6 +42,36 @@ pub trait Observer: Send + Sync {
 
     /// The run ended.
     fn run_finished(&self, _run_id: &str, _status: RunStatus) {}
+
+    /// The W3C trace context (a `traceparent` value) to send with `call`, for an observer
+    /// that traces runs: the called service's spans then join the run's trace, under the
+    /// span this observer makes of the call. `None` (the default) sends none.
+    fn call_context(&self, _call: &CallSite<'_>) -> Option<String> {
+        None
+    }
+}
+
+/// A call an action is about to make during an attempt, as
+/// [`Observer::call_context`] is asked about it.
+#[derive(Debug, Clone, Copy)]
+pub struct CallSite<'a> {
+    /// The run.
+    pub run_id: &'a str,
+    /// The state whose attempt makes the call.
+    pub state: &'a str,
+    /// The attempt, from 1.
+    pub attempt: u32,
+    /// What the call is.
+    pub call: Call,
+}
+
+/// What a call an attempt makes is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Call {
+    /// The attempt's model call (every round of it, when it calls tools).
+    Model,
+    /// The attempt's `n`th MCP request (from 0, in the order of its event's `requests`).
+    Request(usize),
 }
 
 /// A run under way in this process, as [`Observer::run_began`] is told of it.

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use claij_core::FailureKind;
 use claij_core::prompts::{PromptOptions, project, tool_rounds};
-use claij_engine::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome};
+use claij_engine::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Call, Outcome};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -136,6 +136,7 @@ impl LlmAction {
             messages,
             enforcement,
             decoding,
+            traceparent: input.trace_context(Call::Model),
         };
         let started = Instant::now();
         let (response, usage) = self

@@ -251,6 +251,7 @@ mod tests {
 
     fn request(text: &str) -> ModelRequest {
         ModelRequest {
+            traceparent: None,
             model: "m".into(),
             messages: vec![Message::user(text)],
             enforcement: Enforcement {

@@ -76,6 +76,10 @@ pub struct ModelRequest {
     /// the request's JSON is its identity on a tape (`record::digest`).
     #[serde(rename = "sampling")]
     pub decoding: Decoding,
+    /// The W3C `traceparent` of the call when the run is traced: sent as a header by the
+    /// HTTP providers. Not part of the request's identity on a tape.
+    #[serde(skip)]
+    pub traceparent: Option<String>,
 }
 
 impl std::fmt::Debug for ModelRequest {

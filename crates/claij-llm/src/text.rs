@@ -54,6 +54,7 @@ impl LlmLayer {
             None => self.run_or_default()?,
         };
         let call = ModelRequest {
+            traceparent: None,
             model: model.model_id.clone(),
             messages: request.messages,
             enforcement: Enforcement {

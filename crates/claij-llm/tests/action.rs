@@ -469,3 +469,79 @@ async fn repeated_invalid_output_in_a_weak_mode_escalates_to_a_stronger_mode_the
         ["k prompt", "k prompt", "m2 json_schema", "m2 json_schema"]
     );
 }
+
+/// An observer tracing runs as a tracer would: a `traceparent` per call, naming the run,
+/// state, attempt and call it was asked about.
+struct Tracing;
+
+impl claij_engine::Observer for Tracing {
+    fn call_context(&self, call: &claij_engine::CallSite<'_>) -> Option<String> {
+        let span = match call.call {
+            claij_engine::Call::Model => 0xa0,
+            claij_engine::Call::Request(n) => n,
+        } + call.attempt as usize;
+        Some(format!(
+            "00-{:032x}-{span:016x}-01",
+            call.run_id.len() * 1000 + call.state.len()
+        ))
+    }
+}
+
+#[tokio::test]
+async fn a_traced_runs_model_calls_carry_the_tracers_traceparent_retries_included() {
+    let server = StubServer::start(vec![
+        Canned::json(503, json!({"error": {"message": "overloaded"}})),
+        Canned::json(200, openai_answer(r#"{"id": ["ask", "oops"]}"#)),
+        Canned::json(
+            200,
+            openai_answer(r#"{"id": ["ask", "done"], "answer": "because"}"#),
+        ),
+    ])
+    .await;
+    let traced = engine(layer_for(&server.url, "")).observed_by(std::sync::Arc::new(Tracing));
+    let fsm = ask_fsm(&traced, "{}");
+    let out = traced
+        .run(fsm.clone(), input(), RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Completed, "{:#?}", out.trail);
+    let sent: Vec<Option<String>> = server
+        .requests()
+        .iter()
+        .map(|r| {
+            r.headers
+                .iter()
+                .find(|(k, _)| k == "traceparent")
+                .map(|(_, v)| v.clone())
+        })
+        .collect();
+    let expected = |attempt: usize| {
+        Some(format!(
+            "00-{:032x}-{:016x}-01",
+            out.run_id.len() * 1000 + 3,
+            0xa0 + attempt
+        ))
+    };
+    // Attempt 1: a retried 503 and an invalid answer, both with its context; attempt 2 its own.
+    assert_eq!(sent, vec![expected(1), expected(1), expected(2)]);
+
+    // Untraced, no header is sent.
+    let server = StubServer::start(vec![Canned::json(
+        200,
+        openai_answer(r#"{"id": ["ask", "done"], "answer": "because"}"#),
+    )])
+    .await;
+    let plain = engine(layer_for(&server.url, ""));
+    let out = plain
+        .run(ask_fsm(&plain, "{}"), input(), RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Completed);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert!(
+        requests[0].headers.iter().all(|(k, _)| k != "traceparent"),
+        "{:?}",
+        requests[0].headers
+    );
+}

@@ -39,6 +39,7 @@ async fn the_openai_compatible_provider_talks_to_a_real_llama_cpp_server() {
 
     // A plain answer, with usage.
     let plain = ModelRequest {
+        traceparent: None,
         model: "smollm2".into(),
         messages: vec![Message::user("Say hello.")],
         enforcement: enforce::build(Mode::Prompt, &[], &Map::new()),
@@ -66,6 +67,7 @@ async fn the_openai_compatible_provider_talks_to_a_real_llama_cpp_server() {
             "additionalProperties": false}),
     }];
     let constrained = ModelRequest {
+        traceparent: None,
         messages: vec![
             Message::system("Answer with a JSON object."),
             Message::user("What colour is the sky?"),
@@ -137,6 +139,7 @@ async fn an_openai_compatible_answer_streams_piece_by_piece_from_a_real_llama_cp
     let server = LlamaServer::start();
     let p = provider(&server.base_url);
     let request = ModelRequest {
+        traceparent: None,
         model: "smollm2".into(),
         messages: vec![Message::user("Count from one to five in words.")],
         enforcement: enforce::build(Mode::Prompt, &[], &Map::new()),

@@ -236,6 +236,7 @@ fn provider(kind: ProviderKind, flavour: JsonFlavour) -> HttpProvider {
 
 fn request(enforcement: Enforcement) -> ModelRequest {
     ModelRequest {
+        traceparent: None,
         model: "m".into(),
         messages: vec![Message::user("U")],
         enforcement,

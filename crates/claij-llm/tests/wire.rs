@@ -41,6 +41,7 @@ fn request(mode: Mode) -> ModelRequest {
     let defs: Map<String, Value> =
         serde_json::from_value(json!({"text": {"type": "string"}})).unwrap();
     ModelRequest {
+        traceparent: None,
         model: "the-model".into(),
         messages: vec![
             Message::system("SYS"),

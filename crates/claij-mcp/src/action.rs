@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use claij_engine::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome};
+use claij_engine::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Call, Outcome};
 use serde_json::{Value, json};
 
 use crate::client::McpClient;
@@ -150,6 +150,7 @@ impl Action for McpAction {
                     meter: input.meter.clone(),
                     questions: input.questions.clone(),
                     deadline: Some(std::time::Instant::now() + connection.spec().timeout),
+                    traceparent: input.trace_context(Call::Request(results.len())),
                 };
                 let exchange = connection
                     .request_for(&method, params, input.cancel, Some(caller))

@@ -302,6 +302,13 @@ impl Connection {
         cancel: &CancellationToken,
         caller: Option<Caller>,
     ) -> Result<Exchange, McpError> {
+        let mut options = PeerRequestOptions::with_timeout(self.spec.timeout);
+        if let Some(traceparent) = caller.as_ref().and_then(|c| c.traceparent.clone()) {
+            let mut meta = rmcp::model::RequestMetaObject::default();
+            meta.0
+                .insert("traceparent".to_owned(), Value::String(traceparent));
+            options.meta = Some(meta);
+        }
         let _on_behalf = caller.map(|caller| CallerGuard::push(&self.shared, caller));
         let request: ClientRequest =
             serde_json::from_value(json!({"method": method, "params": params}))
@@ -309,7 +316,6 @@ impl Connection {
         if let ClientRequest::CustomRequest(_) = request {
             return Err(McpError::BadRequest(format!("unknown method `{method}`")));
         }
-        let options = PeerRequestOptions::with_timeout(self.spec.timeout);
         let handle = self
             .peer
             .send_cancellable_request(request, options)

@@ -27,6 +27,9 @@ pub struct Caller {
     /// When the request in flight times out, if it does: a question's request is held
     /// open no later than a second before.
     pub deadline: Option<std::time::Instant>,
+    /// The W3C `traceparent` of the call, when the run is traced: sent in the request's
+    /// `_meta`, so that the server's spans join the run's trace.
+    pub traceparent: Option<String>,
 }
 
 /// Answers `sampling/createMessage` requests from servers.

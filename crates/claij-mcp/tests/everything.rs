@@ -295,6 +295,7 @@ async fn sampling_elicitation_and_roots_are_answered() {
                 meter: claij_engine::Meter::unmetered(),
                 questions: claij_engine::Questions::none(),
                 deadline: None,
+                traceparent: None,
             }),
         )
         .await

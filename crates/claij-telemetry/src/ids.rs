@@ -7,7 +7,8 @@
 
 use std::cell::Cell;
 
-use opentelemetry::trace::{SpanId, TraceId};
+use claij_engine::Call;
+use opentelemetry::trace::{SpanId, TraceFlags, TraceId};
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
 use sha2::{Digest, Sha256};
 
@@ -66,6 +67,25 @@ pub(crate) fn run_span(run_id: &str) -> SpanId {
     SpanId::from_bytes(bytes)
 }
 
+/// The span of a call an attempt makes ([`Call`]): known before the call is made, so that
+/// the called service's spans (given it as their parent in `traceparent`) and the span made
+/// of the call once its trail entry is written are one.
+pub(crate) fn call_span(run_id: &str, state: &str, attempt: u32, call: Call) -> SpanId {
+    let what = match call {
+        Call::Model => "model".to_owned(),
+        Call::Request(n) => format!("request {n}"),
+    };
+    let digest = Sha256::digest(format!("claij call {run_id} {state} {attempt} {what}").as_bytes());
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&digest[..8]);
+    SpanId::from_bytes(bytes)
+}
+
+/// The W3C `traceparent` value for a span.
+pub(crate) fn traceparent(trace: TraceId, span: SpanId, flags: TraceFlags) -> String {
+    format!("00-{trace}-{span}-{:02x}", flags.to_u8())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,5 +102,13 @@ mod tests {
         });
         assert_eq!((t, s), (trace_of("r1"), run_span("r1")));
         assert_ne!(ids.new_span_id(), run_span("r1"), "random again outside");
+        let model = call_span("r1", "triage", 1, Call::Model);
+        assert_eq!(model, call_span("r1", "triage", 1, Call::Model));
+        assert_ne!(model, call_span("r1", "triage", 2, Call::Model));
+        assert_ne!(model, call_span("r1", "triage", 1, Call::Request(0)));
+        assert_eq!(
+            traceparent(trace_of("r1"), model, TraceFlags::SAMPLED),
+            format!("00-{}-{model}-01", trace_of("r1"))
+        );
     }
 }

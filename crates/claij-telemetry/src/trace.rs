@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use claij_core::budget::is_pause;
 use claij_core::{State, TrailEntry};
-use claij_engine::{Observer, RunBegan, RunStatus};
+use claij_engine::{Call, CallSite, Observer, RunBegan, RunStatus};
 use opentelemetry::trace::{
     SpanBuilder, SpanContext, SpanKind, Status, TraceContextExt, TraceFlags, TraceState,
 };
@@ -14,7 +14,7 @@ use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::SdkTracer;
 use serde_json::Value;
 
-use crate::ids::{run_span, trace_of, with_ids};
+use crate::ids::{self, run_span, trace_of, with_ids};
 
 /// The spans of the runs under way in this process.
 struct RunSpans {
@@ -255,20 +255,27 @@ impl Observer for TraceObserver {
                 Some((cx, at)) => (cx, Some(*at)),
                 None => (&spans.run, None),
             };
+            let trace = under.span().span_context().trace_id();
+            // A call's span has the id its `traceparent` gave the called service.
+            let call_span = |call: Call| ids::call_span(run_id, &entry.from, entry.attempt, call);
             if let Some(model) = &entry.model {
-                let chat = SpanBuilder::from_name(format!("chat {model}"))
+                let builder = SpanBuilder::from_name(format!("chat {model}"))
                     .with_kind(SpanKind::Client)
                     .with_start_time(call_start(entry, began))
-                    .with_attributes(chat_attributes(entry, model))
-                    .start_with_context(&self.tracer, under);
+                    .with_attributes(chat_attributes(entry, model));
+                let chat = with_ids(trace, call_span(Call::Model), || {
+                    builder.start_with_context(&self.tracer, under)
+                });
                 under.with_span(chat).span().end_with_timestamp(entry.at);
             }
             if entry.is_transition() && spans.mcp_states.contains(&*entry.from) {
                 let started = call_start(entry, began);
-                for (builder, failed) in mcp_requests(spans.entered.as_ref(), &entry.event) {
-                    let span = builder
-                        .with_start_time(started)
-                        .start_with_context(&self.tracer, under);
+                let requests = mcp_requests(spans.entered.as_ref(), &entry.event);
+                for (n, (builder, failed)) in requests.into_iter().enumerate() {
+                    let builder = builder.with_start_time(started);
+                    let span = with_ids(trace, call_span(Call::Request(n)), || {
+                        builder.start_with_context(&self.tracer, under)
+                    });
                     let cx = under.with_span(span);
                     if let Some(message) = failed {
                         cx.span().set_status(Status::error(message));
@@ -314,6 +321,17 @@ impl Observer for TraceObserver {
             }
             span.end_with_timestamp(entry.at);
         });
+    }
+
+    fn call_context(&self, call: &CallSite<'_>) -> Option<String> {
+        self.with_runs(|runs| {
+            let (attempt, _) = runs.get(call.run_id)?.attempt.as_ref()?;
+            let context = attempt.span().span_context().clone();
+            context.is_sampled().then(|| {
+                let span = ids::call_span(call.run_id, call.state, call.attempt, call.call);
+                ids::traceparent(context.trace_id(), span, context.trace_flags())
+            })
+        })
     }
 
     fn run_finished(&self, run_id: &str, status: RunStatus) {

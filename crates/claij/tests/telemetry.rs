@@ -9,7 +9,8 @@
 //! transitions, runs ended — as the trails count them. A run suspended for a person and
 //! resumed by another process stays in its trace, under its first stretch; an MCP tool
 //! call (server-everything's `echo`, the npm reference server) is an `execute_tool` span
-//! under its `mcp` attempt. Without an endpoint, nothing is sent.
+//! under its `mcp` attempt, and a server of the official Python SDK gets that span's
+//! context in the request's `_meta.traceparent`. Without an endpoint, nothing is sent.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test reports failure
 
@@ -361,10 +362,12 @@ fn a_run_resumed_by_another_process_continues_its_trace() {
 }
 
 #[test]
-fn an_mcp_tool_call_is_an_execute_tool_span_under_its_attempt() {
+fn an_mcp_tool_call_is_an_execute_tool_span_under_its_attempt_and_the_server_joins_the_trace() {
     let dir = tempfile::tempdir().unwrap();
     let receiver = Receiver::start(dir.path());
     let everything = claij_testkit::cache::mcp_server_bin("mcp-server-everything");
+    let python = claij_testkit::cache::mcp_sdk_python();
+    let traced_server = repo().join("tests/otel/traced_server.py");
     let doc = dir.path().join("tooling.yaml");
     std::fs::write(
         &doc,
@@ -372,14 +375,17 @@ fn an_mcp_tool_call_is_an_execute_tool_span_under_its_attempt() {
             r#"id: tooling
 servers:
   ev: {{command: {everything:?}}}
+  py: {{command: {python:?}, args: [{traced_server:?}]}}
 states:
   - id: caller
     action: transform
     config:
       template: >-
-        {{% if event.results is defined %}}{{"id": ["caller", "done"], "said": {{{{ event.results[0].result.content[0].text | tojson }}}}}}
+        {{% if event.results is defined %}}{{"id": ["caller", "done"], "said": {{{{ event.results[0].result.content[0].text | tojson }}}},
+        "context": {{{{ event.results[1].result.content[0].text | tojson }}}}}}
         {{% else %}}{{"id": ["caller", "call"], "requests": [{{"server": "ev", "method": "tools/call",
-        "params": {{"name": "echo", "arguments": {{"message": "traced"}}}}}}]}}{{% endif %}}
+        "params": {{"name": "echo", "arguments": {{"message": "traced"}}}}}},
+        {{"server": "py", "method": "tools/call", "params": {{"name": "trace_context", "arguments": {{}}}}}}]}}{{% endif %}}
   - id: call
     action: mcp
   - id: done
@@ -387,11 +393,11 @@ states:
 xitions:
   - id: [start, caller]
   - id: [caller, call]
-    schema: "mcp:ev:request"
+    schema: {{type: object, required: [requests]}}
   - id: [call, caller]
-    schema: "mcp:ev:response"
+    schema: {{type: object, required: [results]}}
   - id: [caller, done]
-    schema: {{type: object, required: [said]}}
+    schema: {{type: object, required: [said, context]}}
 "#
         ),
     )
@@ -409,7 +415,8 @@ xitions:
             "{}",
         ],
     );
-    assert!(stdout.contains("traced"));
+    let result: Value = serde_json::from_str(&stdout).unwrap();
+    assert!(result["said"].as_str().unwrap().contains("traced"), "{result}");
     let spans = receiver.spans();
     let tool = spans
         .iter()
@@ -423,6 +430,23 @@ xitions:
     assert_eq!(
         (&attempt["name"], attr(attempt, "claij.action")),
         (&"call".into(), &"mcp".into())
+    );
+    // The second request's `_meta.traceparent`, as the official SDK's server received it,
+    // names the run's trace and the span claij made of that request.
+    let asked = spans
+        .iter()
+        .find(|s| s["name"] == "execute_tool trace_context")
+        .unwrap_or_else(|| panic!("no span of the second request in {spans:#?}"));
+    assert_eq!(parent_of(&spans, asked)["span_id"], attempt["span_id"]);
+    let context = result["context"].as_str().unwrap();
+    assert_eq!(
+        context,
+        format!(
+            "00-{}-{}-01",
+            asked["trace_id"].as_str().unwrap(),
+            asked["span_id"].as_str().unwrap()
+        ),
+        "the server got the request's span as its parent"
     );
 }
 

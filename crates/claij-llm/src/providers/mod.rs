@@ -13,7 +13,7 @@ use claij_engine::{BoxFuture, TextSink};
 use serde_json::Value;
 
 use crate::config::{JsonFlavour, ProviderKind};
-use crate::http::{Http, HttpCall};
+use crate::http::{HeaderValue, Http, HttpCall};
 use crate::provider::{Capabilities, Provider, ProviderError, sent_whole};
 use crate::request::{ModelRequest, ModelResponse};
 use crate::secret::Secret;
@@ -42,11 +42,18 @@ pub struct HttpProvider {
 impl HttpProvider {
     /// The HTTP call for `request`.
     pub fn build_call(&self, request: &ModelRequest) -> HttpCall {
-        match self.kind {
+        let mut call = match self.kind {
             ProviderKind::Openai => openai::build(self, request),
             ProviderKind::Anthropic => anthropic::build(self, request),
             ProviderKind::Gemini => gemini::build(self, request),
+        };
+        if let Some(traceparent) = &request.traceparent {
+            call.headers.push((
+                "traceparent".to_owned(),
+                HeaderValue::Plain(traceparent.clone()),
+            ));
         }
+        call
     }
 
     /// Parses an answer in this provider's wire format.
@@ -57,6 +64,17 @@ impl HttpProvider {
             ProviderKind::Gemini => gemini::parse(body),
         }
     }
+}
+
+/// `call` with the request's `traceparent` header, when the run is traced.
+fn traced(mut call: HttpCall, request: &ModelRequest) -> HttpCall {
+    if let Some(traceparent) = &request.traceparent {
+        call.headers.push((
+            "traceparent".to_owned(),
+            HeaderValue::Plain(traceparent.clone()),
+        ));
+    }
+    call
 }
 
 impl Provider for HttpProvider {
@@ -113,7 +131,7 @@ impl Provider for HttpProvider {
             return Box::pin(sent_whole(self.complete(request), on_text));
         }
         Box::pin(async move {
-            let call = openai::build_streaming(self, request);
+            let call = traced(openai::build_streaming(self, request), request);
             let mut streamed = openai::Streamed::default();
             self.http
                 .post_stream(&self.name, &call, &mut |chunk| {
