@@ -6,7 +6,7 @@ follow a plan.
 
 PORT_FILE gets the port bound (127.0.0.1; --port, else a free one). Each request is answered with the
 next status of --plan, then 204 once the plan is used up, after --delay seconds. Each log
-line: {"verified", "error", "id", "timestamp", "payload", "answered"} (written before the
+line: {"verified", "error", "id", "timestamp", "traceparent", "payload", "answered"} (written before the
 answer is sent).
 """
 
@@ -57,6 +57,7 @@ def main() -> None:
                     "error": error,
                     "id": headers.get("webhook-id"),
                     "timestamp": headers.get("webhook-timestamp"),
+                    "traceparent": headers.get("traceparent"),
                     "payload": payload,
                     "answered": answer,
                 }

@@ -16,7 +16,7 @@ use claij_core::budget::{BudgetPause, Spend, is_pause};
 
 use crate::action::{ActionError, ActionInput, ActionOutput, Outcome, Suspension};
 use crate::durable::Durable;
-use crate::observer::Observer;
+use crate::observer::{Commit, Observer};
 use crate::questions::Questions;
 use crate::run::{Engine, RunOutcome, RunStatus, kind_of};
 use crate::spend::{Ledger, Meter};
@@ -535,7 +535,9 @@ impl<'e> RunState<'e> {
         let Some(durable) = &self.durable else {
             return Ok(());
         };
-        durable
+        let (began, clock) = (SystemTime::now(), Instant::now());
+        let entries = self.trail.len() - self.committed;
+        let written = durable
             .store
             .commit(Checkpoint {
                 run_id: self.run_id.clone(),
@@ -549,7 +551,19 @@ impl<'e> RunState<'e> {
                 published: std::mem::take(&mut self.published),
                 spend: self.spend_now(),
             })
-            .await?;
+            .await;
+        let error = written.as_ref().err().map(ToString::to_string);
+        let commit = Commit {
+            entries,
+            status,
+            began,
+            took: clock.elapsed(),
+            error: error.as_deref(),
+        };
+        for o in &self.observers {
+            o.committed(&self.run_id, &commit);
+        }
+        written?;
         self.committed = self.trail.len();
         self.context_dirty = false;
         Ok(())

@@ -8,11 +8,12 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine as _;
 use claij_core::RunStatus;
 use claij_core::store::{Delivery, DeliveryStatus, RunRecord};
+use claij_engine::{DeliveryOutcome, DeliverySite};
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
@@ -235,6 +236,19 @@ pub(crate) async fn deliver(state: AppState, mut delivery: Delivery) {
         return;
     };
     let body = serde_json::to_vec(&delivery.payload).unwrap_or_default();
+    // The engine's observers (telemetry) are told of each attempt; none when no engine is.
+    let observers = state
+        .engines
+        .engine(None)
+        .map(|e| e.observers().to_vec())
+        .unwrap_or_default();
+    let host = reqwest::Url::parse(&delivery.url)
+        .ok()
+        .and_then(|u| {
+            let host = u.host_str()?.to_owned();
+            Some(u.port().map_or(host.clone(), |p| format!("{host}:{p}")))
+        })
+        .unwrap_or_default();
     loop {
         if let Some(at) = delivery.next_at
             && let Ok(wait) = at.duration_since(SystemTime::now())
@@ -249,17 +263,26 @@ pub(crate) async fn deliver(state: AppState, mut delivery: Delivery) {
             .map(|d| d.as_secs())
             .unwrap_or(0);
         let signature = secret.sign(&delivery.id, timestamp, &body);
-        let outcome = state
+        let site = DeliverySite {
+            run_id: &delivery.run_id,
+            id: &delivery.id,
+            kind: &delivery.kind,
+            attempt: delivery.attempts + 1,
+        };
+        let mut request = state
             .callbacks
             .client
             .post(&delivery.url)
             .header("content-type", "application/json")
             .header("webhook-id", &delivery.id)
             .header("webhook-timestamp", timestamp.to_string())
-            .header("webhook-signature", signature)
-            .body(body.clone())
-            .send()
-            .await;
+            .header("webhook-signature", signature);
+        if let Some(traceparent) = observers.iter().find_map(|o| o.delivery_context(&site)) {
+            request = request.header("traceparent", traceparent);
+        }
+        let (began, clock) = (SystemTime::now(), Instant::now());
+        let outcome = request.body(body.clone()).send().await;
+        let took = clock.elapsed();
         delivery.attempts += 1;
         delivery.updated_at = SystemTime::now();
         match outcome {
@@ -277,6 +300,22 @@ pub(crate) async fn deliver(state: AppState, mut delivery: Delivery) {
                 delivery.last_status = None;
                 delivery.last_error = Some(format!("no answer: {e}"));
             }
+        }
+        let told = DeliveryOutcome {
+            host: &host,
+            began,
+            took,
+            status: delivery.last_status,
+            error: delivery.last_error.as_deref(),
+        };
+        let site = DeliverySite {
+            run_id: &delivery.run_id,
+            id: &delivery.id,
+            kind: &delivery.kind,
+            attempt: delivery.attempts,
+        };
+        for o in &observers {
+            o.delivery_made(&site, &told);
         }
         if delivery.status == DeliveryStatus::Pending {
             match state

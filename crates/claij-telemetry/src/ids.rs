@@ -81,6 +81,15 @@ pub(crate) fn call_span(run_id: &str, state: &str, attempt: u32, call: Call) -> 
     SpanId::from_bytes(bytes)
 }
 
+/// The span of an attempt to deliver a run's end to its callback (`claij serve`'s
+/// webhooks): the receiver is given it in `traceparent` as the attempt is made.
+pub(crate) fn delivery_span(delivery_id: &str, attempt: u32) -> SpanId {
+    let digest = Sha256::digest(format!("claij delivery {delivery_id} {attempt}").as_bytes());
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&digest[..8]);
+    SpanId::from_bytes(bytes)
+}
+
 /// The W3C `traceparent` value for a span.
 pub(crate) fn traceparent(trace: TraceId, span: SpanId, flags: TraceFlags) -> String {
     format!("00-{trace}-{span}-{:02x}", flags.to_u8())

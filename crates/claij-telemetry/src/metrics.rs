@@ -1,12 +1,15 @@
 //! [`MetricsObserver`]: what runs do, as OpenTelemetry metrics — the GenAI client metrics
 //! (`gen_ai.client.token.usage`, `gen_ai.client.operation.duration`) and claij's own
-//! (`claij.transitions`, `claij.attempts.failed`, `claij.runs.ended`).
+//! (`claij.transitions`, `claij.attempts.failed`, `claij.runs.ended`,
+//! `claij.store.commit.duration`, `claij.webhook.deliveries`, and `claij.queue.runs` as
+//! `claij worker` samples the queue).
 
 use claij_core::TrailEntry;
 use claij_core::budget::is_pause;
-use claij_engine::{Observer, RunStatus};
+use claij_core::store::QueueStats;
+use claij_engine::{Commit, DeliveryOutcome, DeliverySite, Observer, RunStatus};
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Histogram, Meter};
+use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
 
 /// Records the metrics of the runs an engine drives.
 pub struct MetricsObserver {
@@ -15,6 +18,9 @@ pub struct MetricsObserver {
     transitions: Counter<u64>,
     failures: Counter<u64>,
     ended: Counter<u64>,
+    commits: Histogram<f64>,
+    deliveries: Counter<u64>,
+    queue: Gauge<u64>,
 }
 
 impl std::fmt::Debug for MetricsObserver {
@@ -59,6 +65,24 @@ impl MetricsObserver {
                 .u64_counter("claij.runs.ended")
                 .with_unit("{run}")
                 .with_description("Runs that ended or stopped here, by status")
+                .build(),
+            commits: meter
+                .f64_histogram("claij.store.commit.duration")
+                .with_unit("s")
+                .with_description("How long checkpoints took to write, by outcome")
+                .with_boundaries(vec![
+                    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0,
+                ])
+                .build(),
+            deliveries: meter
+                .u64_counter("claij.webhook.deliveries")
+                .with_unit("{delivery}")
+                .with_description("Attempts to deliver runs' ends to their callbacks, by type and outcome")
+                .build(),
+            queue: meter
+                .u64_gauge("claij.queue.runs")
+                .with_unit("{run}")
+                .with_description("Runs in the workers' queue, by state (queued, scheduled, timers_due, timers_pending, held)")
                 .build(),
         }
     }
@@ -112,5 +136,45 @@ impl Observer for MetricsObserver {
     fn run_finished(&self, _run_id: &str, status: RunStatus) {
         self.ended
             .add(1, &[KeyValue::new("claij.status", status.as_str())]);
+    }
+
+    fn committed(&self, _run_id: &str, commit: &Commit<'_>) {
+        let outcome = if commit.error.is_some() {
+            "failed"
+        } else {
+            "ok"
+        };
+        self.commits.record(
+            commit.took.as_secs_f64(),
+            &[KeyValue::new("claij.outcome", outcome)],
+        );
+    }
+
+    fn delivery_made(&self, delivery: &DeliverySite<'_>, outcome: &DeliveryOutcome<'_>) {
+        let result = if outcome.error.is_none() {
+            "delivered"
+        } else {
+            "failed"
+        };
+        self.deliveries.add(
+            1,
+            &[
+                KeyValue::new("claij.webhook.type", delivery.kind.to_owned()),
+                KeyValue::new("claij.outcome", result),
+            ],
+        );
+    }
+
+    fn queue_sampled(&self, queue: &QueueStats) {
+        for (state, count) in [
+            ("queued", queue.queued),
+            ("scheduled", queue.scheduled),
+            ("timers_due", queue.timers_due),
+            ("timers_pending", queue.timers_pending),
+            ("held", queue.held),
+        ] {
+            self.queue
+                .record(count, &[KeyValue::new("claij.queue.state", state)]);
+        }
     }
 }

@@ -6,7 +6,9 @@ use std::time::{Duration, SystemTime};
 
 use claij_core::budget::is_pause;
 use claij_core::{State, TrailEntry};
-use claij_engine::{Call, CallSite, Observer, RunBegan, RunStatus};
+use claij_engine::{
+    Call, CallSite, Commit, DeliveryOutcome, DeliverySite, Observer, RunBegan, RunStatus,
+};
 use opentelemetry::trace::{
     SpanBuilder, SpanContext, SpanKind, Status, TraceContextExt, TraceFlags, TraceState,
 };
@@ -332,6 +334,68 @@ impl Observer for TraceObserver {
                 ids::traceparent(context.trace_id(), span, context.trace_flags())
             })
         })
+    }
+
+    fn committed(&self, run_id: &str, commit: &Commit<'_>) {
+        self.with_runs(|runs| {
+            let Some(spans) = runs.get(run_id) else {
+                return;
+            };
+            let span = SpanBuilder::from_name("commit")
+                .with_kind(SpanKind::Client)
+                .with_start_time(commit.began)
+                .with_attributes([
+                    KeyValue::new("claij.commit.entries", commit.entries as i64),
+                    KeyValue::new("claij.status", commit.status.as_str()),
+                ])
+                .start_with_context(&self.tracer, &spans.run);
+            let cx = spans.run.with_span(span);
+            if let Some(error) = commit.error {
+                cx.span().set_status(Status::error(error.to_owned()));
+            }
+            cx.span().end_with_timestamp(commit.began + commit.took);
+        });
+    }
+
+    fn delivery_context(&self, delivery: &DeliverySite<'_>) -> Option<String> {
+        Some(ids::traceparent(
+            trace_of(delivery.run_id),
+            ids::delivery_span(delivery.id, delivery.attempt),
+            TraceFlags::SAMPLED,
+        ))
+    }
+
+    fn delivery_made(&self, delivery: &DeliverySite<'_>, outcome: &DeliveryOutcome<'_>) {
+        let mut attributes = vec![
+            KeyValue::new("http.request.method", "POST"),
+            KeyValue::new("server.address", outcome.host.to_owned()),
+            KeyValue::new("claij.run.id", delivery.run_id.to_owned()),
+            KeyValue::new("claij.webhook.id", delivery.id.to_owned()),
+            KeyValue::new("claij.webhook.type", delivery.kind.to_owned()),
+            KeyValue::new("claij.webhook.attempt", i64::from(delivery.attempt)),
+        ];
+        if let Some(status) = outcome.status {
+            attributes.push(KeyValue::new(
+                "http.response.status_code",
+                i64::from(status),
+            ));
+        }
+        let builder = SpanBuilder::from_name(format!("deliver {}", delivery.kind))
+            .with_kind(SpanKind::Client)
+            .with_start_time(outcome.began)
+            .with_attributes(attributes);
+        // Under the run's first stretch: the run has ended (or stopped) by now.
+        let parent = remote(delivery.run_id);
+        let span = with_ids(
+            trace_of(delivery.run_id),
+            ids::delivery_span(delivery.id, delivery.attempt),
+            || builder.start_with_context(&self.tracer, &parent),
+        );
+        let cx = parent.with_span(span);
+        if let Some(error) = outcome.error {
+            cx.span().set_status(Status::error(error.to_owned()));
+        }
+        cx.span().end_with_timestamp(outcome.began + outcome.took);
     }
 
     fn run_finished(&self, run_id: &str, status: RunStatus) {

@@ -90,6 +90,10 @@ pub struct Worker {
 /// claimed (another worker holds it locked for a moment).
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
+/// How often the queue's state is sampled for the engine's observers (telemetry's queue
+/// depth), when it has any.
+const QUEUE_SAMPLE_EVERY: Duration = Duration::from_secs(10);
+
 impl Worker {
     /// A worker driving runs of `store` with `engine` (whose registry must have the
     /// actions the stored definitions use). Its id, the lease owner of what it drives,
@@ -103,6 +107,18 @@ impl Worker {
                 ..config
             },
             id: process_owner(),
+        }
+    }
+
+    /// Tells the engine's observers how the queue stands.
+    async fn sample_queue(&self) {
+        match self.store.queue().await {
+            Ok(queue) => {
+                for o in self.engine.observers() {
+                    o.queue_sampled(&queue);
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "sampling the queue failed"),
         }
     }
 
@@ -147,9 +163,16 @@ impl Worker {
         let mut listening = true;
         // The earliest timer announced by a notice.
         let mut announced: Option<SystemTime> = None;
+        let mut sampled: Option<std::time::Instant> = None;
         while !shutdown.is_cancelled() {
             while tasks.try_join_next().is_some() {
                 report.finished += 1;
+            }
+            if !self.engine.observers().is_empty()
+                && sampled.is_none_or(|at| at.elapsed() >= QUEUE_SAMPLE_EVERY)
+            {
+                sampled = Some(std::time::Instant::now());
+                self.sample_queue().await;
             }
             let found_dead = dead.refresh(self.store.as_ref(), &self.id).await;
             let free = self.config.concurrency.saturating_sub(tasks.len() as u32);

@@ -11,13 +11,16 @@
 mod served;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use served::{CLAIJ, Reply, Served, approval, client, eventually, get, post, repo, send};
+use served::{
+    CLAIJ, Reply, Served, Webhooks, approval, client, eventually, get, post, repo, secret_file,
+    send,
+};
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef-test-token";
 
@@ -1197,84 +1200,10 @@ async fn a_link_to_an_expired_wait_answers_nothing() {
     );
 }
 
-/// The signing secret of the callback tests (Standard Webhooks form).
-const WEBHOOK_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwc2VjcmV0IGZvciB0ZXN0cw==";
-
-/// The webhook receiver of tests/http-clients/receiver.py (Standard Webhooks' reference
-/// library verifies every request); killed when dropped.
-struct Receiver {
-    child: Child,
-    url: String,
-    log: PathBuf,
-}
-
-impl Receiver {
-    // Waited for by `Drop`.
-    #[allow(clippy::zombie_processes)]
-    fn start(dir: &Path, name: &str, args: &[&str]) -> Self {
-        let port_file = dir.join(format!("{name}.port"));
-        let log = dir.join(format!("{name}.jsonl"));
-        let child = Command::new(claij_testkit::cache::http_clients_python())
-            .arg(repo().join("tests/http-clients/receiver.py"))
-            .arg(&port_file)
-            .arg(&log)
-            .arg(WEBHOOK_SECRET)
-            .args(args)
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("the receiver starts");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let port = loop {
-            if let Ok(port) = std::fs::read_to_string(&port_file) {
-                break port;
-            }
-            assert!(Instant::now() < deadline, "the receiver did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        Receiver {
-            child,
-            url: format!("http://127.0.0.1:{}/hook", port.trim()),
-            log,
-        }
-    }
-
-    /// The requests received so far.
-    fn received(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("a JSON line"))
-            .collect()
-    }
-
-    /// Waits (up to 60 s) until `n` requests were received.
-    async fn wait_for(&self, n: usize) -> Vec<Value> {
-        let what = format!("{n} requests expected, got {:?}", self.received());
-        eventually(60, &what, || async {
-            let got = self.received();
-            (got.len() >= n).then_some(got)
-        })
-        .await
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn secret_file(dir: &Path) -> String {
-    let file = dir.join("webhook-secret");
-    std::fs::write(&file, format!("{WEBHOOK_SECRET}\n")).unwrap();
-    file.display().to_string()
-}
-
 #[tokio::test]
 async fn callbacks_are_signed_retried_recorded_and_carry_a_resume_link() {
     let dir = tempfile::tempdir().unwrap();
-    let receiver = Receiver::start(dir.path(), "r", &["--plan", "500,503"]);
+    let receiver = Webhooks::start(dir.path(), "r", &["--plan", "500,503"]);
     let secret = secret_file(dir.path());
     let server = Served::start(
         &dir.path().join("claij.db"),
@@ -1355,7 +1284,7 @@ async fn a_slow_receiver_never_slows_a_run_and_a_pending_callback_survives_a_res
     )
     .unwrap();
     // Takes 30 s to answer anything.
-    let slow = Receiver::start(dir.path(), "slow", &["--delay", "30"]);
+    let slow = Webhooks::start(dir.path(), "slow", &["--delay", "30"]);
     let secret = secret_file(dir.path());
     let args = [flow.to_str().unwrap(), "--webhook-secret-file", &secret];
     let server = Served::start(&store, &args);
@@ -1399,7 +1328,7 @@ async fn a_slow_receiver_never_slows_a_run_and_a_pending_callback_survives_a_res
         .trim_end_matches("/hook")
         .to_owned();
     drop(slow);
-    let back = Receiver::start(dir.path(), "back", &["--port", &port]);
+    let back = Webhooks::start(dir.path(), "back", &["--port", &port]);
     assert_eq!(back.url, slow_url(&port));
     let _restarted = Served::start(&store, &args);
     let got = back.wait_for(1).await;

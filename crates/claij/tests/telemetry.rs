@@ -10,9 +10,14 @@
 //! resumed by another process stays in its trace, under its first stretch; an MCP tool
 //! call (server-everything's `echo`, the npm reference server) is an `execute_tool` span
 //! under its `mcp` attempt, and a server of the official Python SDK gets that span's
-//! context in the request's `_meta.traceparent`. Without an endpoint, nothing is sent.
+//! context in the request's `_meta.traceparent`. `claij serve`'s callback deliveries are
+//! spans of the run's trace (each attempt's context given to the receiver, Standard
+//! Webhooks' reference library verifying it) beside the run's `commit` spans; a worker
+//! reports its queue's depth. Without an endpoint, nothing is sent.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test reports failure
+
+mod served;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -302,6 +307,16 @@ fn a_run_tree_is_one_trace_with_its_model_calls_and_their_tokens() {
             .metric("gen_ai.client.operation.duration")
             .is_empty()
     );
+    // One checkpoint timed per `commit` span, none failed.
+    let commits = spans.iter().filter(|s| s["name"] == "commit").count() as u64;
+    let timed: u64 = receiver
+        .metric("claij.store.commit.duration")
+        .iter()
+        .inspect(|p| assert_eq!(attr(p, "claij.outcome"), "ok"))
+        .map(|p| p["count"].as_u64().unwrap())
+        .sum();
+    assert!(commits > 0);
+    assert_eq!(timed, commits);
 }
 
 #[test]
@@ -416,7 +431,10 @@ xitions:
         ],
     );
     let result: Value = serde_json::from_str(&stdout).unwrap();
-    assert!(result["said"].as_str().unwrap().contains("traced"), "{result}");
+    assert!(
+        result["said"].as_str().unwrap().contains("traced"),
+        "{result}"
+    );
     let spans = receiver.spans();
     let tool = spans
         .iter()
@@ -504,4 +522,142 @@ fn a_sub_fsm_run_hangs_under_the_attempt_that_started_it() {
             .iter()
             .any(|s| s["name"] == "work" && s["parent_span_id"] == child_run["span_id"])
     );
+}
+
+#[tokio::test]
+async fn a_callback_delivery_and_the_commits_are_spans_of_the_runs_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let otlp = Receiver::start(dir.path());
+    // The first delivery is refused: two attempts, each a span, each given its context.
+    let hooks = served::Webhooks::start(dir.path(), "hooks", &["--plan", "500"]);
+    let secret = served::secret_file(dir.path());
+    let endpoint = format!("http://127.0.0.1:{}", otlp.port);
+    let server = served::Served::start_env(
+        &dir.path().join("claij.db"),
+        &[&served::approval(), "--webhook-secret-file", &secret],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    );
+    let http = served::client();
+    let input = serde_json::json!({"id": ["start", "summarise"], "service": "billing",
+        "version": "2.4.1", "changes": 14});
+    let started = served::post(
+        &http,
+        server.url("/runs?wait=30"),
+        &serde_json::json!({"fsm": "human-approval", "input": input, "webhook": hooks.url}),
+    )
+    .await;
+    assert_eq!(started.body["status"], "suspended", "{}", started.body);
+    let run = started.body["id"].as_str().unwrap().to_owned();
+    let got = hooks.wait_for(2).await;
+    let spans = served::eventually(60, "two delivery spans exported", || async {
+        let spans = otlp.spans();
+        let deliveries = spans
+            .iter()
+            .filter(|s| s["name"] == "deliver run.suspended")
+            .count();
+        (deliveries == 2).then_some(spans)
+    })
+    .await;
+    let workflow = spans
+        .iter()
+        .find(|s| {
+            s["name"] == "invoke_workflow human-approval" && attr(s, "claij.run.id") == run.as_str()
+        })
+        .unwrap_or_else(|| panic!("no span of the run in {spans:#?}"));
+    let mut deliveries: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s["name"] == "deliver run.suspended")
+        .collect();
+    deliveries.sort_by_key(|s| attr(s, "claij.webhook.attempt").as_i64());
+    for (attempt, (span, request)) in deliveries.iter().zip(&got).enumerate() {
+        assert_eq!(span["trace_id"], workflow["trace_id"], "in the run's trace");
+        assert_eq!(span["parent_span_id"], workflow["span_id"], "under the run");
+        assert_eq!(attr(span, "claij.webhook.attempt"), attempt as i64 + 1);
+        assert_eq!(
+            attr(span, "http.response.status_code"),
+            &request["answered"]
+        );
+        assert_eq!(attr(span, "claij.webhook.id"), &request["id"]);
+        assert_eq!(
+            request["traceparent"],
+            format!(
+                "00-{}-{}-01",
+                span["trace_id"].as_str().unwrap(),
+                span["span_id"].as_str().unwrap()
+            ),
+            "the receiver was given the attempt's span"
+        );
+    }
+    assert_eq!(deliveries[0]["status"], 2, "a refused attempt is an error");
+    assert_eq!(deliveries[1]["status"], 0);
+    // Each checkpoint of the run is a `commit` span under it, the entries they wrote adding
+    // up to the trail the store holds (its first entry is written as the run is created).
+    let commits: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s["name"] == "commit" && s["parent_span_id"] == workflow["span_id"])
+        .collect();
+    assert!(!commits.is_empty(), "no commit spans in {spans:#?}");
+    let written: i64 = commits
+        .iter()
+        .map(|s| attr(s, "claij.commit.entries").as_i64().unwrap())
+        .sum();
+    let steps = served::get(&http, server.url(&format!("/runs/{run}")))
+        .await
+        .body;
+    let trail_len = steps["trail_len"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{steps}"));
+    assert!(
+        written == trail_len || written + 1 == trail_len,
+        "commits wrote {written} entries, the trail holds {trail_len}"
+    );
+    assert_eq!(attr(commits.last().unwrap(), "claij.status"), "suspended");
+}
+
+#[tokio::test]
+async fn a_worker_reports_the_depth_of_its_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let otlp = Receiver::start(dir.path());
+    // Two starts scheduled an hour from now: in the queue, not due.
+    for run in ["later-1", "later-2"] {
+        let out = claij(dir.path())
+            .args(["run", "examples/human-approval.yaml", "--submit", "--after", "1h"])
+            .args(["--run-id", run, "--quiet", "--input"])
+            .arg(r#"{"id": ["start", "summarise"], "service": "billing", "version": "2.4.1", "changes": 14}"#)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mut worker = claij(dir.path())
+        .arg("worker")
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{}", otlp.port),
+        )
+        .env("OTEL_METRIC_EXPORT_INTERVAL", "200")
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let scheduled = served::eventually(60, "the queue's depth exported", || async {
+        otlp.metric("claij.queue.runs")
+            .into_iter()
+            .find(|p| attr(p, "claij.queue.state") == "scheduled")
+    })
+    .await;
+    let _ = worker.kill();
+    let _ = worker.wait();
+    assert_eq!(scheduled["value"], 2, "{scheduled}");
+    let queued = otlp
+        .metric("claij.queue.runs")
+        .into_iter()
+        .find(|p| attr(p, "claij.queue.state") == "queued")
+        .unwrap();
+    assert_eq!(queued["value"], 0, "none due now");
 }

@@ -192,3 +192,78 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The signing secret of the callback tests (Standard Webhooks form).
+pub(crate) const WEBHOOK_SECRET: &str =
+    "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwc2VjcmV0IGZvciB0ZXN0cw==";
+
+/// The webhook receiver of tests/http-clients/receiver.py (Standard Webhooks' reference
+/// library verifies every request); killed when dropped.
+pub(crate) struct Webhooks {
+    child: Child,
+    pub(crate) url: String,
+    log: PathBuf,
+}
+
+impl Webhooks {
+    // Waited for by `Drop`.
+    #[allow(clippy::zombie_processes)]
+    pub(crate) fn start(dir: &Path, name: &str, args: &[&str]) -> Self {
+        let port_file = dir.join(format!("{name}.port"));
+        let log = dir.join(format!("{name}.jsonl"));
+        let child = Command::new(claij_testkit::cache::http_clients_python())
+            .arg(repo().join("tests/http-clients/receiver.py"))
+            .arg(&port_file)
+            .arg(&log)
+            .arg(WEBHOOK_SECRET)
+            .args(args)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("the receiver starts");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let port = loop {
+            if let Ok(port) = std::fs::read_to_string(&port_file) {
+                break port;
+            }
+            assert!(Instant::now() < deadline, "the receiver did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        Webhooks {
+            child,
+            url: format!("http://127.0.0.1:{}/hook", port.trim()),
+            log,
+        }
+    }
+
+    /// The requests received so far.
+    pub(crate) fn received(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect()
+    }
+
+    /// Waits (up to 60 s) until `n` requests were received.
+    pub(crate) async fn wait_for(&self, n: usize) -> Vec<Value> {
+        let what = format!("{n} requests expected, got {:?}", self.received());
+        eventually(60, &what, || async {
+            let got = self.received();
+            (got.len() >= n).then_some(got)
+        })
+        .await
+    }
+}
+
+impl Drop for Webhooks {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub(crate) fn secret_file(dir: &Path) -> String {
+    let file = dir.join("webhook-secret");
+    std::fs::write(&file, format!("{WEBHOOK_SECRET}\n")).unwrap();
+    file.display().to_string()
+}
