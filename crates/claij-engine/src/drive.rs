@@ -672,8 +672,22 @@ impl<'e> RunState<'e> {
         let mut held = Vec::new();
         let mut released = None;
         let mut elsewhere = false;
+        // Log lines written while the action runs name the run, the state, the attempt and,
+        // when the run is traced, the attempt's span.
+        let span = tracing::error_span!(
+            "attempt",
+            run = %self.run_id,
+            state = %state.id,
+            attempt,
+            traceparent = tracing::field::Empty,
+        );
+        if !span.is_disabled()
+            && let Some(traceparent) = input.trace_context(crate::Call::Attempt)
+        {
+            span.record("traceparent", traceparent);
+        }
         let ran = {
-            let run = action.run(input);
+            let run = tracing::Instrument::instrument(action.run(input), span);
             let bounded = async {
                 match limit {
                     // Boxed: a timer is most of this future, and most states have none.

@@ -133,6 +133,9 @@ pub enum Call {
     Model,
     /// The attempt's `n`th MCP request (from 0, in the order of its event's `requests`).
     Request(usize),
+    /// The attempt itself: its span, which the log lines written while it runs name (the
+    /// engine's `attempt` tracing span carries it as its `traceparent` field).
+    Attempt,
 }
 
 /// A run under way in this process, as [`Observer::run_began`] is told of it.

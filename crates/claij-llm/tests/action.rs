@@ -479,6 +479,7 @@ impl claij_engine::Observer for Tracing {
         let span = match call.call {
             claij_engine::Call::Model => 0xa0,
             claij_engine::Call::Request(n) => n,
+            claij_engine::Call::Attempt => 0xf0,
         } + call.attempt as usize;
         Some(format!(
             "00-{:032x}-{span:016x}-01",

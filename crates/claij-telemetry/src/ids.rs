@@ -74,6 +74,7 @@ pub(crate) fn call_span(run_id: &str, state: &str, attempt: u32, call: Call) -> 
     let what = match call {
         Call::Model => "model".to_owned(),
         Call::Request(n) => format!("request {n}"),
+        Call::Attempt => "attempt".to_owned(),
     };
     let digest = Sha256::digest(format!("claij call {run_id} {state} {attempt} {what}").as_bytes());
     let mut bytes = [0u8; 8];

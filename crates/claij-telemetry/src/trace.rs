@@ -330,7 +330,10 @@ impl Observer for TraceObserver {
             let (attempt, _) = runs.get(call.run_id)?.attempt.as_ref()?;
             let context = attempt.span().span_context().clone();
             context.is_sampled().then(|| {
-                let span = ids::call_span(call.run_id, call.state, call.attempt, call.call);
+                let span = match call.call {
+                    Call::Attempt => context.span_id(),
+                    other => ids::call_span(call.run_id, call.state, call.attempt, other),
+                };
                 ids::traceparent(context.trace_id(), span, context.trace_flags())
             })
         })

@@ -43,6 +43,20 @@ pub(crate) struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// How log lines (stderr) are written: `text`, or `json` — one object per line, with
+    /// the run, state and attempt they were written in and, when the run is traced, its
+    /// trace and span ids. Level from RUST_LOG (`info`, `debug`, …); warnings by default.
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum LogFormat {
+    /// Plain text (the servers' and the worker's logs only).
+    Text,
+    /// One JSON object per line, for every command.
+    Json,
 }
 
 /// The subcommands.

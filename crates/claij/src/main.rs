@@ -21,6 +21,7 @@ macro_rules! out {
 mod cli;
 mod commands;
 mod input;
+mod logs;
 mod mcp;
 mod progress;
 mod store;
@@ -41,6 +42,7 @@ const EXIT_SUSPENDED: u8 = 3;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    logs::start(cli.log_format);
     if let Err(e) = telemetry::start() {
         note!("claij: {e}");
         return ExitCode::from(EXIT_USAGE);

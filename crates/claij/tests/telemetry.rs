@@ -661,3 +661,52 @@ async fn a_worker_reports_the_depth_of_its_queue() {
         .unwrap();
     assert_eq!(queued["value"], 0, "none due now");
 }
+
+#[test]
+fn json_log_lines_name_the_attempt_span_they_were_written_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(dir.path());
+    let out = claij(dir.path())
+        .args(["--log-format", "json", "run", "examples/society.yaml"])
+        .args(["--run-id", "logged", "--replay"])
+        .arg(repo().join("tests/llm/society.exchanges.json"))
+        .args(["--input", "@tests/llm/society.input.json", "--quiet"])
+        .env("RUST_LOG", "debug")
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{}", receiver.port),
+        )
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let lines: Vec<Value> = stderr
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    for line in &lines {
+        for key in ["timestamp", "level", "target"] {
+            assert!(line[key].is_string(), "{key} missing from {line}");
+        }
+    }
+    let in_attempts: Vec<&Value> = lines.iter().filter(|l| l["span_id"].is_string()).collect();
+    assert!(
+        !in_attempts.is_empty(),
+        "no line written in an attempt: {stderr}"
+    );
+    let spans = receiver.spans();
+    for line in in_attempts {
+        let span = spans
+            .iter()
+            .find(|s| s["span_id"] == line["span_id"])
+            .unwrap_or_else(|| panic!("no span {} for {line}", line["span_id"]));
+        assert_eq!(span["trace_id"], line["trace_id"], "{line}");
+        assert_eq!(span["name"], line["state"], "the attempt's span: {line}");
+        assert_eq!(attr(span, "claij.attempt"), &line["attempt"], "{line}");
+        assert!(
+            line["run"].as_str().unwrap().starts_with("logged"),
+            "{line}"
+        );
+    }
+}

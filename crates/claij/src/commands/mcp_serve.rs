@@ -10,24 +10,9 @@ use super::run::engine;
 use crate::cli::McpServeArgs;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
 
-/// Logs (errors of tools, the transport's own messages) go to stderr: stdout is the
-/// protocol over stdio.
-pub(super) fn init_logging() {
-    // A plain level in RUST_LOG (`info`, `debug`, …) raises or lowers it; warnings by default.
-    let level = std::env::var("RUST_LOG")
-        .ok()
-        .and_then(|l| l.trim().parse::<tracing::Level>().ok())
-        .unwrap_or(tracing::Level::WARN);
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_max_level(level)
-        .with_target(false)
-        .try_init();
-}
-
 /// `claij mcp serve`.
 pub(super) async fn serve(args: McpServeArgs) -> u8 {
-    init_logging();
+    crate::logs::for_servers();
     let store = match store::open(&args.store).await {
         Ok(Some(s)) => s,
         Ok(None) => {

@@ -124,7 +124,7 @@ fn webhook_secret(args: &ServeArgs) -> anyhow::Result<Option<WebhookSecret>> {
 
 /// `claij serve`.
 pub(super) async fn serve(args: ServeArgs) -> u8 {
-    super::mcp_serve::init_logging();
+    crate::logs::for_servers();
     let store = match store::open(&args.store).await {
         Ok(Some(s)) => s,
         Ok(None) => {

@@ -21,7 +21,7 @@ use claij_llm::providers::embedded::default_model_file;
 
 /// `claij worker`.
 pub(super) async fn worker(args: WorkerArgs) -> u8 {
-    super::mcp_serve::init_logging();
+    crate::logs::for_servers();
     let store = match store::open(&args.store).await {
         Ok(Some(s)) => s,
         Ok(None) => {
