@@ -26,7 +26,7 @@ use std::sync::Arc;
 use claij_engine::Observer;
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::WithExportConfig as _;
+use opentelemetry_otlp::{WithExportConfig as _, WithTonicConfig as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::SdkTracerProvider;
@@ -62,6 +62,8 @@ pub struct TelemetryError(String);
 pub struct Telemetry {
     traces: Option<(SdkTracerProvider, Arc<TraceObserver>)>,
     metrics: Option<(SdkMeterProvider, Arc<MetricsObserver>)>,
+    /// The gRPC exporters' runtime, when one exports over gRPC.
+    runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl std::fmt::Debug for Telemetry {
@@ -69,6 +71,7 @@ impl std::fmt::Debug for Telemetry {
         f.debug_struct("Telemetry")
             .field("traces", &self.traces.is_some())
             .field("metrics", &self.metrics.is_some())
+            .field("grpc", &self.runtime.is_some())
             .finish()
     }
 }
@@ -89,10 +92,65 @@ fn failed(
     move |e| TelemetryError(format!("cannot build the OTLP {what} exporter: {e}"))
 }
 
+/// How OTLP is sent: `OTEL_EXPORTER_OTLP_PROTOCOL` (or the signal's own
+/// `OTEL_EXPORTER_OTLP_{TRACES,METRICS}_PROTOCOL`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// `http/protobuf` (the default): `…/v1/traces`, `…/v1/metrics`.
+    HttpProtobuf,
+    /// `grpc`: the OTLP gRPC services (port 4317 by convention).
+    Grpc,
+}
+
+impl Protocol {
+    /// The protocol the environment asks for `signal` (`TRACES`, `METRICS`).
+    fn from_env(signal: &str) -> Result<Protocol, TelemetryError> {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let named = var(&format!("OTEL_EXPORTER_OTLP_{signal}_PROTOCOL"))
+            .or_else(|| var("OTEL_EXPORTER_OTLP_PROTOCOL"));
+        match named.as_deref().map(str::trim) {
+            None | Some("http/protobuf") => Ok(Protocol::HttpProtobuf),
+            Some("grpc") => Ok(Protocol::Grpc),
+            Some(other) => Err(TelemetryError(format!(
+                "OTLP protocol `{other}` is not supported: use `http/protobuf` or `grpc`"
+            ))),
+        }
+    }
+}
+
+/// Where one signal goes: the protocol, and the URL when not from the `OTEL_*` variables
+/// (the full URL for HTTP, `…/v1/traces`; the server's for gRPC).
+#[derive(Debug, Clone)]
+pub struct Export {
+    /// How it is sent.
+    pub protocol: Protocol,
+    /// Where; `None`: as the `OTEL_*` variables say.
+    pub url: Option<String>,
+}
+
+/// The gRPC exporter's TLS for an `https` endpoint: the webpki roots.
+fn grpc_tls() -> opentelemetry_otlp::tonic_types::transport::ClientTlsConfig {
+    opentelemetry_otlp::tonic_types::transport::ClientTlsConfig::new().with_enabled_roots()
+}
+
+/// Whether `url` (or, without one, the endpoint the variables give `signal`) is https.
+fn is_https(url: Option<&str>, signal: &str) -> bool {
+    let from_env = || {
+        std::env::var(format!("OTEL_EXPORTER_OTLP_{signal}_ENDPOINT"))
+            .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT"))
+            .ok()
+    };
+    url.map(str::to_owned)
+        .or_else(from_env)
+        .is_some_and(|u| u.trim().starts_with("https://"))
+}
+
 impl Telemetry {
     /// Export as the standard `OTEL_*` variables configure it: traces when an endpoint for
     /// them is given (and `OTEL_TRACES_EXPORTER` is not `none`), metrics likewise
-    /// (`OTEL_METRICS_EXPORTER`); `None` when neither is, or `OTEL_SDK_DISABLED=true`.
+    /// (`OTEL_METRICS_EXPORTER`), each over the protocol asked for
+    /// (`OTEL_EXPORTER_OTLP_PROTOCOL`: `http/protobuf` by default, or `grpc`); `None` when
+    /// neither is, or `OTEL_SDK_DISABLED=true`.
     pub fn from_env() -> Result<Option<Telemetry>, TelemetryError> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let off = |name: &str| var(name).is_some_and(|v| v.eq_ignore_ascii_case("none"));
@@ -105,7 +163,16 @@ impl Telemetry {
         if !traces && !metrics {
             return Ok(None);
         }
-        Telemetry::otlp_http(traces.then_some(None), metrics.then_some(None)).map(Some)
+        let export = |on: bool, signal: &str| -> Result<Option<Export>, TelemetryError> {
+            Ok(on
+                .then(|| Protocol::from_env(signal))
+                .transpose()?
+                .map(|protocol| Export {
+                    protocol,
+                    url: None,
+                }))
+        };
+        Telemetry::otlp(export(traces, "TRACES")?, export(metrics, "METRICS")?).map(Some)
     }
 
     /// Export over OTLP/HTTP: traces when `traces` is given, to its URL (the full URL,
@@ -115,17 +182,64 @@ impl Telemetry {
         traces: Option<Option<&str>>,
         metrics: Option<Option<&str>>,
     ) -> Result<Telemetry, TelemetryError> {
-        // reqwest is built without a TLS provider here. Err: another provider was
-        // installed first, which serves as well.
+        let http = |url: Option<&str>| Export {
+            protocol: Protocol::HttpProtobuf,
+            url: url.map(str::to_owned),
+        };
+        Telemetry::otlp(traces.map(http), metrics.map(http))
+    }
+
+    /// Export traces and metrics as given (none of a signal with `None`). The other
+    /// `OTEL_*` variables apply.
+    pub fn otlp(
+        traces: Option<Export>,
+        metrics: Option<Export>,
+    ) -> Result<Telemetry, TelemetryError> {
+        // reqwest is built without a TLS provider here, and tonic's TLS wants one too. Err:
+        // another provider was installed first, which serves as well.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        let grpc = [&traces, &metrics]
+            .into_iter()
+            .flatten()
+            .any(|e| e.protocol == Protocol::Grpc);
+        // gRPC's channels live on a runtime of their own (the SDK exports from threads of
+        // its own, outside any runtime), entered while they are built.
+        let runtime = grpc
+            .then(|| {
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("claij-otlp")
+                    .enable_all()
+                    .build()
+                    .map_err(|e| {
+                        TelemetryError(format!("cannot start the gRPC exporter's runtime: {e}"))
+                    })
+            })
+            .transpose()?;
+        let _entered = runtime.as_ref().map(tokio::runtime::Runtime::enter);
         let traces = match traces {
-            Some(url) => {
-                let mut exporter = opentelemetry_otlp::SpanExporter::builder().with_http();
-                if let Some(url) = url {
-                    exporter = exporter.with_endpoint(url);
-                }
+            Some(export) => {
+                let exporter = match export.protocol {
+                    Protocol::HttpProtobuf => {
+                        let mut exporter = opentelemetry_otlp::SpanExporter::builder().with_http();
+                        if let Some(url) = &export.url {
+                            exporter = exporter.with_endpoint(url);
+                        }
+                        exporter.build()
+                    }
+                    Protocol::Grpc => {
+                        let mut exporter = opentelemetry_otlp::SpanExporter::builder().with_tonic();
+                        if let Some(url) = &export.url {
+                            exporter = exporter.with_endpoint(url);
+                        }
+                        if is_https(export.url.as_deref(), "TRACES") {
+                            exporter = exporter.with_tls_config(grpc_tls());
+                        }
+                        exporter.build()
+                    }
+                };
                 let provider = SdkTracerProvider::builder()
-                    .with_batch_exporter(exporter.build().map_err(failed("span"))?)
+                    .with_batch_exporter(exporter.map_err(failed("span"))?)
                     .with_id_generator(ids::RunIds::default())
                     .with_resource(resource())
                     .build();
@@ -135,13 +249,30 @@ impl Telemetry {
             None => None,
         };
         let metrics = match metrics {
-            Some(url) => {
-                let mut exporter = opentelemetry_otlp::MetricExporter::builder().with_http();
-                if let Some(url) = url {
-                    exporter = exporter.with_endpoint(url);
-                }
+            Some(export) => {
+                let exporter = match export.protocol {
+                    Protocol::HttpProtobuf => {
+                        let mut exporter =
+                            opentelemetry_otlp::MetricExporter::builder().with_http();
+                        if let Some(url) = &export.url {
+                            exporter = exporter.with_endpoint(url);
+                        }
+                        exporter.build()
+                    }
+                    Protocol::Grpc => {
+                        let mut exporter =
+                            opentelemetry_otlp::MetricExporter::builder().with_tonic();
+                        if let Some(url) = &export.url {
+                            exporter = exporter.with_endpoint(url);
+                        }
+                        if is_https(export.url.as_deref(), "METRICS") {
+                            exporter = exporter.with_tls_config(grpc_tls());
+                        }
+                        exporter.build()
+                    }
+                };
                 let provider = SdkMeterProvider::builder()
-                    .with_periodic_exporter(exporter.build().map_err(failed("metric"))?)
+                    .with_periodic_exporter(exporter.map_err(failed("metric"))?)
                     .with_resource(resource())
                     .build();
                 let observer = Arc::new(MetricsObserver::new(&provider.meter("claij")));
@@ -149,7 +280,12 @@ impl Telemetry {
             }
             None => None,
         };
-        Ok(Telemetry { traces, metrics })
+        drop(_entered);
+        Ok(Telemetry {
+            traces,
+            metrics,
+            runtime,
+        })
     }
 
     /// The observers to install on engines ([`Engine::observed_by`](claij_engine::Engine::observed_by)):

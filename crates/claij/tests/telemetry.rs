@@ -41,12 +41,18 @@ struct Receiver {
 
 impl Receiver {
     fn start(dir: &Path) -> Self {
+        Self::start_with(dir, &[])
+    }
+
+    /// The receiver with its options (`--grpc`).
+    fn start_with(dir: &Path, options: &[&str]) -> Self {
         let spans = dir.join("spans.jsonl");
         let metrics = dir.join("metrics.jsonl");
         let mut child = Command::new(claij_testkit::cache::http_clients_python())
             .arg(repo().join("tests/otel/receiver.py"))
             .arg(&spans)
             .arg(&metrics)
+            .args(options)
             .stdout(Stdio::piped())
             .spawn()
             .expect("the receiver starts");
@@ -709,4 +715,58 @@ fn json_log_lines_name_the_attempt_span_they_were_written_in() {
             "{line}"
         );
     }
+}
+
+#[test]
+fn traces_and_metrics_go_over_grpc_when_the_protocol_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start_with(dir.path(), &["--grpc"]);
+    let endpoint = format!("http://127.0.0.1:{}", receiver.port);
+    let out = claij(dir.path())
+        .args([
+            "run",
+            "examples/society.yaml",
+            "--run-id",
+            "grpc",
+            "--replay",
+        ])
+        .arg(repo().join("tests/llm/society.exchanges.json"))
+        .args(["--input", "@tests/llm/society.input.json", "--quiet"])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let spans = receiver.spans();
+    let root = spans
+        .iter()
+        .find(|s| s["name"] == "invoke_workflow society" && attr(s, "claij.run.id") == "grpc")
+        .unwrap_or_else(|| panic!("no run span over gRPC in {spans:#?}"));
+    let chats: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s["trace_id"] == root["trace_id"] && attr(s, "gen_ai.operation.name") == "chat")
+        .collect();
+    let tree = trails(dir.path());
+    let calls = tree
+        .iter()
+        .filter(|(id, _)| id.starts_with("grpc"))
+        .flat_map(|(_, (_, trail))| trail)
+        .filter(|e| e["model"].is_string())
+        .count();
+    assert_eq!(chats.len(), calls, "one chat span per model call");
+    assert!(!receiver.metric("gen_ai.client.token.usage").is_empty());
+    // An unknown protocol is refused up front, naming it.
+    let out = claij(dir.path())
+        .args(["validate", "examples/society.yaml"])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("`carrier-pigeon` is not supported"), "{said}");
 }
