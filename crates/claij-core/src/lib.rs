@@ -67,3 +67,16 @@ pub use question::{Answer, Question};
 pub use schema::{CompiledSchema, DynamicSchemas, SchemaError, ValidationIssue};
 pub use store::{RunStatus, RunStore, StoreError};
 pub use trail::{Failure, FailureKind, TrailEntry, Usage};
+
+/// Where claij keeps its files by default: `$XDG_DATA_HOME/claij`, else
+/// `$HOME/.local/share/claij` (relative variables ignored); `None` when neither is set.
+pub fn data_home() -> Option<std::path::PathBuf> {
+    let env_dir = |name: &str| {
+        std::env::var_os(name)
+            .map(std::path::PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    env_dir("XDG_DATA_HOME")
+        .or_else(|| env_dir("HOME").map(|home| home.join(".local").join("share")))
+        .map(|dir| dir.join("claij"))
+}

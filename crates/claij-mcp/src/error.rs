@@ -11,6 +11,15 @@ pub enum McpError {
         /// What is wrong.
         message: String,
     },
+    /// Authorizing with an HTTP server failed, or it requires authorization claij does not
+    /// have.
+    #[error("authorization with {url}: {message}")]
+    Auth {
+        /// The server's URL.
+        url: String,
+        /// Why.
+        message: String,
+    },
     /// No server of that name is declared or connected.
     #[error("no MCP server named `{0}`")]
     UnknownServer(String),

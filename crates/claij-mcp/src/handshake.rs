@@ -116,14 +116,44 @@ async fn start(
         }
         Transport::Http { url } => {
             install_crypto_provider();
-            let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
-            let started = tokio::time::timeout(
-                CONNECT_TIMEOUT,
-                handler.clone().serve_with_lifecycle(transport, lifecycle),
-            )
-            .await;
+            let credentials = crate::auth::CredentialsFile::default_location();
+            let authorized = crate::auth::authorized_client(url, &credentials)
+                .await
+                .map_err(|e| failed(e.to_string(), None, false))?;
+            let started = match authorized {
+                Some(client) => {
+                    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+                        client,
+                        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                            url.as_str(),
+                        ),
+                    );
+                    tokio::time::timeout(
+                        CONNECT_TIMEOUT,
+                        handler.clone().serve_with_lifecycle(transport, lifecycle),
+                    )
+                    .await
+                }
+                None => {
+                    let transport =
+                        rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
+                    tokio::time::timeout(
+                        CONNECT_TIMEOUT,
+                        handler.clone().serve_with_lifecycle(transport, lifecycle),
+                    )
+                    .await
+                }
+            };
             match started {
                 Ok(Ok(service)) => Ok((service, None)),
+                Ok(Err(e)) if e.auth_challenge().is_some() => Err(failed(
+                    format!(
+                        "{url} requires authorization: run `claij mcp login {url}` once (tokens kept in {})",
+                        credentials.path().display()
+                    ),
+                    None,
+                    false,
+                )),
                 Ok(Err(e)) => {
                     let was_answered = answered(&e);
                     Err(failed(e.to_string(), None, was_answered))
@@ -144,7 +174,7 @@ async fn start(
 /// workspace), refuses to build a client until a provider is installed, and rmcp builds
 /// its own client for streamable HTTP: without this, connecting over HTTP panics in any
 /// binary that also links the model layer.
-fn install_crypto_provider() {
+pub(crate) fn install_crypto_provider() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // Err: another provider was installed first, which serves as well.

@@ -148,15 +148,8 @@ pub async fn open_postgres(
 /// `$HOME/.local/share/claij/claij.db` (else `claij.db` in the current directory). The
 /// CLI's `$CLAIJ_STORE` overrides it.
 pub fn default_sqlite_path() -> PathBuf {
-    let env_dir = |name: &str| {
-        std::env::var_os(name)
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-    };
-    let data_home = env_dir("XDG_DATA_HOME")
-        .or_else(|| env_dir("HOME").map(|home| home.join(".local").join("share")));
-    match data_home {
-        Some(dir) => dir.join("claij").join("claij.db"),
+    match claij_core::data_home() {
+        Some(dir) => dir.join("claij.db"),
         None => PathBuf::from("claij.db"),
     }
 }

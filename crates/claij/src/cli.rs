@@ -352,6 +352,47 @@ pub(crate) enum McpCommand {
         #[arg(last = true, required_unless_present = "url", value_name = "CMD ARGS")]
         command: Vec<String>,
     },
+    /// Authorize claij with an HTTP MCP server that requires it (OAuth).
+    ///
+    /// Discovers the server's authorization server, registers claij with it, and prints
+    /// an address to open in a browser; once you consent there, the browser comes back to
+    /// this command (on a loopback port), which keeps the tokens in the credentials file
+    /// ($CLAIJ_MCP_CREDENTIALS, else $XDG_DATA_HOME/claij/mcp-credentials.json, owner
+    /// only). Every later connection to URL — documents' servers, `claij mcp tools`,
+    /// `claij mcp call` — sends them, refreshed as they expire. Exits 0, or 2 when
+    /// authorization failed.
+    #[command(after_help = "Examples:
+  claij mcp login https://mcp.example.com/mcp
+  claij mcp login http://127.0.0.1:3001/mcp --headless   # a server that grants at once")]
+    Login {
+        /// The server's streamable HTTP endpoint.
+        url: String,
+        /// Follow the authorization address without a browser (for authorization servers
+        /// that grant at once: development servers, test suites).
+        #[arg(long)]
+        headless: bool,
+        /// A client registered beforehand with the authorization server (else claij
+        /// registers itself).
+        #[arg(long, value_name = "ID")]
+        client_id: Option<String>,
+        /// A file holding that client's secret (a confidential client); or
+        /// $CLAIJ_MCP_CLIENT_SECRET.
+        #[arg(long, value_name = "FILE", requires = "client_id")]
+        client_secret_file: Option<PathBuf>,
+        /// Log in as a machine, with no person: the client credentials grant (needs
+        /// --client-id and its secret).
+        #[arg(long, requires = "client_id", conflicts_with_all = ["headless", "client_metadata_url"])]
+        client_credentials: bool,
+        /// The URL of a client ID metadata document to use as the client id, where the
+        /// authorization server takes them.
+        #[arg(long, value_name = "URL", conflicts_with = "client_id")]
+        client_metadata_url: Option<String>,
+    },
+    /// Forget the tokens kept for an HTTP MCP server (`claij mcp login`).
+    Logout {
+        /// The server's streamable HTTP endpoint.
+        url: String,
+    },
 }
 
 /// The options of `claij serve`.

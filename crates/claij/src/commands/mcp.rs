@@ -1,7 +1,9 @@
-//! `claij mcp …`: serve workflows as MCP tools, list what an MCP server offers, or call
-//! one of its tools.
+//! `claij mcp …`: serve workflows as MCP tools, list what an MCP server offers, call one
+//! of its tools, or authorize claij with one (and forget it again).
 
 use super::{mcp_call, mcp_serve, mcp_tools};
+use claij_mcp::auth::{ClientIdentity, Consent, CredentialsFile};
+
 use crate::cli::McpCommand;
 
 /// Runs a `claij mcp` subcommand.
@@ -22,6 +24,101 @@ pub(super) async fn mcp(command: McpCommand) -> u8 {
                 None => return crate::EXIT_USAGE,
             };
             mcp_call::call(spec, &tool, args.as_deref(), elicit.as_deref(), json).await
+        }
+        McpCommand::Login {
+            url,
+            headless,
+            client_id,
+            client_secret_file,
+            client_credentials,
+            client_metadata_url,
+        } => {
+            let client_secret = match client_secret(client_secret_file.as_deref()) {
+                Ok(secret) => secret,
+                Err(message) => {
+                    note!("claij: {message}");
+                    return crate::EXIT_USAGE;
+                }
+            };
+            let client = ClientIdentity {
+                client_id,
+                client_secret,
+                metadata_url: client_metadata_url,
+            };
+            login(&url, &client, headless, client_credentials).await
+        }
+        McpCommand::Logout { url } => logout(&url),
+    }
+}
+
+/// The client secret: from `file` (its first line), else `$CLAIJ_MCP_CLIENT_SECRET`.
+fn client_secret(file: Option<&std::path::Path>) -> Result<Option<String>, String> {
+    let secret = match file {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the client secret from {}: {e}", path.display()))?
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_owned(),
+        None => std::env::var("CLAIJ_MCP_CLIENT_SECRET").unwrap_or_default(),
+    };
+    Ok((!secret.is_empty()).then_some(secret))
+}
+
+/// `claij mcp login`.
+async fn login(url: &str, client: &ClientIdentity, headless: bool, as_machine: bool) -> u8 {
+    let file = CredentialsFile::default_location();
+    let consent = if headless {
+        Consent::Headless
+    } else {
+        Consent::Browser
+    };
+    let done = match (as_machine, &client.client_id, &client.client_secret) {
+        (true, Some(id), Some(secret)) => {
+            claij_mcp::auth::login_as_client(url, &file, id, secret).await
+        }
+        (true, _, _) => {
+            note!(
+                "claij: --client-credentials needs the client's secret: --client-secret-file FILE or $CLAIJ_MCP_CLIENT_SECRET"
+            );
+            return crate::EXIT_USAGE;
+        }
+        (false, _, _) => claij_mcp::auth::login(url, &file, client, consent).await,
+    };
+    match done {
+        Ok(()) => {
+            note!(
+                "claij: authorized with {url}; tokens kept in {}",
+                file.path().display()
+            );
+            crate::EXIT_OK
+        }
+        Err(e) => {
+            note!("claij: {e}");
+            crate::EXIT_USAGE
+        }
+    }
+}
+
+/// `claij mcp logout`.
+fn logout(url: &str) -> u8 {
+    let file = CredentialsFile::default_location();
+    match file.forget(url) {
+        Ok(true) => {
+            note!("claij: forgot the tokens of {url}");
+            crate::EXIT_OK
+        }
+        Ok(false) => {
+            note!(
+                "claij: no tokens kept for {url} (in {})",
+                file.path().display()
+            );
+            crate::EXIT_OK
+        }
+        Err(e) => {
+            note!("claij: {e}");
+            crate::EXIT_USAGE
         }
     }
 }
