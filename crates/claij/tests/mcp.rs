@@ -625,3 +625,64 @@ fn an_answer_after_the_holding_process_died_makes_the_call_again() {
     assert_eq!(result["said"], "Hello, Bo!", "{result}");
     assert_eq!(lines(&log), 2, "the call was made again");
 }
+
+#[test]
+fn an_https_server_is_reached_when_its_certificate_is_trusted_and_refused_otherwise() {
+    // A server of the official Python SDK over TLS, its certificate signed by a CA made
+    // for the test; the system's trust store, extended by SSL_CERT_FILE, decides.
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Command::new(claij_testkit::cache::mcp_sdk_python())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp-clients/tls_server.py"))
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut port,
+    )
+    .unwrap();
+    let url = format!("https://127.0.0.1:{}/mcp", port.trim());
+    let call = |trusted: bool| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_claij"));
+        command
+            .stdin(Stdio::null())
+            .env("CLAIJ_STORE", "memory")
+            .env_remove("SSL_CERT_FILE")
+            .args(["mcp", "call", "hello", "--url", &url]);
+        if trusted {
+            command.env("SSL_CERT_FILE", dir.path().join("ca.pem"));
+        }
+        command.output().unwrap()
+    };
+    // The server may take a moment to listen after printing its port.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let trusted = loop {
+        let out = call(true);
+        if out.status.success() || std::time::Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    let untrusted = call(false);
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        trusted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&trusted.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&trusted.stdout).trim(),
+        "hello over TLS"
+    );
+    assert_eq!(
+        untrusted.status.code(),
+        Some(2),
+        "an untrusted certificate is refused"
+    );
+    let said = String::from_utf8_lossy(&untrusted.stderr);
+    assert!(said.contains(&url), "{said}");
+}
