@@ -111,22 +111,34 @@ fn claij(dir: &Path) -> Command {
     cmd
 }
 
-/// examples/society.yaml as `run`, on its recorded exchanges.
-fn society(dir: &Path, run: &str, endpoint: Option<&str>) {
+/// The command running examples/society.yaml as `run`, on its recorded exchanges
+/// (`claij OPTIONS run …`).
+fn society_command(dir: &Path, options: &[&str], run: &str) -> Command {
     let mut cmd = claij(dir);
-    cmd.args(["run", "examples/society.yaml", "--run-id", run, "--replay"])
+    cmd.args(options)
+        .args(["run", "examples/society.yaml", "--run-id", run, "--replay"])
         .arg(repo().join("tests/llm/society.exchanges.json"))
         .args(["--input", "@tests/llm/society.input.json", "--quiet"]);
+    cmd
+}
+
+/// Runs `cmd`, asserts it succeeded, and returns its stdout and stderr.
+#[track_caller]
+fn succeeded(cmd: &mut Command) -> (String, String) {
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+}
+
+/// examples/society.yaml as `run`, on its recorded exchanges.
+fn society(dir: &Path, run: &str, endpoint: Option<&str>) {
+    let mut cmd = society_command(dir, &[], run);
     if let Some(endpoint) = endpoint {
         cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
             .env("OTEL_SERVICE_NAME", "claij-tests");
     }
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&mut cmd);
 }
 
 /// Every run of the store with its trail, by id.
@@ -167,20 +179,13 @@ fn parent_of<'a>(spans: &'a [Value], span: &Value) -> &'a Value {
 
 /// `claij ARGS` exporting to `receiver`; asserts it succeeded.
 fn traced(dir: &Path, receiver: &Receiver, args: &[&str]) -> String {
-    let out = claij(dir)
-        .env(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            format!("http://127.0.0.1:{}", receiver.port),
-        )
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let mut cmd = claij(dir);
+    cmd.env(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        format!("http://127.0.0.1:{}", receiver.port),
+    )
+    .args(args);
+    succeeded(&mut cmd).0
 }
 
 #[test]
@@ -629,16 +634,11 @@ async fn a_worker_reports_the_depth_of_its_queue() {
     let otlp = Receiver::start(dir.path());
     // Two starts scheduled an hour from now: in the queue, not due.
     for run in ["later-1", "later-2"] {
-        let out = claij(dir.path())
-            .args(["run", "examples/human-approval.yaml", "--submit", "--after", "1h"])
-            .args(["--run-id", run, "--quiet", "--input"])
-            .arg(r#"{"id": ["start", "summarise"], "service": "billing", "version": "2.4.1", "changes": 14}"#)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        succeeded(
+            claij(dir.path())
+                .args(["run", "examples/human-approval.yaml", "--submit", "--after", "1h"])
+                .args(["--run-id", run, "--quiet", "--input"])
+                .arg(r#"{"id": ["start", "summarise"], "service": "billing", "version": "2.4.1", "changes": 14}"#),
         );
     }
     let mut worker = claij(dir.path())
@@ -672,20 +672,14 @@ async fn a_worker_reports_the_depth_of_its_queue() {
 fn json_log_lines_name_the_attempt_span_they_were_written_in() {
     let dir = tempfile::tempdir().unwrap();
     let receiver = Receiver::start(dir.path());
-    let out = claij(dir.path())
-        .args(["--log-format", "json", "run", "examples/society.yaml"])
-        .args(["--run-id", "logged", "--replay"])
-        .arg(repo().join("tests/llm/society.exchanges.json"))
-        .args(["--input", "@tests/llm/society.input.json", "--quiet"])
-        .env("RUST_LOG", "debug")
-        .env(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            format!("http://127.0.0.1:{}", receiver.port),
-        )
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let (_, stderr) = succeeded(
+        society_command(dir.path(), &["--log-format", "json"], "logged")
+            .env("RUST_LOG", "debug")
+            .env(
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                format!("http://127.0.0.1:{}", receiver.port),
+            ),
+    );
     let lines: Vec<Value> = stderr
         .lines()
         .filter(|l| l.starts_with('{'))
@@ -722,24 +716,10 @@ fn traces_and_metrics_go_over_grpc_when_the_protocol_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let receiver = Receiver::start_with(dir.path(), &["--grpc"]);
     let endpoint = format!("http://127.0.0.1:{}", receiver.port);
-    let out = claij(dir.path())
-        .args([
-            "run",
-            "examples/society.yaml",
-            "--run-id",
-            "grpc",
-            "--replay",
-        ])
-        .arg(repo().join("tests/llm/society.exchanges.json"))
-        .args(["--input", "@tests/llm/society.input.json", "--quiet"])
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeded(
+        society_command(dir.path(), &[], "grpc")
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+            .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
     );
     let spans = receiver.spans();
     let root = spans
