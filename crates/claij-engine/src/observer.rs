@@ -108,7 +108,8 @@ pub struct DeliveryOutcome<'a> {
     pub took: Duration,
     /// The receiver's answer, when it gave one.
     pub status: Option<u16>,
-    /// Why it failed, when it did (no answer, or an answer other than 2xx).
+    /// Why it failed, when it did (no answer, or an answer other than 2xx). The HTTP
+    /// client's words may name the receiver's URL: not for telemetry backends.
     pub error: Option<&'a str>,
 }
 

@@ -395,8 +395,14 @@ impl Observer for TraceObserver {
             || builder.start_with_context(&self.tracer, &parent),
         );
         let cx = parent.with_span(span);
-        if let Some(error) = outcome.error {
-            cx.span().set_status(Status::error(error.to_owned()));
+        // Not the error's own words: a client's error names the URL, whose query may hold
+        // the receiver's secret.
+        if outcome.error.is_some() {
+            let why = match outcome.status {
+                Some(status) => format!("the receiver answered {status}"),
+                None => "no answer from the receiver".to_owned(),
+            };
+            cx.span().set_status(Status::error(why));
         }
         cx.span().end_with_timestamp(outcome.began + outcome.took);
     }
