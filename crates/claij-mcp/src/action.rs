@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use crate::client::McpClient;
 use crate::connection::Reply;
+use crate::error::McpError;
 use crate::hooks::Caller;
 
 /// The `mcp` action over an [`McpClient`].
@@ -155,7 +156,12 @@ impl Action for McpAction {
                 let exchange = connection
                     .request_for(&method, params, input.cancel, Some(caller))
                     .await
-                    .map_err(|e| ActionError::failed(e.to_string()))?;
+                    .map_err(|e| match e {
+                        // Asking again with the same tokens cannot help: a person must
+                        // grant more (the message says how).
+                        McpError::InsufficientScope { .. } => ActionError::fatal(e.to_string()),
+                        e => ActionError::failed(e.to_string()),
+                    })?;
                 if input.questions.asked().is_some() {
                     // The run stops for the server's question; the rest of the batch is
                     // made when the attempt is made again.

@@ -8,6 +8,13 @@
 //! servers that grant at once), the code exchanged for tokens. The tokens are kept in a
 //! [`CredentialsFile`] (owner-only), one entry per server URL; every later connection to
 //! that URL sends them, refreshed as they expire.
+//!
+//! claij asks for the least the server names: the scopes of its challenge (a server may
+//! let the handshake through and challenge the first request: [`login`] tries
+//! `tools/list` to see), else those its protected resource metadata lists, else none.
+//! When a request is later refused for want of scope (403 `insufficient_scope`),
+//! [`step_up`] authorizes again, as the same client, for the scopes already granted and
+//! those the server asked for.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -20,6 +27,7 @@ use rmcp::transport::auth::{
 };
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
+pub use crate::assertion::{ClientKey, SigningAlgorithm};
 use crate::error::McpError;
 
 /// The name claij registers itself under with authorization servers.
@@ -198,32 +206,180 @@ pub enum Consent {
     Headless,
 }
 
-/// The server's `WWW-Authenticate` challenge, from an unauthenticated handshake: `None`
-/// when it took the handshake unauthenticated (it may still ask for authorization later).
+/// The `WWW-Authenticate` challenge an HTTP error carries (a 401, or a 403 for want of
+/// scope), found along its chain of sources.
+pub(crate) fn challenge_in<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a str> {
+    use rmcp::transport::streamable_http_client::{AuthRequiredError, InsufficientScopeError};
+    let mut source = Some(error);
+    while let Some(current) = source {
+        if let Some(e) = current.downcast_ref::<AuthRequiredError>() {
+            return Some(&e.www_authenticate_header);
+        }
+        if let Some(e) = current.downcast_ref::<InsufficientScopeError>() {
+            return Some(&e.www_authenticate_header);
+        }
+        source = current.source();
+    }
+    None
+}
+
+/// The scopes a refusal for want of scope asks for (its `insufficient_scope` error's
+/// `scope`), found along its chain of sources; `None` when it is not one.
+pub(crate) fn insufficient_scope_in(
+    error: &(dyn std::error::Error + 'static),
+) -> Option<(String, Option<String>)> {
+    use rmcp::transport::streamable_http_client::InsufficientScopeError;
+    let mut source = Some(error);
+    while let Some(current) = source {
+        if let Some(e) = current.downcast_ref::<InsufficientScopeError>() {
+            return Some((e.www_authenticate_header.clone(), e.required_scope.clone()));
+        }
+        source = current.source();
+    }
+    None
+}
+
+/// The server's `WWW-Authenticate` challenge to a client without tokens: from the
+/// handshake, or — a server may take the handshake unauthenticated and guard what comes
+/// after — from a `tools/list`. `None` when it challenged neither.
 async fn challenge(url: &str) -> Option<String> {
     use rmcp::ServiceExt as _;
     super::handshake::install_crypto_provider();
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url);
-    match tokio::time::timeout(Duration::from_secs(30), ().serve(transport)).await {
+    let within = Duration::from_secs(30);
+    match tokio::time::timeout(within, ().serve(transport)).await {
         Ok(Ok(client)) => {
+            let listed = tokio::time::timeout(within, client.list_tools(None)).await;
             let _ = client.cancel().await;
-            None
+            match listed {
+                Ok(Err(rmcp::ServiceError::TransportSend(e))) => {
+                    challenge_in(e.error.as_ref()).map(str::to_owned)
+                }
+                _ => None,
+            }
         }
         Ok(Err(e)) => e.auth_challenge().map(str::to_owned),
         Err(_) => None,
     }
 }
 
+/// `granted` and then those of `more` (space-separated) not among them.
+fn union(granted: &[String], more: &str) -> Vec<String> {
+    let mut all = granted.to_vec();
+    for scope in more.split_whitespace() {
+        if !all.iter().any(|s| s == scope) {
+            all.push(scope.to_owned());
+        }
+    }
+    all
+}
+
 /// Authorizes claij with the server at `url`, as `client`, and keeps the tokens in
-/// `file`.
+/// `file`. The scopes asked for are those the server names (see the module's text);
+/// `more_scopes` (space-separated), when given, are asked for too, with those already
+/// granted to claij's client for `url` — which is then the client that asks.
 pub async fn login(
     url: &str,
     file: &CredentialsFile,
     client: &ClientIdentity,
     consent: Consent,
+    more_scopes: Option<&str>,
+) -> Result<(), McpError> {
+    match more_scopes.filter(|s| !s.trim().is_empty()) {
+        None => {
+            let challenge = challenge(url).await;
+            authorize(url, file, client, consent, Vec::new(), challenge).await
+        }
+        Some(more) => {
+            let challenge = challenge(url).await;
+            widen(url, file, client, consent, more, challenge).await
+        }
+    }
+}
+
+/// Authorizes claij again with the server at `url`, which refused a request for want of
+/// scope with `challenge` (its `WWW-Authenticate`), naming `scope`: for the scopes already
+/// granted and those, as the client that holds the tokens `file` keeps for `url` (its
+/// secret, for a confidential client, from `client`).
+pub async fn step_up(
+    url: &str,
+    file: &CredentialsFile,
+    client: &ClientIdentity,
+    consent: Consent,
+    challenge: &str,
+    scope: Option<&str>,
+) -> Result<(), McpError> {
+    let more = scope
+        .map(str::to_owned)
+        .or_else(|| challenge_scope(challenge))
+        .unwrap_or_default();
+    widen(
+        url,
+        file,
+        client,
+        consent,
+        &more,
+        Some(challenge.to_owned()),
+    )
+    .await
+}
+
+/// The `scope` parameter of a `WWW-Authenticate` challenge.
+fn challenge_scope(challenge: &str) -> Option<String> {
+    let at = challenge.find("scope=\"")? + "scope=\"".len();
+    let rest = &challenge[at..];
+    Some(rest[..rest.find('"')?].to_owned())
+}
+
+/// Authorizes for the scopes granted so far to the client that holds `url`'s tokens, and
+/// `more`; that client asks again (when `client` names none).
+async fn widen(
+    url: &str,
+    file: &CredentialsFile,
+    client: &ClientIdentity,
+    consent: Consent,
+    more: &str,
+    challenge: Option<String>,
+) -> Result<(), McpError> {
+    let stored = file.read().map_err(|m| auth_failed(url, m))?.remove(url);
+    let granted = stored
+        .as_ref()
+        .map(|c| c.granted_scopes.clone())
+        .unwrap_or_default();
+    let mut client = client.clone();
+    if let Some(stored) = &stored
+        && client.client_id.is_none()
+        && client.metadata_url.is_none()
+    {
+        // A client ID metadata document's URL is an https client id.
+        if stored.client_id.starts_with("https://") {
+            client.metadata_url = Some(stored.client_id.clone());
+        } else {
+            client.client_id = Some(stored.client_id.clone());
+        }
+    }
+    authorize(
+        url,
+        file,
+        &client,
+        consent,
+        union(&granted, more),
+        challenge,
+    )
+    .await
+}
+
+/// The authorization-code flow for `scopes` (none: as the server names them), seeded
+/// with the server's `challenge` when there is one.
+async fn authorize(
+    url: &str,
+    file: &CredentialsFile,
+    client: &ClientIdentity,
+    consent: Consent,
+    scopes: Vec<String>,
+    challenge: Option<String>,
 ) -> Result<(), McpError> {
     let fail = |e: AuthError| auth_failed(url, e);
-    let challenge = challenge(url).await;
     let mut manager = AuthorizationManager::new(url).await.map_err(fail)?;
     manager.set_credential_store(file.store(url));
     let mut oauth = OAuthState::Unauthorized(manager);
@@ -242,7 +398,12 @@ pub async fn login(
         }
         None => "http://127.0.0.1:1/callback".to_owned(),
     };
-    let mut request = AuthorizationRequest::new(redirect_uri).with_client_name(CLIENT_NAME);
+    let mut request = AuthorizationRequest::new(redirect_uri)
+        .with_client_name(CLIENT_NAME)
+        .with_initial_scope_selection();
+    if !scopes.is_empty() {
+        request = request.with_scopes(scopes);
+    }
     if let Some(id) = &client.client_id {
         request = request.with_preregistered_client(id.clone());
     }
@@ -305,6 +466,97 @@ pub async fn login_as_client(
         })
         .await
         .map_err(fail)
+}
+
+/// Authorizes claij with the server at `url` as a machine whose proof is a private key:
+/// the client credentials grant with a private-key JWT (RFC 7523), for a client
+/// registered beforehand with its public key. The tokens are kept in `file`; when they
+/// expire, log in again.
+pub async fn login_with_key(
+    url: &str,
+    file: &CredentialsFile,
+    client_id: &str,
+    key: &ClientKey,
+) -> Result<(), McpError> {
+    super::handshake::install_crypto_provider();
+    let fail = |e: AuthError| auth_failed(url, e);
+    let manager = AuthorizationManager::new(url).await.map_err(fail)?;
+    let metadata = manager.resolve_metadata().await.map_err(fail)?.metadata;
+    let methods = metadata
+        .additional_fields
+        .get("token_endpoint_auth_methods_supported")
+        .and_then(serde_json::Value::as_array);
+    if let Some(methods) = methods
+        && !methods.iter().any(|m| m == "private_key_jwt")
+    {
+        return Err(auth_failed(
+            url,
+            format!(
+                "the authorization server does not take private-key JWTs; it takes: {}",
+                serde_json::Value::Array(methods.clone())
+            ),
+        ));
+    }
+    let audience = metadata
+        .issuer
+        .clone()
+        .unwrap_or_else(|| metadata.token_endpoint.clone());
+    let now = std::time::SystemTime::now();
+    let assertion = key
+        .assertion(client_id, &audience, now)
+        .map_err(|m| auth_failed(url, m))?;
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("grant_type", "client_credentials")
+        .append_pair(
+            "client_assertion_type",
+            "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+        )
+        .append_pair("client_assertion", &assertion)
+        .append_pair("resource", url)
+        .finish();
+    let answer = reqwest::Client::new()
+        .post(&metadata.token_endpoint)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("accept", "application/json")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| auth_failed(url, format!("the token endpoint did not answer: {e}")))?;
+    let status = answer.status();
+    let bytes = answer
+        .bytes()
+        .await
+        .map_err(|e| auth_failed(url, format!("the token endpoint's answer broke off: {e}")))?;
+    let answered: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    if !status.is_success() {
+        let why = ["error", "error_description"]
+            .iter()
+            .filter_map(|k| answered[k].as_str())
+            .collect::<Vec<_>>()
+            .join(": ");
+        return Err(auth_failed(
+            url,
+            format!("the token endpoint refused the client ({status}): {why}"),
+        ));
+    }
+    let granted = answered["scope"]
+        .as_str()
+        .map(|s| s.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default();
+    let token: rmcp::transport::auth::OAuthTokenResponse = serde_json::from_value(answered)
+        .map_err(|e| {
+            auth_failed(
+                url,
+                format!("the token endpoint's answer is not a token: {e}"),
+            )
+        })?;
+    let received = now
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .ok();
+    let credentials = StoredCredentials::new(client_id.to_owned(), Some(token), granted, received)
+        .with_issuer(metadata.issuer.clone());
+    file.store(url).save(credentials).await.map_err(fail)
 }
 
 /// Follows `authorization_url` without a browser: its redirect carries the code.
@@ -426,6 +678,27 @@ mod tests {
         assert_eq!(file.forget(a).ok(), Some(true));
         assert_eq!(file.forget(a).ok(), Some(false));
         assert!(!file.has(a) && file.has(b), "only a's entry went");
+    }
+
+    #[test]
+    fn a_step_up_asks_for_the_granted_scopes_and_those_the_challenge_names() {
+        let challenge = r#"Bearer scope="mcp:basic mcp:write", resource_metadata="http://x/.well-known/oauth-protected-resource/mcp", error="insufficient_scope""#;
+        assert_eq!(
+            challenge_scope(challenge).as_deref(),
+            Some("mcp:basic mcp:write")
+        );
+        assert_eq!(
+            challenge_scope(r#"Bearer error="insufficient_scope""#),
+            None
+        );
+        assert_eq!(
+            union(
+                &["mcp:basic".to_owned(), "files".to_owned()],
+                "mcp:basic  mcp:write"
+            ),
+            ["mcp:basic", "files", "mcp:write"]
+        );
+        assert!(union(&[], " ").is_empty());
     }
 
     #[tokio::test]

@@ -351,6 +351,21 @@ impl Connection {
                     reason: reason.unwrap_or_default(),
                 });
             }
+            Err(ServiceError::TransportSend(e))
+                if let Some((challenge, scope)) =
+                    crate::auth::insufficient_scope_in(e.error.as_ref()) =>
+            {
+                return Err(McpError::InsufficientScope {
+                    server: self.name.clone(),
+                    url: match &self.spec.transport {
+                        crate::spec::Transport::Http { url } => url.clone(),
+                        crate::spec::Transport::Stdio { command, .. } => command.clone(),
+                    },
+                    method: method.to_owned(),
+                    scope,
+                    challenge,
+                });
+            }
             Err(e) => return Err(self.gone_after_exit(method, e.to_string()).await),
         };
         Ok(Exchange {

@@ -20,6 +20,25 @@ pub enum McpError {
         /// Why.
         message: String,
     },
+    /// An HTTP server refused a request for want of scope (403 `insufficient_scope`): the
+    /// tokens claij holds do not cover it. [`crate::auth::step_up`] authorizes again.
+    #[error(
+        "{url} refused `{method}` for want of scope{}: run `claij mcp login {url} --scope \"{}\"` to ask for it",
+        scope.as_deref().map(|s| format!(" (it asks for `{s}`)")).unwrap_or_default(),
+        scope.as_deref().unwrap_or("SCOPE")
+    )]
+    InsufficientScope {
+        /// The server's name.
+        server: String,
+        /// Its URL.
+        url: String,
+        /// The request refused.
+        method: String,
+        /// The scopes it asks for, when it says.
+        scope: Option<String>,
+        /// Its `WWW-Authenticate` challenge.
+        challenge: String,
+    },
     /// No server of that name is declared or connected.
     #[error("no MCP server named `{0}`")]
     UnknownServer(String),

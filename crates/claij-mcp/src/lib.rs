@@ -11,6 +11,7 @@
 //! end. See docs/MCP-CLIENT.md.
 
 pub mod action;
+mod assertion;
 pub mod auth;
 pub mod catalog;
 pub mod client;

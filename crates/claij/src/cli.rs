@@ -324,9 +324,11 @@ pub(crate) enum McpCommand {
     /// Starts the server given after `--` or connects to `--url`, performs the handshake,
     /// calls TOOL with ARGS and prints the result's text (`--json`: the whole result).
     /// The server's elicitation requests are asked on the terminal, or answered with
-    /// `--elicit`. Exits 0, 1 when the tool answers with an error (`isError`) or the
-    /// server refuses the call, 2 when the server cannot be reached or the arguments are
-    /// not JSON.
+    /// `--elicit`. When an HTTP server refuses the call for want of scope (403
+    /// `insufficient_scope`), claij authorizes again for the scopes it asks for, as
+    /// `claij mcp login` does (a browser, or `--headless`), and calls once more. Exits 0,
+    /// 1 when the tool answers with an error (`isError`) or the server refuses the call,
+    /// 2 when the server cannot be reached or the arguments are not JSON.
     #[command(after_help = r#"Examples:
   claij mcp call get-sum '{"a": 2, "b": 3}' -- npx -y @modelcontextprotocol/server-everything
   claij mcp call read_text_file '{"path": "README.md"}' -- mcp-server-filesystem .
@@ -348,6 +350,10 @@ pub(crate) enum McpCommand {
         /// Print the whole result as JSON (`content`, `structuredContent`, `isError`).
         #[arg(long)]
         json: bool,
+        /// When the server asks for more scope, follow the authorization address without
+        /// a browser (for authorization servers that grant at once).
+        #[arg(long, requires = "url")]
+        headless: bool,
         /// The server's program and arguments, after `--`.
         #[arg(last = true, required_unless_present = "url", value_name = "CMD ARGS")]
         command: Vec<String>,
@@ -361,9 +367,14 @@ pub(crate) enum McpCommand {
     /// only). Every later connection to URL — documents' servers, `claij mcp tools`,
     /// `claij mcp call` — sends them, refreshed as they expire. Exits 0, or 2 when
     /// authorization failed.
+    /// claij asks for the scopes the server names: those of its challenge, else all its
+    /// protected resource metadata lists. `--scope` asks for more, with those already
+    /// granted, as the same client.
     #[command(after_help = "Examples:
   claij mcp login https://mcp.example.com/mcp
-  claij mcp login http://127.0.0.1:3001/mcp --headless   # a server that grants at once")]
+  claij mcp login http://127.0.0.1:3001/mcp --headless   # a server that grants at once
+  claij mcp login https://mcp.example.com/mcp --scope \"files:write\"   # more than granted
+  claij mcp login https://mcp.example.com/mcp --client-credentials --client-id ci-bot --private-key-file bot.pem")]
     Login {
         /// The server's streamable HTTP endpoint.
         url: String,
@@ -380,13 +391,34 @@ pub(crate) enum McpCommand {
         #[arg(long, value_name = "FILE", requires = "client_id")]
         client_secret_file: Option<PathBuf>,
         /// Log in as a machine, with no person: the client credentials grant (needs
-        /// --client-id and its secret).
+        /// --client-id and its secret, or its private key).
         #[arg(long, requires = "client_id", conflicts_with_all = ["headless", "client_metadata_url"])]
         client_credentials: bool,
+        /// With --client-credentials: prove the client with a private-key JWT signed by
+        /// this key (an unencrypted PKCS#8 PEM) instead of a secret.
+        #[arg(
+            long,
+            value_name = "FILE",
+            requires = "client_credentials",
+            conflicts_with = "client_secret_file"
+        )]
+        private_key_file: Option<PathBuf>,
+        /// The private key's JWS algorithm: ES256 (the default), ES384 or RS256.
+        #[arg(
+            long,
+            value_name = "ALG",
+            requires = "private_key_file",
+            default_value = "ES256"
+        )]
+        signing_algorithm: String,
         /// The URL of a client ID metadata document to use as the client id, where the
         /// authorization server takes them.
         #[arg(long, value_name = "URL", conflicts_with = "client_id")]
         client_metadata_url: Option<String>,
+        /// Scopes to ask for besides those already granted (space-separated), as a server
+        /// that refused a request for want of them names them.
+        #[arg(long, value_name = "SCOPES", conflicts_with = "client_credentials")]
+        scope: Option<String>,
     },
     /// Forget the tokens kept for an HTTP MCP server (`claij mcp login`).
     Logout {

@@ -609,7 +609,10 @@ fn the_conformance_suite_passes_claijs_client_on_its_scenarios_oauth_included() 
     // The suite starts tests/mcp-conformance/client with a test server's URL; the script
     // runs `claij mcp tools` or `claij mcp call` against it, after `claij mcp login` for
     // the auth/* scenarios (whose authorization servers grant at once: `--headless`).
-    // The three left out, and why: docs/MCP-CLIENT.md#conformance.
+    // The two left out, and why: docs/MCP-CLIENT.md#conformance. In
+    // auth/scope-step-up, `claij mcp call` is refused for want of scope after the login
+    // and authorizes again for more; in auth/client-credentials-jwt, claij proves the
+    // client with a JWT signed by the private key the suite gives.
     for scenario in [
         "initialize",
         "tools_call",
@@ -630,6 +633,8 @@ fn the_conformance_suite_passes_claijs_client_on_its_scenarios_oauth_included() 
         "auth/2025-03-26-oauth-metadata-backcompat",
         "auth/2025-03-26-oauth-endpoint-fallback",
         "auth/client-credentials-basic",
+        "auth/scope-step-up",
+        "auth/client-credentials-jwt",
     ] {
         let mut command = conformance();
         command
@@ -642,7 +647,51 @@ fn the_conformance_suite_passes_claijs_client_on_its_scenarios_oauth_included() 
             text.contains("OVERALL: PASSED") && !text.contains("Passed: 0/"),
             "client scenario {scenario} passed no check"
         );
+        // Warnings do not fail a scenario: what these are about must be a success.
+        let checks: &[&str] = match scenario {
+            "auth/scope-step-up" => &["scope-step-up-initial", "scope-step-up-escalation"],
+            "auth/client-credentials-jwt" => &["client-credentials-jwt-verified"],
+            _ => &[],
+        };
+        for check in checks {
+            let line = text
+                .lines()
+                .find(|l| l.contains(&format!("[{check}")))
+                .unwrap_or_else(|| panic!("no {check} check: {text}"));
+            assert!(line.contains("SUCCESS"), "{line}");
+        }
     }
+    // A workflow's call refused for want of scope fails at once, naming the login that
+    // asks for it (a person must grant it); `claij mcp login --scope` asks as the same
+    // client, and the workflow then runs.
+    let scratch = Scratch::new();
+    let said = scratch.dir.path().join("said.txt");
+    let mut command = conformance();
+    command
+        .args(["client", "--scenario", "auth/scope-step-up", "--command"])
+        .arg(repo().join("tests/mcp-conformance/client"))
+        .env("CLAIJ", CLAIJ)
+        .env("CLAIJ_STORE", scratch.store())
+        .env("CLAIJ_STEP_UP_IN_RUN", &said);
+    let (status, text) = run_conformance(command);
+    assert!(status.success(), "{text}");
+    let said = std::fs::read_to_string(&said).unwrap();
+    let refused = said.find("first run: exit 1").expect(&said);
+    let wanted = "refused `tools/call` for want of scope (it asks for `mcp:basic mcp:write`): run `claij mcp login http://localhost:";
+    assert!(said[..refused].contains(wanted), "{said}");
+    assert!(
+        said[..refused].contains(r#"--scope "mcp:basic mcp:write"` to ask for it"#),
+        "{said}"
+    );
+    let answered: serde_json::Value =
+        serde_json::from_str(&said[said.find('{').expect(&said)..]).expect(&said);
+    assert_eq!(answered["said"], "test", "{said}");
+    let escalated = text
+        .lines()
+        .find(|l| l.contains("[scope-step-up-escalation"))
+        .expect(&text);
+    assert!(escalated.contains("SUCCESS"), "{escalated}");
+
     // Without `claij mcp login`, a server that requires authorization is refused with
     // what to do.
     let mut command = conformance();

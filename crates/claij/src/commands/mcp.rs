@@ -2,7 +2,7 @@
 //! of its tools, or authorize claij with one (and forget it again).
 
 use super::{mcp_call, mcp_serve, mcp_tools};
-use claij_mcp::auth::{ClientIdentity, Consent, CredentialsFile};
+use claij_mcp::auth::{ClientIdentity, ClientKey, Consent, CredentialsFile, SigningAlgorithm};
 
 use crate::cli::McpCommand;
 
@@ -17,13 +17,26 @@ pub(super) async fn mcp(command: McpCommand) -> u8 {
             url,
             elicit,
             json,
+            headless,
             command,
         } => {
             let spec = match mcp_tools::server_spec(url, command) {
                 Some(spec) => spec,
                 None => return crate::EXIT_USAGE,
             };
-            mcp_call::call(spec, &tool, args.as_deref(), elicit.as_deref(), json).await
+            let consent = if headless {
+                Consent::Headless
+            } else {
+                Consent::Browser
+            };
+            let call = mcp_call::ToolCall {
+                tool: &tool,
+                args: args.as_deref(),
+                elicit: elicit.as_deref(),
+                as_json: json,
+                consent,
+            };
+            mcp_call::call(spec, &call).await
         }
         McpCommand::Login {
             url,
@@ -32,6 +45,9 @@ pub(super) async fn mcp(command: McpCommand) -> u8 {
             client_secret_file,
             client_credentials,
             client_metadata_url,
+            scope,
+            private_key_file,
+            signing_algorithm,
         } => {
             let client_secret = match client_secret(client_secret_file.as_deref()) {
                 Ok(secret) => secret,
@@ -40,19 +56,29 @@ pub(super) async fn mcp(command: McpCommand) -> u8 {
                     return crate::EXIT_USAGE;
                 }
             };
+            if let (Some(path), Some(id)) = (&private_key_file, &client_id) {
+                return login_with_key(&url, id, path, &signing_algorithm).await;
+            }
             let client = ClientIdentity {
                 client_id,
                 client_secret,
                 metadata_url: client_metadata_url,
             };
-            login(&url, &client, headless, client_credentials).await
+            login(
+                &url,
+                &client,
+                headless,
+                client_credentials,
+                scope.as_deref(),
+            )
+            .await
         }
         McpCommand::Logout { url } => logout(&url),
     }
 }
 
 /// The client secret: from `file` (its first line), else `$CLAIJ_MCP_CLIENT_SECRET`.
-fn client_secret(file: Option<&std::path::Path>) -> Result<Option<String>, String> {
+pub(super) fn client_secret(file: Option<&std::path::Path>) -> Result<Option<String>, String> {
     let secret = match file {
         Some(path) => std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read the client secret from {}: {e}", path.display()))?
@@ -67,7 +93,13 @@ fn client_secret(file: Option<&std::path::Path>) -> Result<Option<String>, Strin
 }
 
 /// `claij mcp login`.
-async fn login(url: &str, client: &ClientIdentity, headless: bool, as_machine: bool) -> u8 {
+async fn login(
+    url: &str,
+    client: &ClientIdentity,
+    headless: bool,
+    as_machine: bool,
+    scope: Option<&str>,
+) -> u8 {
     let file = CredentialsFile::default_location();
     let consent = if headless {
         Consent::Headless
@@ -84,8 +116,13 @@ async fn login(url: &str, client: &ClientIdentity, headless: bool, as_machine: b
             );
             return crate::EXIT_USAGE;
         }
-        (false, _, _) => claij_mcp::auth::login(url, &file, client, consent).await,
+        (false, _, _) => claij_mcp::auth::login(url, &file, client, consent, scope).await,
     };
+    logged_in(url, &file, done)
+}
+
+/// What a login says: where the tokens went, or why there are none.
+fn logged_in(url: &str, file: &CredentialsFile, done: Result<(), claij_mcp::McpError>) -> u8 {
     match done {
         Ok(()) => {
             note!(
@@ -99,6 +136,25 @@ async fn login(url: &str, client: &ClientIdentity, headless: bool, as_machine: b
             crate::EXIT_USAGE
         }
     }
+}
+
+/// `claij mcp login --client-credentials --private-key-file`.
+async fn login_with_key(url: &str, client_id: &str, path: &std::path::Path, algorithm: &str) -> u8 {
+    let key = algorithm.parse::<SigningAlgorithm>().and_then(|algorithm| {
+        let pem = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        ClientKey::from_pem(&pem, algorithm).map_err(|e| format!("{}: {e}", path.display()))
+    });
+    let key = match key {
+        Ok(key) => key,
+        Err(message) => {
+            note!("claij: {message}");
+            return crate::EXIT_USAGE;
+        }
+    };
+    let file = CredentialsFile::default_location();
+    let done = claij_mcp::auth::login_with_key(url, &file, client_id, &key).await;
+    logged_in(url, &file, done)
 }
 
 /// `claij mcp logout`.

@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
+use claij_mcp::auth::{ClientIdentity, Consent, CredentialsFile};
 use claij_mcp::{
-    ClientHooks, Connection, ElicitationHandler, HumanElicitation, Reply, ScriptedElicitation,
-    ServerSpec,
+    ClientHooks, Connection, ElicitationHandler, Exchange, HumanElicitation, McpError, Reply,
+    ScriptedElicitation, ServerSpec,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -12,15 +13,30 @@ use tokio_util::sync::CancellationToken;
 use crate::input::json_argument;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 
-/// `claij mcp call`: calls `tool` of the server `spec` with `args` (JSON, @FILE or -),
-/// answering elicitations with `elicit` when given, else on the terminal.
-pub(super) async fn call(
-    spec: ServerSpec,
-    tool: &str,
-    args: Option<&str>,
-    elicit: Option<&str>,
-    as_json: bool,
-) -> u8 {
+/// What `claij mcp call` was asked to do.
+pub(super) struct ToolCall<'a> {
+    /// The tool.
+    pub tool: &'a str,
+    /// Its arguments (JSON, @FILE or -).
+    pub args: Option<&'a str>,
+    /// The answer to the server's elicitations, else they are asked on the terminal.
+    pub elicit: Option<&'a str>,
+    /// Print the whole result as JSON.
+    pub as_json: bool,
+    /// How consent is obtained when the server asks for more scope.
+    pub consent: Consent,
+}
+
+/// `claij mcp call`: calls the tool of the server `spec`, answering elicitations as
+/// asked; a refusal for want of scope is met by authorizing again, once.
+pub(super) async fn call(spec: ServerSpec, call: &ToolCall<'_>) -> u8 {
+    let ToolCall {
+        tool,
+        args,
+        elicit,
+        as_json,
+        consent,
+    } = *call;
     let arguments = match args.map(|a| json_argument("arguments", a)).transpose() {
         Ok(Some(Value::Object(map))) => Value::Object(map),
         Ok(None) => json!({}),
@@ -52,18 +68,35 @@ pub(super) async fn call(
         elicitation: Some(elicitation),
         ..ClientHooks::default()
     };
-    let connection = match Connection::connect("server", &spec, hooks).await {
-        Ok(c) => c,
-        Err(e) => {
-            note!("claij: {e}");
-            return EXIT_USAGE;
-        }
-    };
     let params = json!({"name": tool, "arguments": arguments});
-    let exchange = connection
-        .request("tools/call", params, &CancellationToken::new())
-        .await;
-    connection.shutdown().await;
+    let mut exchange = call_once(&spec, &hooks, &params).await;
+    if let Err(McpError::InsufficientScope {
+        url,
+        scope,
+        challenge,
+        ..
+    }) = &exchange
+    {
+        note!(
+            "claij: {url} asks for more scope to call `{tool}`{}: authorizing again",
+            scope
+                .as_deref()
+                .map(|s| format!(" (`{s}`)"))
+                .unwrap_or_default()
+        );
+        let client = ClientIdentity {
+            client_secret: super::mcp::client_secret(None).unwrap_or_default(),
+            ..ClientIdentity::default()
+        };
+        let file = CredentialsFile::default_location();
+        let stepped =
+            claij_mcp::auth::step_up(url, &file, &client, consent, challenge, scope.as_deref())
+                .await;
+        exchange = match stepped {
+            Ok(()) => call_once(&spec, &hooks, &params).await,
+            Err(e) => Err(e),
+        };
+    }
     let reply = match exchange {
         Ok(exchange) => exchange.reply,
         Err(e) => {
@@ -92,6 +125,20 @@ pub(super) async fn call(
             EXIT_FAILED
         }
     }
+}
+
+/// Connects to `spec`, calls `tools/call` with `params` and shuts the connection down.
+async fn call_once(
+    spec: &ServerSpec,
+    hooks: &ClientHooks,
+    params: &Value,
+) -> Result<Exchange, McpError> {
+    let connection = Connection::connect("server", spec, hooks.clone()).await?;
+    let exchange = connection
+        .request("tools/call", params.clone(), &CancellationToken::new())
+        .await;
+    connection.shutdown().await;
+    exchange
 }
 
 /// A result's content as text: each text block as it is, other blocks as a line saying
