@@ -119,6 +119,20 @@ impl<'a> ActionInput<'a> {
         self.observers.iter().find_map(|o| o.call_context(&site))
     }
 
+    /// Tells the observers that want it (see [`Observer::wants_content`]) what this
+    /// attempt's model call was sent and answered.
+    pub fn report_exchange(&self, exchange: &crate::ModelExchange<'_>) {
+        let site = crate::CallSite {
+            run_id: self.run_id,
+            state: &self.state.id,
+            attempt: self.attempt,
+            call: crate::Call::Model,
+        };
+        for o in self.observers.iter().filter(|o| o.wants_content()) {
+            o.model_exchanged(&site, exchange);
+        }
+    }
+
     /// A key that is the same every time this attempt is made again (after a crash, say):
     /// `RUN_ID:SEQ`. Actions with side effects use it to avoid doing them twice.
     pub fn idempotency_key(&self) -> String {

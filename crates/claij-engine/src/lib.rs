@@ -59,7 +59,9 @@ pub use action::{
 };
 pub use durable::{LeaseKeeper, is_dead_local_owner, process_owner};
 pub use events::Dispatch;
-pub use observer::{Call, CallSite, Commit, DeliveryOutcome, DeliverySite, Observer, RunBegan};
+pub use observer::{
+    Call, CallSite, Commit, DeliveryOutcome, DeliverySite, ModelExchange, Observer, RunBegan,
+};
 pub use privilege::{Privilege, PrivilegedUse, privileged_uses};
 pub use questions::Questions;
 pub use recover::{continues_without_input, runs_to_continue};

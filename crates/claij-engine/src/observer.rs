@@ -3,6 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use claij_core::prompts::Message;
 use claij_core::store::QueueStats;
 use claij_core::{Fsm, Question, State, TrailEntry};
 
@@ -32,6 +33,19 @@ pub trait Observer: Send + Sync {
     /// An action is producing text (a model's tokens, as they come) in `state`; called
     /// from whatever thread produces it.
     fn text_produced(&self, _run_id: &str, _state: &str, _text: &str) {}
+
+    /// Whether this observer wants [`model_exchanged`](Self::model_exchanged): what a
+    /// model was sent and answered is handed over only when one does (a prompt may hold
+    /// what its users would not send to a telemetry backend, so tracing asks for it only
+    /// when told to).
+    fn wants_content(&self) -> bool {
+        false
+    }
+
+    /// A model call of an attempt (`call.call` is [`Call::Model`]) answered: the messages
+    /// it was sent and what it answered. Called before the attempt's trail entry is
+    /// appended.
+    fn model_exchanged(&self, _call: &CallSite<'_>, _exchange: &ModelExchange<'_>) {}
 
     /// An entry was appended to the trail.
     fn entry_appended(&self, _run_id: &str, _entry: &TrailEntry) {}
@@ -67,6 +81,17 @@ pub trait Observer: Send + Sync {
 
     /// How the queue of runs for workers stands (sampled by `claij worker` now and then).
     fn queue_sampled(&self, _queue: &QueueStats) {}
+}
+
+/// What a model call was sent and answered, as [`Observer::model_exchanged`] is told.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelExchange<'a> {
+    /// The messages the model was sent (the trail's projection, as fitted to the model).
+    pub messages: &'a [Message],
+    /// The text it answered (empty when it answered with a tool call only).
+    pub text: &'a str,
+    /// The tool it called and the arguments it gave, when it answered so.
+    pub tool_call: Option<(&'a str, &'a serde_json::Value)>,
 }
 
 /// A checkpoint of a run, as [`Observer::committed`] is told of it.

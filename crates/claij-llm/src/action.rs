@@ -6,7 +6,9 @@ use std::time::Instant;
 
 use claij_core::FailureKind;
 use claij_core::prompts::{PromptOptions, project, tool_rounds};
-use claij_engine::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Call, Outcome};
+use claij_engine::{
+    Action, ActionError, ActionInput, ActionOutput, BoxFuture, Call, ModelExchange, Outcome,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -162,6 +164,11 @@ impl LlmAction {
             latency_ms = started.elapsed().as_millis() as u64,
             "model answered"
         );
+        input.report_exchange(&ModelExchange {
+            messages: &request.messages,
+            text: &response.text,
+            tool_call: response.tool_call.as_ref().map(|(n, a)| (n.as_str(), a)),
+        });
         let event = match &response.tool_call {
             Some((name, args)) => enforce::tool_event(&request.enforcement, name, args)
                 .ok_or_else(|| {

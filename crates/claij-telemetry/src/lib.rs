@@ -13,10 +13,13 @@
 //! process), a span per state attempt (`{state}`, with its outcome), `chat {model}` per
 //! model call with the `gen_ai.*` attributes — tokens as the trail records them — and
 //! claij's own (`claij.enforce`, `claij.cost_usd`), and `execute_tool {tool}` per MCP tool
-//! call of an `mcp` state. The engine reports runs through
+//! call of an `mcp` state. What a model was sent and answered is recorded on its `chat`
+//! span only when the user opts in (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`,
+//! [`content`]). The engine reports runs through
 //! its [`Observer`] (see [`trace::TraceObserver`]); the binary
 //! installs it once, where the engine is assembled.
 
+pub mod content;
 mod ids;
 pub mod metrics;
 pub mod trace;
@@ -243,7 +246,10 @@ impl Telemetry {
                     .with_id_generator(ids::RunIds::default())
                     .with_resource(resource())
                     .build();
-                let observer = Arc::new(TraceObserver::new(provider.tracer("claij")));
+                let observer = Arc::new(
+                    TraceObserver::new(provider.tracer("claij"))
+                        .recording_content(content::capture_from_env()),
+                );
                 Some((provider, observer))
             }
             None => None,

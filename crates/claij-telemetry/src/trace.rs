@@ -7,7 +7,8 @@ use std::time::{Duration, SystemTime};
 use claij_core::budget::is_pause;
 use claij_core::{State, TrailEntry};
 use claij_engine::{
-    Call, CallSite, Commit, DeliveryOutcome, DeliverySite, Observer, RunBegan, RunStatus,
+    Call, CallSite, Commit, DeliveryOutcome, DeliverySite, ModelExchange, Observer, RunBegan,
+    RunStatus,
 };
 use opentelemetry::trace::{
     SpanBuilder, SpanContext, SpanKind, Status, TraceContextExt, TraceFlags, TraceState,
@@ -28,6 +29,9 @@ struct RunSpans {
     mcp_states: HashSet<String>,
     /// The event that brought the run to an `mcp` state (its requests), while it is there.
     entered: Option<Value>,
+    /// What the attempt's model call was sent and answered, as its span's attributes, when
+    /// content is recorded: until the attempt's entry makes the span.
+    exchange: Option<Vec<KeyValue>>,
 }
 
 /// When a call made during an attempt begun at `began` started: the entry's duration is
@@ -44,6 +48,8 @@ fn call_start(entry: &TrailEntry, began: Option<SystemTime>) -> SystemTime {
 pub struct TraceObserver {
     tracer: SdkTracer,
     runs: Mutex<HashMap<String, RunSpans>>,
+    /// Whether `chat` spans record what the model was sent and answered.
+    content: bool,
 }
 
 impl std::fmt::Debug for TraceObserver {
@@ -70,7 +76,16 @@ impl TraceObserver {
         TraceObserver {
             tracer,
             runs: Mutex::new(HashMap::new()),
+            content: false,
         }
+    }
+
+    /// Whether `chat` spans record what the model was sent and answered
+    /// (`gen_ai.system_instructions`, `gen_ai.input.messages`, `gen_ai.output.messages`):
+    /// off unless the user opts in ([`crate::content::capture_from_env`]).
+    pub fn recording_content(mut self, content: bool) -> Self {
+        self.content = content;
+        self
     }
 
     fn with_runs<T>(&self, f: impl FnOnce(&mut HashMap<String, RunSpans>) -> T) -> T {
@@ -219,6 +234,7 @@ impl Observer for TraceObserver {
                         .map(|s| s.id.to_string())
                         .collect(),
                     entered: None,
+                    exchange: None,
                 },
             ) {
                 old.run.span().end();
@@ -234,6 +250,7 @@ impl Observer for TraceObserver {
             if let Some((open, _)) = spans.attempt.take() {
                 open.span().end();
             }
+            spans.exchange = None;
             let now = SystemTime::now();
             let span = SpanBuilder::from_name(state.id.to_string())
                 .with_kind(SpanKind::Internal)
@@ -261,10 +278,12 @@ impl Observer for TraceObserver {
             // A call's span has the id its `traceparent` gave the called service.
             let call_span = |call: Call| ids::call_span(run_id, &entry.from, entry.attempt, call);
             if let Some(model) = &entry.model {
+                let mut attributes = chat_attributes(entry, model);
+                attributes.extend(spans.exchange.take().unwrap_or_default());
                 let builder = SpanBuilder::from_name(format!("chat {model}"))
                     .with_kind(SpanKind::Client)
                     .with_start_time(call_start(entry, began))
-                    .with_attributes(chat_attributes(entry, model));
+                    .with_attributes(attributes);
                 let chat = with_ids(trace, call_span(Call::Model), || {
                     builder.start_with_context(&self.tracer, under)
                 });
@@ -322,6 +341,19 @@ impl Observer for TraceObserver {
                 (None, None) => {}
             }
             span.end_with_timestamp(entry.at);
+        });
+    }
+
+    fn wants_content(&self) -> bool {
+        self.content
+    }
+
+    fn model_exchanged(&self, call: &CallSite<'_>, exchange: &ModelExchange<'_>) {
+        let attributes = crate::content::attributes(exchange);
+        self.with_runs(|runs| {
+            if let Some(spans) = runs.get_mut(call.run_id) {
+                spans.exchange = Some(attributes);
+            }
         });
     }
 

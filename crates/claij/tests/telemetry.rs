@@ -276,6 +276,17 @@ fn a_run_tree_is_one_trace_with_its_model_calls_and_their_tokens() {
         "the chairman, three members and the summary: {calls}"
     );
     assert_eq!(chat_spans, calls, "one span per model call");
+    // What the models were sent and answered stays out unless the user opts in.
+    for key in [
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.system_instructions",
+    ] {
+        assert!(
+            spans.iter().all(|s| attr(s, key).is_null()),
+            "{key} recorded without opting in"
+        );
+    }
 
     // The metrics: the tree's tokens by type, its transitions, its runs' ends.
     let tree: Vec<&Value> = all
@@ -328,6 +339,75 @@ fn a_run_tree_is_one_trace_with_its_model_calls_and_their_tokens() {
         .sum();
     assert!(commits > 0);
     assert_eq!(timed, commits);
+}
+
+#[test]
+fn prompts_and_answers_are_on_the_chat_spans_only_when_the_user_opts_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(dir.path());
+    let mut cmd = society_command(dir.path(), &[], "told");
+    cmd.env(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        format!("http://127.0.0.1:{}", receiver.port),
+    )
+    .env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true");
+    succeeded(&mut cmd);
+
+    // The recorded exchanges hold what each call was sent and answered.
+    let recorded: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("tests/llm/society.exchanges.json")).unwrap(),
+    )
+    .unwrap();
+    let exchanges = recorded["exchanges"].as_array().unwrap();
+    let json_attr = |span: &Value, key: &str| -> Value {
+        let text = attr(span, key)
+            .as_str()
+            .unwrap_or_else(|| panic!("{key} missing on {span}"));
+        serde_json::from_str(text).unwrap()
+    };
+    let text_part = |content: &Value| serde_json::json!({"type": "text", "content": content});
+    let spans = receiver.spans();
+    let chats: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s["name"].as_str().is_some_and(|n| n.starts_with("chat ")))
+        .collect();
+    assert_eq!(chats.len(), exchanges.len(), "one span per recorded call");
+    for chat in chats {
+        let exchange = exchanges
+            .iter()
+            .find(|e| {
+                e["state"] == *attr(chat, "claij.state")
+                    && e["model"] == *attr(chat, "gen_ai.request.model")
+            })
+            .unwrap_or_else(|| panic!("no recorded call for {chat}"));
+        let messages = exchange["request"]["messages"].as_array().unwrap();
+        let system: Vec<Value> = messages
+            .iter()
+            .take_while(|m| m["role"] == "system")
+            .map(|m| text_part(&m["content"]))
+            .collect();
+        let input: Vec<Value> = messages[system.len()..]
+            .iter()
+            .map(|m| serde_json::json!({"role": m["role"], "parts": [text_part(&m["content"])]}))
+            .collect();
+        assert!(!system.is_empty() && !input.is_empty());
+        assert_eq!(
+            json_attr(chat, "gen_ai.system_instructions"),
+            Value::Array(system)
+        );
+        assert_eq!(
+            json_attr(chat, "gen_ai.input.messages"),
+            Value::Array(input)
+        );
+        assert_eq!(
+            json_attr(chat, "gen_ai.output.messages"),
+            serde_json::json!([{
+                "role": "assistant",
+                "parts": [text_part(&exchange["response"]["text"])],
+                "finish_reason": "stop"
+            }])
+        );
+    }
 }
 
 #[test]
