@@ -111,6 +111,9 @@ pub struct FsmSettings {
     /// What registering this version does to the parked runs of older versions
     /// (`config.on_new_version`).
     pub on_new_version: OnNewVersion,
+    /// The name of the one plain MCP tool `claij mcp serve` also serves the FSM as
+    /// (`config.mcp_tool`).
+    pub mcp_tool: Option<String>,
 }
 
 /// What registering a new version of an FSM does to its parked runs (suspended, queued,

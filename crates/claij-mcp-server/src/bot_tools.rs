@@ -289,6 +289,8 @@ impl BotHost {
                 .unwrap_or_else(|| fsm.input.clone());
             match fsm_tools::start(runtime, &fsm.fsm, input, RunWatch::cancelled_by(cancel)).await {
                 ToolOutput::Json(run) => out["fsm_run"] = run,
+                // `ID_start` answers JSON; content is a plain tool's answer.
+                ToolOutput::Content(blocks) => out["fsm_run"] = Value::Array(blocks),
                 ToolOutput::Error(message) => {
                     return Err(ToolOutput::error(format!(
                         "the action `{}` runs the workflow `{}` ({}), which refused: {message}",
@@ -550,7 +552,7 @@ mod tests {
             .await
         {
             ToolOutput::Json(v) => v,
-            ToolOutput::Error(e) => panic!("{verb:?} failed: {e}"),
+            other => panic!("{verb:?} failed: {other:?}"),
         }
     }
 
@@ -737,7 +739,7 @@ mod tests {
                 );
                 assert!(e.contains("title.yaml"), "{e}");
             }
-            ToolOutput::Json(v) => panic!("an empty title was taken: {v}"),
+            v => panic!("an empty title was taken: {v:?}"),
         }
     }
 
@@ -759,7 +761,7 @@ mod tests {
                     assert!(e.contains(&host.state_file().display().to_string()), "{e}");
                     assert!(e.contains("corrupt"), "{e}");
                 }
-                ToolOutput::Json(v) => panic!("{verb:?} answered {v}"),
+                v => panic!("{verb:?} answered {v:?}"),
             }
         }
     }
@@ -812,7 +814,7 @@ mod tests {
                 assert!(e.contains("`actions` lists no action"), "{e}");
                 assert!(e.contains("kept"), "{e}");
             }
-            ToolOutput::Json(v) => panic!("a broken bot was loaded: {v}"),
+            v => panic!("a broken bot was loaded: {v:?}"),
         }
         let after: Vec<String> = host.specs().into_iter().map(|s| s.name).collect();
         assert_eq!(before, after);
@@ -838,7 +840,7 @@ mod tests {
             .await
         {
             ToolOutput::Error(e) => assert!(e.contains("renaming a bot needs a restart"), "{e}"),
-            ToolOutput::Json(v) => panic!("the bot was renamed: {v}"),
+            v => panic!("the bot was renamed: {v:?}"),
         }
         assert_eq!(host.bot().name, "helper");
     }

@@ -1,7 +1,9 @@
 //! FSMs as tools: for an FSM `ID`, `ID_start` (its input schema is the union of the
 //! FSM's entry transitions), `ID_continue` (a suspended run, given the input it waits
-//! for) and `ID_status` (a run's status, what it waits for, and its trail). Runs live in
-//! the store, so they survive a restart of the server.
+//! for) and `ID_status` (a run's status, what it waits for, and its trail); and, when the
+//! document says `config.mcp_tool: NAME`, the plain tool `NAME`: a run answered as a tool
+//! answers (the final event's `content` blocks, or the event; a failed run an error).
+//! Runs live in the store, so they survive a restart of the server.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -32,6 +34,8 @@ pub(crate) enum FsmVerb {
     Continue,
     /// `ID_status`.
     Status,
+    /// The plain tool `config.mcp_tool` names.
+    Tool,
 }
 
 impl FsmVerb {
@@ -43,13 +47,24 @@ impl FsmVerb {
             FsmVerb::Start => "start",
             FsmVerb::Continue => "continue",
             FsmVerb::Status => "status",
+            FsmVerb::Tool => "tool",
         }
     }
 }
 
+/// The verbs an FSM is served with: the three, and the plain tool when it names one.
+pub(crate) fn verbs(fsm: &Fsm) -> impl Iterator<Item = FsmVerb> + '_ {
+    FsmVerb::ALL
+        .into_iter()
+        .chain(fsm.settings.mcp_tool.as_ref().map(|_| FsmVerb::Tool))
+}
+
 /// The name of an FSM's tool.
 pub(crate) fn tool_name(fsm: &Fsm, verb: FsmVerb) -> String {
-    format!("{}_{}", fsm.id, verb.suffix())
+    match (verb, &fsm.settings.mcp_tool) {
+        (FsmVerb::Tool, Some(name)) => name.clone(),
+        _ => format!("{}_{}", fsm.id, verb.suffix()),
+    }
 }
 
 fn with_defs(fsm: &Fsm, mut schema: Map<String, Value>) -> Value {
@@ -143,10 +158,16 @@ pub(crate) fn specs(fsm: &Fsm) -> Vec<ToolSpec> {
         .as_deref()
         .map(|d| format!(" ({d})"))
         .unwrap_or_default();
-    FsmVerb::ALL
-        .iter()
-        .map(|&verb| {
+    verbs(fsm)
+        .map(|verb| {
             let (description, schema) = match verb {
+                FsmVerb::Tool => (
+                    match &fsm.description {
+                        Some(d) => d.clone(),
+                        None => format!("Run the workflow `{}` v{}.", fsm.id, fsm.version),
+                    },
+                    start_schema(fsm),
+                ),
                 FsmVerb::Start => (
                     format!(
                         "Start a run of the workflow `{}` v{}{about}. The arguments are the input event; its `id` picks the entry ({}). Returns the run's id and how it ended, or what it waits for when it suspends.",
@@ -220,17 +241,21 @@ fn outcome_json(outcome: &RunOutcome) -> Value {
             }
         }
         _ => {
-            if let Some(f) = outcome
-                .trail
-                .iter()
-                .rev()
-                .find_map(|e| e.failure.as_deref())
-            {
+            if let Some(f) = last_failure(outcome) {
                 out["failure"] = json!(f);
             }
         }
     }
     out
+}
+
+/// The failure a run ended on (its trail's last).
+fn last_failure(outcome: &RunOutcome) -> Option<&claij_core::Failure> {
+    outcome
+        .trail
+        .iter()
+        .rev()
+        .find_map(|e| e.failure.as_deref())
 }
 
 fn at(t: SystemTime) -> String {
@@ -292,6 +317,14 @@ pub(crate) async fn call(
 ) -> ToolOutput {
     match verb {
         FsmVerb::Start => start(runtime, fsm, Value::Object(args), watch).await,
+        FsmVerb::Tool => {
+            let (engine, fsm) = (runtime.engine.clone(), fsm.clone());
+            let input = Value::Object(args);
+            settle(runtime, watch, tool_answer, move |options| async move {
+                engine.run(fsm, input, options).await
+            })
+            .await
+        }
         FsmVerb::Continue => {
             let Some(run_id) = args.get("run_id").and_then(Value::as_str) else {
                 return ToolOutput::error("`run_id` (a string) is required");
@@ -332,10 +365,42 @@ pub(crate) async fn start(
     watch: RunWatch,
 ) -> ToolOutput {
     let (engine, fsm) = (runtime.engine.clone(), fsm.clone());
-    settle(runtime, watch, move |options| async move {
+    settle(runtime, watch, run_answer, move |options| async move {
         engine.run(fsm, input, options).await
     })
     .await
+}
+
+/// How `ID_start` and `ID_continue` answer: the run's id, status and result or wait.
+fn run_answer(outcome: &RunOutcome) -> ToolOutput {
+    ToolOutput::json(outcome_json(outcome))
+}
+
+/// How a workflow served as a plain tool answers: a completed run with its final event's
+/// `content` (MCP content blocks), or the event itself; a failed run as an error naming
+/// why; a run that waits as `ID_start` answers (`ID_continue` takes it on).
+fn tool_answer(outcome: &RunOutcome) -> ToolOutput {
+    match (outcome.status, &outcome.result) {
+        (RunStatus::Completed, Some(result)) => match result.get("content") {
+            Some(Value::Array(blocks)) => ToolOutput::Content(blocks.clone()),
+            _ => ToolOutput::json(result.clone()),
+        },
+        (RunStatus::Failed, _) => {
+            let why = last_failure(outcome).map_or_else(
+                || "the run failed".to_owned(),
+                |f| {
+                    // A schema's refusal, with each place and reason.
+                    let issues: Vec<String> = f.errors.iter().map(ToString::to_string).collect();
+                    match issues.is_empty() {
+                        true => f.message.clone(),
+                        false => format!("{}: {}", f.message, issues.join("; ")),
+                    }
+                },
+            );
+            ToolOutput::error(format!("{why} (run {})", outcome.run_id))
+        }
+        _ => run_answer(outcome),
+    }
 }
 
 /// Runs `work` (a start or a resume, given its options) on a task of its own and reports
@@ -345,7 +410,12 @@ pub(crate) async fn start(
 /// back to that server. An answer handed so to the process holding the request: the run
 /// is followed in the store until it ends or suspends. Cancelling the tool call while it
 /// waits interrupts the run.
-async fn settle<W, F>(runtime: &Runtime, watch: RunWatch, work: W) -> ToolOutput
+async fn settle<W, F>(
+    runtime: &Runtime,
+    watch: RunWatch,
+    answer: fn(&RunOutcome) -> ToolOutput,
+    work: W,
+) -> ToolOutput
 where
     W: FnOnce(RunOptions) -> F,
     F: std::future::Future<Output = Result<RunOutcome, RunError>> + Send + 'static,
@@ -363,7 +433,7 @@ where
     let mut task = tokio::spawn(work(options));
     let ended = tokio::select! {
         ended = &mut task => ended,
-        Ok(run_id) = held => return stored_outcome(runtime, &watch.cancel, &run_id, false).await,
+        Ok(run_id) = held => return stored_outcome(runtime, &watch.cancel, &run_id, false, answer).await,
         () = watch.cancel.cancelled() => {
             cancel.cancel();
             (&mut task).await
@@ -371,9 +441,9 @@ where
     };
     match ended {
         Ok(Ok(outcome)) if outcome.status == RunStatus::Running => {
-            stored_outcome(runtime, &watch.cancel, &outcome.run_id, true).await
+            stored_outcome(runtime, &watch.cancel, &outcome.run_id, true, answer).await
         }
-        Ok(Ok(outcome)) => ToolOutput::json(outcome_json(&outcome)),
+        Ok(Ok(outcome)) => answer(&outcome),
         Ok(Err(e)) => run_error(&e),
         Err(e) => ToolOutput::error(format!("the run's task failed: {e}")),
     }
@@ -386,6 +456,7 @@ async fn stored_outcome(
     cancel: &CancellationToken,
     run_id: &str,
     follow: bool,
+    answer: fn(&RunOutcome) -> ToolOutput,
 ) -> ToolOutput {
     let store = runtime.store.as_ref();
     let outcome = if follow {
@@ -397,7 +468,7 @@ async fn stored_outcome(
         }
     };
     match outcome {
-        Ok(outcome) => ToolOutput::json(outcome_json(&outcome)),
+        Ok(outcome) => answer(&outcome),
         Err(e) => ToolOutput::error(format!("the store failed: {e}")),
     }
 }
@@ -445,7 +516,7 @@ async fn resume(
         Err(message) => return ToolOutput::error(message),
     };
     let (engine, run_id) = (runtime.engine.clone(), run_id.to_owned());
-    settle(runtime, watch, move |options| async move {
+    settle(runtime, watch, run_answer, move |options| async move {
         engine.resume(pinned, &run_id, Some(input), options).await
     })
     .await

@@ -140,7 +140,7 @@ impl McpServer {
 
     fn route(&self, name: &str) -> Option<Route<'_>> {
         for fsm in &self.inner.fsms {
-            for verb in FsmVerb::ALL {
+            for verb in fsm_tools::verbs(fsm) {
                 if fsm_tools::tool_name(fsm, verb) == name {
                     return Some(Route::Fsm(fsm, verb));
                 }
@@ -409,6 +409,100 @@ mod tests {
             panic!("arguments are an object");
         };
         server.call(name, args, RunWatch::default()).await
+    }
+
+    /// A workflow served as the plain tool `shout`: it answers its input's text, upper
+    /// case, as a text block, and an image when asked; a `person` waits for someone; a
+    /// `bad` answer is refused by its schema with no attempt left.
+    const SHOUT_FSM: &str = r#"
+id: shout
+description: Says it louder.
+config: {mcp_tool: shout, max_attempts: 1}
+states:
+  - id: say
+    action: transform
+    config:
+      template: >-
+        {% if event.text == "bad" %}{"id": ["say", "done"], "oops": true}
+        {% elif event.text == "person" %}{"id": ["say", "ask"]}
+        {% else %}{"id": ["say", "done"], "content": [{"type": "text", "text": {{ event.text | upper | tojson }}}
+        {% if event.image %}, {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}{% endif %}]}{% endif %}
+  - id: ask
+    action: human
+  - id: done
+    action: end
+xitions:
+  - id: [start, say]
+    schema: {type: object, required: [text], properties: {text: {type: string}, image: {type: boolean}}}
+  - id: [say, done]
+    schema: {type: object, required: [content]}
+  - id: [say, ask]
+  - id: [ask, done]
+    schema: {type: object, required: [content]}
+"#;
+
+    #[tokio::test]
+    async fn a_workflow_served_as_a_plain_tool_answers_as_a_tool_does() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let runtime = runtime(dir.path()).await;
+        let shout = fsm(dir.path(), "shout.yaml", SHOUT_FSM);
+        let server =
+            McpServer::new(runtime, vec![shout], Vec::new()).unwrap_or_else(|e| panic!("{e}"));
+        let tools = server.tools();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["shout_start", "shout_continue", "shout_status", "shout"]
+        );
+        assert_eq!(tools[3].description, "Says it louder.");
+        assert_eq!(tools[3].input_schema["required"], json!(["text"]));
+
+        // Its final event's content blocks, as they are.
+        let answered = call(&server, "shout", json!({"text": "hi", "image": true})).await;
+        let Some(ToolOutput::Content(blocks)) = answered.clone() else {
+            panic!("{answered:?}");
+        };
+        assert_eq!(blocks[0], json!({"type": "text", "text": "HI"}));
+        assert_eq!(blocks[1]["type"], "image");
+        let result =
+            serde_json::to_value(answered.map(ToolOutput::into_result)).unwrap_or_default();
+        assert_eq!(result["content"][0]["text"], "HI");
+        assert_eq!(result["content"][1]["mimeType"], "image/png");
+        assert_ne!(result["isError"], json!(true));
+
+        // A failed run: an error result naming why and the run.
+        let Some(ToolOutput::Error(why)) = call(&server, "shout", json!({"text": "bad"})).await
+        else {
+            panic!("a failed run answered as a success");
+        };
+        assert!(why.contains("content") && why.contains("(run "), "{why}");
+
+        // A run that waits for a person: answered as `shout_start` answers.
+        let Some(ToolOutput::Json(run)) = call(&server, "shout", json!({"text": "person"})).await
+        else {
+            panic!("a waiting run answered otherwise");
+        };
+        assert_eq!(run["status"], "suspended");
+        assert_eq!(run["waiting_for"], json!([["ask", "done"]]));
+
+        // Input its schema refuses: the problem, nothing started.
+        let Some(ToolOutput::Error(refused)) = call(&server, "shout", json!({"text": 3})).await
+        else {
+            panic!("a refused input answered as a success");
+        };
+        assert!(refused.contains("input refused"), "{refused}");
+    }
+
+    #[test]
+    fn content_that_is_not_mcp_content_is_an_error_naming_the_block() {
+        let output = ToolOutput::Content(vec![
+            json!({"type": "text", "text": "fine"}),
+            json!({"type": "hologram"}),
+        ]);
+        let result = serde_json::to_value(output.into_result()).unwrap_or_default();
+        assert_eq!(result["isError"], json!(true));
+        let text = result["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(text.contains("content[1]"), "{text}");
     }
 
     #[tokio::test]

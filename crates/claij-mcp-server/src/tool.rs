@@ -32,6 +32,9 @@ impl ToolSpec {
 pub(crate) enum ToolOutput {
     /// A result (also given as text, pretty JSON).
     Json(Value),
+    /// MCP content blocks as they are (`text`, `image`, `audio`, `resource`,
+    /// `resource_link`): what a workflow served as a plain tool answered.
+    Content(Vec<Value>),
     /// A problem the caller should read (`isError: true`).
     Error(String),
 }
@@ -58,6 +61,21 @@ impl ToolOutput {
                     result.structured_content = Some(value);
                 }
                 result
+            }
+            ToolOutput::Content(blocks) => {
+                let parsed: Result<Vec<ContentBlock>, String> = blocks
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, block)| {
+                        serde_json::from_value(block).map_err(|e| {
+                            format!("the workflow answered content[{i}], which is not an MCP content block: {e}")
+                        })
+                    })
+                    .collect();
+                match parsed {
+                    Ok(blocks) => CallToolResult::success(blocks),
+                    Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
+                }
             }
             ToolOutput::Error(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
         }

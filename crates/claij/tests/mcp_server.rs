@@ -573,8 +573,22 @@ fn run_conformance(mut command: Command) -> (std::process::ExitStatus, String) {
 fn the_conformance_suite_passes_every_server_scenario_not_listed_as_an_expected_failure() {
     // The suite fails when a scenario not listed in expected-failures.yml fails (a
     // regression) and when a listed one passes (a stale list).
+    // Its fixture tools and prompts: the workflows (each a plain tool) and the bot of
+    // tests/mcp-conformance/fixtures, served beside the example bot and workflow.
     let scratch = Scratch::new();
-    let server = HttpServer::start(&scratch);
+    let fixtures = repo().join("tests/mcp-conformance/fixtures");
+    let mut more = vec![
+        "--bot".to_owned(),
+        fixtures.join("bot").display().to_string(),
+    ];
+    for file in std::fs::read_dir(&fixtures).unwrap() {
+        let path = file.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            more.push(path.display().to_string());
+        }
+    }
+    assert_eq!(more.len(), 10, "the bot and eight workflows: {more:?}");
+    let server = HttpServer::start_serving(&scratch, &more);
     let mut command = conformance();
     command
         .args(["server", "--url", &server.url, "--expected-failures"])
@@ -591,9 +605,19 @@ fn the_conformance_suite_passes_every_server_scenario_not_listed_as_an_expected_
         "ping",
         "completion-complete",
         "tools-list",
+        "tools-call-simple-text",
+        "tools-call-image",
+        "tools-call-audio",
+        "tools-call-embedded-resource",
+        "tools-call-mixed-content",
+        "tools-call-with-logging",
+        "tools-call-error",
+        "tools-call-with-progress",
         "server-sse-multiple-streams",
         "resources-list",
         "prompts-list",
+        "prompts-get-simple",
+        "prompts-get-with-args",
         "dns-rebinding-protection",
     ] {
         assert!(

@@ -258,6 +258,12 @@ fn build(
             .get("on_new_version")
             .and_then(|v| serde_json::from_value(v.clone()).ok())
             .unwrap_or_default(),
+        // The meta-schema admits only a tool word.
+        mcp_tool: raw
+            .config
+            .get("mcp_tool")
+            .and_then(|v| v.as_str())
+            .map(str::to_owned),
     };
 
     let states = build_states(&raw.states, actions, found);
