@@ -36,6 +36,11 @@ Phases (each asserts what it sees; exit 0 only when every check passed):
   cancel  (serve tests/mcp-clients/slow.yaml too; --run-file given) a run of `slow`
         cancelled by the client while its program runs: the run is interrupted and the
         program gone.
+  elicit  (legacy mode; serve tests/mcp-conformance/fixtures/elicitation.yaml, the plain
+        tool `test_elicitation` whose `human` state asks for a user name and an email) a
+        client that takes elicitations: asked with the state's prompt and the form, its
+        answer completes the run and the tool answers it; asked again, declined: the run
+        waits, and `conformance-elicitation_continue` completes it.
   progress  a run started with a progress token and the log level at info: one progress
         notification per transition (1, 2, with "from → to"), an info log message for each,
         all before the result; at level warning, none of the info messages.
@@ -462,6 +467,42 @@ async def held(client, opts):
     print("held passed", flush=True)
 
 
+# What the elicitation callback answers, in order, and what it was asked.
+ELICIT_ANSWERS = []
+ELICITED = []
+
+
+async def on_elicit(context, params):
+    from mcp import types
+
+    ELICITED.append(params)
+    action, content = ELICIT_ANSWERS.pop(0)
+    return types.ElicitResult(action=action, content=content)
+
+
+async def elicit(client, opts):
+    ELICIT_ANSWERS.extend([("accept", {"username": "ada", "email": "ada@example.com"}), ("decline", None)])
+    r = await client.call_tool("test_elicitation", {"message": "Who are you?"})
+    text = r.content[0].text if r.content else ""
+    check(not r.is_error and len(ELICITED) == 1, "the person was asked once, through the client", r)
+    asked = ELICITED[0]
+    check(asked.message == "Please provide your information.", "with the state's prompt", asked.message)
+    form = asked.requested_schema
+    form = form if isinstance(form, dict) else form.model_dump(by_alias=True, exclude_none=True)
+    check(sorted(form["properties"]) == ["email", "username"] and sorted(form["required"]) == ["email", "username"],
+          "and the transition's schema, less its id, as the form", form)
+    check(text.startswith("User response: accept") and "ada@example.com" in text,
+          "the answer went on through the run: the tool answers what it became", text)
+    r = await ok_json(client, "test_elicitation", {"message": "Again?"})
+    check(len(ELICITED) == 2 and r["status"] == "suspended" and r["waiting_for"] == [["ask", "reply"]],
+          "declined: the run waits, as stored", r)
+    done = await ok_json(client, "conformance-elicitation_continue", {
+        "run_id": r["run_id"], "input": {"id": ["ask", "reply"], "username": "lin", "email": "lin@example.com"}})
+    check(done["status"] == "completed" and "lin@example.com" in done["result"]["content"][0]["text"],
+          "and is answered with ID_continue later", done)
+    print("elicit passed", flush=True)
+
+
 async def cancel(client, opts):
     import anyio
 
@@ -506,7 +547,7 @@ async def on_log(params):
 
 PHASES = {"bot1": bot1, "bot2": bot2, "fsm1": fsm1, "fsm2": fsm2, "progress": progress,
           "resources": resources, "cancel": cancel, "listen": listen,
-          "question1": question1, "question2": question2, "held": held}
+          "question1": question1, "question2": question2, "held": held, "elicit": elicit}
 
 
 async def main():
@@ -525,8 +566,10 @@ async def main():
         server = opts.http
     else:
         server = StdioServerParameters(command=opts.stdio[0], args=opts.stdio[1:])
+    # Only the elicit phase's client takes elicitations: the others see runs wait.
+    elicitation = on_elicit if opts.phase == "elicit" else None
     async with Client(server, mode=opts.mode, read_timeout_seconds=60, logging_callback=on_log,
-                      message_handler=on_message) as client:
+                      message_handler=on_message, elicitation_callback=elicitation) as client:
         await PHASES[opts.phase](client, opts)
 
 

@@ -295,6 +295,9 @@ pub(crate) struct RunWatch {
     pub(crate) cancel: CancellationToken,
     /// Told of the run's moves.
     pub(crate) observers: Vec<Arc<dyn Observer>>,
+    /// Who asks the person, through the client, when a workflow served as a plain tool
+    /// waits for one (a client that takes elicitation requests).
+    pub(crate) asker: Option<Arc<dyn crate::ask::PersonAsker>>,
 }
 
 impl RunWatch {
@@ -303,6 +306,7 @@ impl RunWatch {
         Self {
             cancel,
             observers: Vec::new(),
+            asker: None,
         }
     }
 }
@@ -317,14 +321,7 @@ pub(crate) async fn call(
 ) -> ToolOutput {
     match verb {
         FsmVerb::Start => start(runtime, fsm, Value::Object(args), watch).await,
-        FsmVerb::Tool => {
-            let (engine, fsm) = (runtime.engine.clone(), fsm.clone());
-            let input = Value::Object(args);
-            settle(runtime, watch, tool_answer, move |options| async move {
-                engine.run(fsm, input, options).await
-            })
-            .await
-        }
+        FsmVerb::Tool => crate::ask::run_as_tool(runtime, fsm, Value::Object(args), watch).await,
         FsmVerb::Continue => {
             let Some(run_id) = args.get("run_id").and_then(Value::as_str) else {
                 return ToolOutput::error("`run_id` (a string) is required");
@@ -365,10 +362,11 @@ pub(crate) async fn start(
     watch: RunWatch,
 ) -> ToolOutput {
     let (engine, fsm) = (runtime.engine.clone(), fsm.clone());
-    settle(runtime, watch, run_answer, move |options| async move {
+    let settled = settle(runtime, watch, move |options| async move {
         engine.run(fsm, input, options).await
     })
-    .await
+    .await;
+    settled.map_or_else(|refused| refused, |outcome| run_answer(&outcome))
 }
 
 /// How `ID_start` and `ID_continue` answer: the run's id, status and result or wait.
@@ -379,7 +377,7 @@ fn run_answer(outcome: &RunOutcome) -> ToolOutput {
 /// How a workflow served as a plain tool answers: a completed run with its final event's
 /// `content` (MCP content blocks), or the event itself; a failed run as an error naming
 /// why; a run that waits as `ID_start` answers (`ID_continue` takes it on).
-fn tool_answer(outcome: &RunOutcome) -> ToolOutput {
+pub(crate) fn tool_answer(outcome: &RunOutcome) -> ToolOutput {
     match (outcome.status, &outcome.result) {
         (RunStatus::Completed, Some(result)) => match result.get("content") {
             Some(Value::Array(blocks)) => ToolOutput::Content(blocks.clone()),
@@ -410,12 +408,13 @@ fn tool_answer(outcome: &RunOutcome) -> ToolOutput {
 /// back to that server. An answer handed so to the process holding the request: the run
 /// is followed in the store until it ends or suspends. Cancelling the tool call while it
 /// waits interrupts the run.
-async fn settle<W, F>(
+/// The run's outcome, or what the tool answers instead (a refused input, a store that
+/// failed).
+pub(crate) async fn settle<W, F>(
     runtime: &Runtime,
     watch: RunWatch,
-    answer: fn(&RunOutcome) -> ToolOutput,
     work: W,
-) -> ToolOutput
+) -> Result<RunOutcome, ToolOutput>
 where
     W: FnOnce(RunOptions) -> F,
     F: std::future::Future<Output = Result<RunOutcome, RunError>> + Send + 'static,
@@ -433,7 +432,7 @@ where
     let mut task = tokio::spawn(work(options));
     let ended = tokio::select! {
         ended = &mut task => ended,
-        Ok(run_id) = held => return stored_outcome(runtime, &watch.cancel, &run_id, false, answer).await,
+        Ok(run_id) = held => return stored_outcome(runtime, &watch.cancel, &run_id, false).await,
         () = watch.cancel.cancelled() => {
             cancel.cancel();
             (&mut task).await
@@ -441,11 +440,11 @@ where
     };
     match ended {
         Ok(Ok(outcome)) if outcome.status == RunStatus::Running => {
-            stored_outcome(runtime, &watch.cancel, &outcome.run_id, true, answer).await
+            stored_outcome(runtime, &watch.cancel, &outcome.run_id, true).await
         }
-        Ok(Ok(outcome)) => answer(&outcome),
-        Ok(Err(e)) => run_error(&e),
-        Err(e) => ToolOutput::error(format!("the run's task failed: {e}")),
+        Ok(Ok(outcome)) => Ok(outcome),
+        Ok(Err(e)) => Err(run_error(&e)),
+        Err(e) => Err(ToolOutput::error(format!("the run's task failed: {e}"))),
     }
 }
 
@@ -456,8 +455,7 @@ async fn stored_outcome(
     cancel: &CancellationToken,
     run_id: &str,
     follow: bool,
-    answer: fn(&RunOutcome) -> ToolOutput,
-) -> ToolOutput {
+) -> Result<RunOutcome, ToolOutput> {
     let store = runtime.store.as_ref();
     let outcome = if follow {
         RunOutcome::settled(store, run_id, cancel).await
@@ -467,10 +465,7 @@ async fn stored_outcome(
             Err(e) => Err(e),
         }
     };
-    match outcome {
-        Ok(outcome) => answer(&outcome),
-        Err(e) => ToolOutput::error(format!("the store failed: {e}")),
-    }
+    outcome.map_err(|e| ToolOutput::error(format!("the store failed: {e}")))
 }
 
 /// Tells [`settle`], once, which run waits on a question whose request its task holds
@@ -516,10 +511,11 @@ async fn resume(
         Err(message) => return ToolOutput::error(message),
     };
     let (engine, run_id) = (runtime.engine.clone(), run_id.to_owned());
-    settle(runtime, watch, run_answer, move |options| async move {
+    let settled = settle(runtime, watch, move |options| async move {
         engine.resume(pinned, &run_id, Some(input), options).await
     })
-    .await
+    .await;
+    settled.map_or_else(|refused| refused, |outcome| run_answer(&outcome))
 }
 
 /// The definition a run is pinned to, from the store (loaded by the engine, cached by

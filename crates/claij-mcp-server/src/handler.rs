@@ -196,7 +196,8 @@ impl ServerHandler for McpServer {
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("claij", env!("CARGO_PKG_VERSION")))
             .with_instructions(
-                "claij workflows as tools. FSM tools: ID_start, ID_continue, ID_status. \
+                "claij workflows as tools. FSM tools: ID_start, ID_continue, ID_status; \
+             a workflow may also be one plain tool of its own name. \
              Bot tools: BOT (continue), BOT_BEHAVIOR (jump to a behavior), \
              BOT_BEHAVIOR_ACTION (run an action), BOT_close_current_action (when the \
              person agrees the current action is done), BOT_restart (reload).",
@@ -360,6 +361,7 @@ impl ServerHandler for McpServer {
                 .map(|r| r.clone() as Arc<dyn claij_engine::Observer>)
                 .chain([self.inner.bell.observer()])
                 .collect(),
+            asker: crate::ask::PeerAsker::of(&context.peer),
         };
         let output = self.call(&request.name, args, watch).await;
         if let Some(reporter) = reporter {

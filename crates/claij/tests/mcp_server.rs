@@ -230,6 +230,26 @@ fn the_python_sdk_reads_subscribes_to_and_completes_runs_and_fsms_as_resources_a
 }
 
 #[test]
+fn a_workflow_served_as_a_plain_tool_asks_its_person_through_a_client_that_takes_elicitations() {
+    // tests/mcp-conformance/fixtures/elicitation.yaml: `test_elicitation`, whose `human`
+    // state is asked through the Python SDK's elicitation callback; declined, the run
+    // waits and is continued with `ID_continue`.
+    let scratch = Scratch::new();
+    let fixture = repo()
+        .join("tests/mcp-conformance/fixtures/elicitation.yaml")
+        .display()
+        .to_string();
+    let server = HttpServer::start_serving(&scratch, &[fixture]);
+    drive(
+        &scratch,
+        "elicit",
+        "legacy",
+        &["--http".to_owned(), server.url.clone()],
+    );
+    server.stop();
+}
+
+#[test]
 fn a_call_the_python_sdk_cancels_interrupts_its_run_and_stops_its_program() {
     let slow = repo()
         .join("tests/mcp-clients/slow.yaml")
@@ -587,7 +607,7 @@ fn the_conformance_suite_passes_every_server_scenario_not_listed_as_an_expected_
             more.push(path.display().to_string());
         }
     }
-    assert_eq!(more.len(), 10, "the bot and eight workflows: {more:?}");
+    assert_eq!(more.len(), 13, "the bot and eleven workflows: {more:?}");
     let server = HttpServer::start_serving(&scratch, &more);
     let mut command = conformance();
     command
@@ -613,6 +633,9 @@ fn the_conformance_suite_passes_every_server_scenario_not_listed_as_an_expected_
         "tools-call-with-logging",
         "tools-call-error",
         "tools-call-with-progress",
+        "tools-call-elicitation",
+        "elicitation-sep1034-defaults",
+        "elicitation-sep1330-enums",
         "server-sse-multiple-streams",
         "resources-list",
         "prompts-list",
