@@ -2,7 +2,10 @@
 //! chat client's slash command). The file may open with front matter — YAML between two
 //! `---` lines: `description`, and `arguments` (`name`, `description`, `required`) — and
 //! its text is the prompt's message, each `{{ARGUMENT}}` replaced by the argument's value
-//! (an optional argument left out by nothing).
+//! (an optional argument left out by nothing). `attach` lists files of the bot's folder
+//! sent before the message, each as a message of its own: an image (`.png`, `.jpg`,
+//! `.jpeg`, `.gif`, `.webp`) as image content, any other file as an embedded resource
+//! (its text, or its bytes when it is not UTF-8).
 //!
 //! ```text
 //! ---
@@ -34,6 +37,9 @@ pub struct BotPrompt {
     pub arguments: Vec<PromptArgument>,
     /// The message, with `{{ARGUMENT}}` placeholders.
     pub text: String,
+    /// Files of the bot's folder sent before the message (checked when loaded, read when
+    /// the prompt is got).
+    pub attachments: Vec<PathBuf>,
     /// Its file.
     pub file: PathBuf,
 }
@@ -59,6 +65,37 @@ struct FrontMatter {
     description: Option<String>,
     #[serde(default)]
     arguments: Vec<PromptArgument>,
+    #[serde(default)]
+    attach: Vec<String>,
+}
+
+/// The most bytes an attached file may hold.
+const MOST_ATTACHED_BYTES: u64 = 1 << 20;
+
+/// An attached file's path in `bot_dir`, checked: relative, inside the folder, a file of
+/// at most [`MOST_ATTACHED_BYTES`].
+fn attachment(bot_dir: &Path, name: &str) -> Result<PathBuf, String> {
+    let relative = Path::new(name);
+    let inside = relative
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if name.is_empty() || !inside {
+        return Err(format!(
+            "`attach` names {name:?}: a path inside the bot's folder, relative to it"
+        ));
+    }
+    let path = bot_dir.join(relative);
+    match std::fs::metadata(&path) {
+        Ok(m) if m.is_file() && m.len() <= MOST_ATTACHED_BYTES => Ok(path),
+        Ok(m) if m.is_file() => Err(format!(
+            "`attach` names {name:?}, of {} bytes: at most {MOST_ATTACHED_BYTES} may be attached",
+            m.len()
+        )),
+        Ok(_) => Err(format!("`attach` names {name:?}, which is not a file")),
+        Err(e) => Err(format!(
+            "`attach` names {name:?}, which cannot be read: {e}"
+        )),
+    }
 }
 
 /// The prompts in `bot_dir/prompts/` (none when the folder is absent), in file name
@@ -81,7 +118,7 @@ pub(crate) fn load(bot_dir: &Path) -> Result<Vec<BotPrompt>, Vec<(PathBuf, Strin
             problems.push((file, "a prompt is a `.md` file".to_owned()));
             continue;
         }
-        match read(&file) {
+        match read(bot_dir, &file) {
             Ok(prompt) => prompts.push(prompt),
             Err(message) => problems.push((file, message)),
         }
@@ -93,8 +130,8 @@ pub(crate) fn load(bot_dir: &Path) -> Result<Vec<BotPrompt>, Vec<(PathBuf, Strin
     }
 }
 
-/// One prompt file, checked: its name, front matter and placeholders.
-fn read(file: &Path) -> Result<BotPrompt, String> {
+/// One prompt file, checked: its name, front matter, placeholders and attachments.
+fn read(bot_dir: &Path, file: &Path) -> Result<BotPrompt, String> {
     let name = file
         .file_stem()
         .unwrap_or_default()
@@ -132,6 +169,13 @@ fn read(file: &Path) -> Result<BotPrompt, String> {
             ));
         }
     }
+    let mut attachments = Vec::new();
+    for name in &front.attach {
+        match attachment(bot_dir, name) {
+            Ok(path) => attachments.push(path),
+            Err(problem) => problems.push(problem),
+        }
+    }
     if !problems.is_empty() {
         return Err(problems.join("; "));
     }
@@ -140,6 +184,7 @@ fn read(file: &Path) -> Result<BotPrompt, String> {
         description: front.description,
         arguments: front.arguments,
         text: text.trim().to_owned(),
+        attachments,
         file: file.to_path_buf(),
     })
 }
@@ -177,7 +222,57 @@ fn placeholders(text: &str) -> Vec<&str> {
     names
 }
 
+/// An attached file as MCP content: an image, or an embedded resource.
+fn attached(path: &Path) -> Result<Value, String> {
+    use base64::Engine as _;
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let extension = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let image = match extension.as_str() {
+        "png" => Some("image/png"),
+        "jpg" | "jpeg" => Some("image/jpeg"),
+        "gif" => Some("image/gif"),
+        "webp" => Some("image/webp"),
+        _ => None,
+    };
+    let encoded = || base64::engine::general_purpose::STANDARD.encode(&bytes);
+    if let Some(mime) = image {
+        return Ok(serde_json::json!({"type": "image", "data": encoded(), "mimeType": mime}));
+    }
+    let uri = format!("file://{}", path.display());
+    let mime = match extension.as_str() {
+        "md" => "text/markdown",
+        "json" => "application/json",
+        "yaml" | "yml" => "application/yaml",
+        "html" => "text/html",
+        "csv" => "text/csv",
+        _ => "text/plain",
+    };
+    let resource = match std::str::from_utf8(&bytes) {
+        Ok(text) => serde_json::json!({"uri": uri, "mimeType": mime, "text": text}),
+        Err(_) => {
+            serde_json::json!({"uri": uri, "mimeType": "application/octet-stream", "blob": encoded()})
+        }
+    };
+    Ok(serde_json::json!({"type": "resource", "resource": resource}))
+}
+
 impl BotPrompt {
+    /// The messages for `arguments`: each attachment, then the text (see
+    /// [`render`](Self::render)); or why not.
+    pub(crate) fn messages(&self, arguments: &Map<String, Value>) -> Result<Vec<Value>, String> {
+        let text = self.render(arguments)?;
+        let mut messages = Vec::new();
+        for path in &self.attachments {
+            messages.push(serde_json::json!({"role": "user", "content": attached(path)?}));
+        }
+        messages
+            .push(serde_json::json!({"role": "user", "content": {"type": "text", "text": text}}));
+        Ok(messages)
+    }
+
     /// The message for `arguments` (their values as text), or why not: a required one
     /// missing, one the prompt does not take.
     pub(crate) fn render(&self, arguments: &Map<String, Value>) -> Result<String, String> {
@@ -307,6 +402,66 @@ mod tests {
         );
         assert!(
             text[4].starts_with("d.txt: a prompt is a `.md` file"),
+            "{text:?}"
+        );
+    }
+
+    #[test]
+    fn attached_files_go_before_the_message_as_an_image_and_an_embedded_resource() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join("guide")).expect("mkdir");
+        std::fs::write(dir.path().join("guide/style.md"), "Short sentences.").expect("write");
+        std::fs::write(dir.path().join("guide/dot.png"), [0x89, b'P', b'N', b'G']).expect("write");
+        write(
+            dir.path(),
+            "review.md",
+            "---\nattach: [guide/dot.png, guide/style.md]\n---\nReview it.\n",
+        );
+        let prompts = load(dir.path()).expect("loads");
+        let messages = prompts[0].messages(&Map::new()).expect("renders");
+        assert_eq!(messages.len(), 3);
+        assert_eq!(
+            messages[0]["content"],
+            json!({"type": "image", "data": "iVBORw==", "mimeType": "image/png"})
+        );
+        let resource = &messages[1]["content"]["resource"];
+        assert_eq!(messages[1]["content"]["type"], "resource");
+        assert_eq!(resource["mimeType"], "text/markdown");
+        assert_eq!(resource["text"], "Short sentences.");
+        assert!(
+            resource["uri"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("file://") && u.ends_with("guide/style.md"))
+        );
+        assert_eq!(
+            messages[2]["content"],
+            json!({"type": "text", "text": "Review it."})
+        );
+    }
+
+    #[test]
+    fn an_attachment_outside_the_folder_or_missing_is_a_problem_naming_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write(
+            dir.path(),
+            "a.md",
+            "---\nattach: [../secret.txt]\n---\nA.\n",
+        );
+        write(dir.path(), "b.md", "---\nattach: [nowhere.txt]\n---\nB.\n");
+        write(dir.path(), "c.md", "---\nattach: [/etc/passwd]\n---\nC.\n");
+        let problems = load(dir.path()).expect_err("refused");
+        let text: Vec<&str> = problems.iter().map(|(_, m)| m.as_str()).collect();
+        assert_eq!(text.len(), 3, "{text:?}");
+        assert!(
+            text[0].contains("\"../secret.txt\": a path inside the bot's folder"),
+            "{text:?}"
+        );
+        assert!(
+            text[1].contains("\"nowhere.txt\", which cannot be read"),
+            "{text:?}"
+        );
+        assert!(
+            text[2].contains("\"/etc/passwd\": a path inside"),
             "{text:?}"
         );
     }

@@ -150,13 +150,8 @@ fn bot_prompt(
         })?;
         Some(
             prompt
-                .render(arguments)
-                .map(|text| {
-                    json!({
-                        "description": prompt.description,
-                        "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
-                    })
-                })
+                .messages(arguments)
+                .map(|messages| json!({"description": prompt.description, "messages": messages}))
                 .map_err(|why| ErrorData::invalid_params(format!("`{name}`: {why}"), None)),
         )
     })

@@ -641,6 +641,8 @@ fn the_conformance_suite_passes_every_server_scenario_not_listed_as_an_expected_
         "prompts-list",
         "prompts-get-simple",
         "prompts-get-with-args",
+        "prompts-get-embedded-resource",
+        "prompts-get-with-image",
         "dns-rebinding-protection",
     ] {
         assert!(
