@@ -10,9 +10,15 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ring::rand::{SecureRandom as _, SystemRandom};
 use ring::signature::{self, EcdsaKeyPair, RsaKeyPair};
+use rmcp::transport::auth::{
+    AuthError, AuthorizationManager, CredentialStore as _, StoredCredentials,
+};
 use rustls_pki_types::PrivatePkcs8KeyDer;
 use rustls_pki_types::pem::PemObject as _;
 use serde_json::json;
+
+use crate::auth::{CredentialsFile, auth_failed};
+use crate::error::McpError;
 
 /// How long an assertion is good for.
 const LIFETIME: Duration = Duration::from_secs(300);
@@ -147,6 +153,97 @@ impl ClientKey {
         let signature = self.sign(input.as_bytes())?;
         Ok(format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature)))
     }
+}
+
+/// Authorizes claij with the server at `url` as a machine whose proof is a private key:
+/// the client credentials grant with a private-key JWT (RFC 7523), for a client
+/// registered beforehand with its public key. The tokens are kept in `file`; when they
+/// expire, log in again.
+pub async fn login_with_key(
+    url: &str,
+    file: &CredentialsFile,
+    client_id: &str,
+    key: &ClientKey,
+) -> Result<(), McpError> {
+    crate::handshake::install_crypto_provider();
+    let fail = |e: AuthError| auth_failed(url, e);
+    let manager = AuthorizationManager::new(url).await.map_err(fail)?;
+    let metadata = manager.resolve_metadata().await.map_err(fail)?.metadata;
+    let methods = metadata
+        .additional_fields
+        .get("token_endpoint_auth_methods_supported")
+        .and_then(serde_json::Value::as_array);
+    if let Some(methods) = methods
+        && !methods.iter().any(|m| m == "private_key_jwt")
+    {
+        return Err(auth_failed(
+            url,
+            format!(
+                "the authorization server does not take private-key JWTs; it takes: {}",
+                serde_json::Value::Array(methods.clone())
+            ),
+        ));
+    }
+    let audience = metadata
+        .issuer
+        .clone()
+        .unwrap_or_else(|| metadata.token_endpoint.clone());
+    let now = std::time::SystemTime::now();
+    let assertion = key
+        .assertion(client_id, &audience, now)
+        .map_err(|m| auth_failed(url, m))?;
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("grant_type", "client_credentials")
+        .append_pair(
+            "client_assertion_type",
+            "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+        )
+        .append_pair("client_assertion", &assertion)
+        .append_pair("resource", url)
+        .finish();
+    let answer = reqwest::Client::new()
+        .post(&metadata.token_endpoint)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("accept", "application/json")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| auth_failed(url, format!("the token endpoint did not answer: {e}")))?;
+    let status = answer.status();
+    let bytes = answer
+        .bytes()
+        .await
+        .map_err(|e| auth_failed(url, format!("the token endpoint's answer broke off: {e}")))?;
+    let answered: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    if !status.is_success() {
+        let why = ["error", "error_description"]
+            .iter()
+            .filter_map(|k| answered[k].as_str())
+            .collect::<Vec<_>>()
+            .join(": ");
+        return Err(auth_failed(
+            url,
+            format!("the token endpoint refused the client ({status}): {why}"),
+        ));
+    }
+    let granted = answered["scope"]
+        .as_str()
+        .map(|s| s.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default();
+    let token: rmcp::transport::auth::OAuthTokenResponse = serde_json::from_value(answered)
+        .map_err(|e| {
+            auth_failed(
+                url,
+                format!("the token endpoint's answer is not a token: {e}"),
+            )
+        })?;
+    let received = now
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .ok();
+    let credentials = StoredCredentials::new(client_id.to_owned(), Some(token), granted, received)
+        .with_issuer(metadata.issuer.clone());
+    file.store(url).save(credentials).await.map_err(fail)
 }
 
 #[cfg(test)]

@@ -353,7 +353,7 @@ impl Connection {
             }
             Err(ServiceError::TransportSend(e))
                 if let Some((challenge, scope)) =
-                    crate::auth::insufficient_scope_in(e.error.as_ref()) =>
+                    crate::auth::scopes::insufficient_scope_in(e.error.as_ref()) =>
             {
                 return Err(McpError::InsufficientScope {
                     server: self.name.clone(),
