@@ -403,7 +403,7 @@ pub(crate) enum McpCommand {
             conflicts_with = "client_secret_file"
         )]
         private_key_file: Option<PathBuf>,
-        /// The private key's JWS algorithm: ES256 (the default), ES384 or RS256.
+        /// The private key's JWS algorithm: ES256, ES384 or RS256.
         #[arg(
             long,
             value_name = "ALG",
