@@ -14,7 +14,7 @@ use claij_engine::{BoxFuture, RunOutcome};
 use rmcp::model::ElicitationSchema;
 use serde_json::{Map, Value, json};
 
-use crate::fsm_tools::{RunWatch, Runtime, settle, tool_answer};
+use crate::fsm_tools::{RunWatch, Runtime, resumed, started, tool_answer};
 use crate::tool::ToolOutput;
 
 /// How many times one tool call asks (each answer a person's step of the run, or a
@@ -151,12 +151,7 @@ pub(crate) async fn run_as_tool(
     input: Value,
     watch: RunWatch,
 ) -> ToolOutput {
-    let (engine, pinned) = (runtime.engine.clone(), fsm.clone());
-    let started = settle(runtime, watch.clone(), move |options| async move {
-        engine.run(pinned, input, options).await
-    })
-    .await;
-    let mut outcome = match started {
+    let mut outcome = match started(runtime, fsm, input, watch.clone()).await {
         Ok(outcome) => outcome,
         Err(refused) => return refused,
     };
@@ -179,15 +174,8 @@ pub(crate) async fn run_as_tool(
         };
         let (from, to) = asked.transition;
         answer.insert("id".into(), json!([from, to]));
-        let (engine, pinned, run_id) =
-            (runtime.engine.clone(), fsm.clone(), outcome.run_id.clone());
-        let resumed = settle(runtime, watch.clone(), move |options| async move {
-            engine
-                .resume(pinned, &run_id, Some(Value::Object(answer)), options)
-                .await
-        })
-        .await;
-        match resumed {
+        let input = Value::Object(answer);
+        match resumed(runtime, fsm.clone(), &outcome.run_id, input, watch.clone()).await {
             Ok(next) => outcome = next,
             // Nothing changed: asked again, saying why.
             Err(ToolOutput::Error(why)) => refusal = Some(why),

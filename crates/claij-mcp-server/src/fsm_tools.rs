@@ -361,12 +361,39 @@ pub(crate) async fn start(
     input: Value,
     watch: RunWatch,
 ) -> ToolOutput {
+    let started = started(runtime, fsm, input, watch).await;
+    started.map_or_else(|refused| refused, |outcome| run_answer(&outcome))
+}
+
+/// A run of `fsm` from `input`, settled ([`settle`]): its outcome, or what the tool
+/// answers instead.
+pub(crate) async fn started(
+    runtime: &Runtime,
+    fsm: &Arc<Fsm>,
+    input: Value,
+    watch: RunWatch,
+) -> Result<RunOutcome, ToolOutput> {
     let (engine, fsm) = (runtime.engine.clone(), fsm.clone());
-    let settled = settle(runtime, watch, move |options| async move {
+    settle(runtime, watch, move |options| async move {
         engine.run(fsm, input, options).await
     })
-    .await;
-    settled.map_or_else(|refused| refused, |outcome| run_answer(&outcome))
+    .await
+}
+
+/// The suspended run `run_id` of `fsm` (the definition it is pinned to) given `input`,
+/// settled ([`settle`]): its outcome, or what the tool answers instead.
+pub(crate) async fn resumed(
+    runtime: &Runtime,
+    fsm: Arc<Fsm>,
+    run_id: &str,
+    input: Value,
+    watch: RunWatch,
+) -> Result<RunOutcome, ToolOutput> {
+    let (engine, run_id) = (runtime.engine.clone(), run_id.to_owned());
+    settle(runtime, watch, move |options| async move {
+        engine.resume(fsm, &run_id, Some(input), options).await
+    })
+    .await
 }
 
 /// How `ID_start` and `ID_continue` answer: the run's id, status and result or wait.
@@ -410,11 +437,7 @@ pub(crate) fn tool_answer(outcome: &RunOutcome) -> ToolOutput {
 /// waits interrupts the run.
 /// The run's outcome, or what the tool answers instead (a refused input, a store that
 /// failed).
-pub(crate) async fn settle<W, F>(
-    runtime: &Runtime,
-    watch: RunWatch,
-    work: W,
-) -> Result<RunOutcome, ToolOutput>
+async fn settle<W, F>(runtime: &Runtime, watch: RunWatch, work: W) -> Result<RunOutcome, ToolOutput>
 where
     W: FnOnce(RunOptions) -> F,
     F: std::future::Future<Output = Result<RunOutcome, RunError>> + Send + 'static,
@@ -510,12 +533,8 @@ async fn resume(
         Ok(f) => f,
         Err(message) => return ToolOutput::error(message),
     };
-    let (engine, run_id) = (runtime.engine.clone(), run_id.to_owned());
-    let settled = settle(runtime, watch, move |options| async move {
-        engine.resume(pinned, &run_id, Some(input), options).await
-    })
-    .await;
-    settled.map_or_else(|refused| refused, |outcome| run_answer(&outcome))
+    let resumed = resumed(runtime, pinned, run_id, input, watch).await;
+    resumed.map_or_else(|refused| refused, |outcome| run_answer(&outcome))
 }
 
 /// The definition a run is pinned to, from the store (loaded by the engine, cached by

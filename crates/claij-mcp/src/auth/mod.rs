@@ -215,15 +215,10 @@ pub async fn login(
     consent: Consent,
     more_scopes: Option<&str>,
 ) -> Result<(), McpError> {
+    let challenge = scopes::challenge(url).await;
     match more_scopes.filter(|s| !s.trim().is_empty()) {
-        None => {
-            let challenge = scopes::challenge(url).await;
-            consent::authorize(url, file, client, consent, Vec::new(), challenge).await
-        }
-        Some(more) => {
-            let challenge = scopes::challenge(url).await;
-            scopes::widen(url, file, client, consent, more, challenge).await
-        }
+        None => consent::authorize(url, file, client, consent, Vec::new(), challenge).await,
+        Some(more) => scopes::widen(url, file, client, consent, more, challenge).await,
     }
 }
 
