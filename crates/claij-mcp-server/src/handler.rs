@@ -19,7 +19,8 @@ use crate::bot_tools::{BotHost, BotVerb};
 use crate::fsm_tools::{self, FsmVerb, RunWatch, Runtime};
 use crate::prompts;
 use crate::report::{LogLevel, RunReporter};
-use crate::resources::{self, Doorbell, Listener, Subscriptions};
+use crate::resources;
+use crate::subscriptions::{self, Acknowledgments, Doorbell, Listener, Served, Subscriptions};
 use crate::tool::{ToolOutput, ToolSpec};
 
 /// Two served things would have a tool (or a prompt) of the same name.
@@ -42,6 +43,18 @@ struct Inner {
     bots: Vec<BotHost>,
     /// Rings for every entry of the runs this server drives (resource subscriptions).
     bell: Doorbell,
+    /// The `subscriptions/listen` streams acknowledged, not yet followed.
+    acks: Acknowledgments,
+}
+
+impl Inner {
+    fn served(&self) -> Served<'_> {
+        Served {
+            runtime: &self.runtime,
+            fsms: &self.fsms,
+            bell: &self.bell,
+        }
+    }
 }
 
 /// The claij MCP server: FSM tools and bot tools. Cheap to clone; each MCP session has
@@ -74,6 +87,7 @@ impl McpServer {
                 fsms,
                 bots,
                 bell: Doorbell::new(),
+                acks: Acknowledgments::default(),
             }),
             level: LogLevel::default(),
             subscriptions: Arc::default(),
@@ -245,14 +259,12 @@ impl ServerHandler for McpServer {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let inner = &self.inner;
         self.subscriptions
             .subscribe(
-                &inner.runtime,
-                &inner.fsms,
-                &inner.bell,
+                &self.inner.served(),
                 Listener::Session(context.peer.clone()),
                 &request.uri,
+                None,
             )
             .await
     }
@@ -261,28 +273,25 @@ impl ServerHandler for McpServer {
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        let uris = resources::listenable(requested.resource_subscriptions.as_deref()?);
+        let uris = subscriptions::listenable(requested.resource_subscriptions.as_deref()?);
         let mut accepted = SubscriptionFilter::default();
         accepted.resource_subscriptions = Some(uris);
+        // rmcp acknowledges the stream next, before `listen` runs.
+        self.inner.acks.note();
         Some(accepted)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         // This stream's own subscriptions: they end with it.
         let stream = Arc::new(Subscriptions::default());
-        let inner = &self.inner;
+        let since = self.inner.acks.since();
+        let served = self.inner.served();
         let listener = Listener::Stream(context.sink().clone());
         for uri in context.accepted().resource_subscriptions.iter().flatten() {
             // Acknowledged already: a URI that names no run of a served FSM is followed
             // by nothing.
             let _ = stream
-                .subscribe(
-                    &inner.runtime,
-                    &inner.fsms,
-                    &inner.bell,
-                    listener.clone(),
-                    uri,
-                )
+                .subscribe(&served, listener.clone(), uri, Some(since))
                 .await;
         }
         context.cancelled().await;

@@ -21,6 +21,7 @@ mod prompts;
 mod report;
 mod resources;
 pub mod serve;
+mod subscriptions;
 pub mod tool;
 pub mod workflow_state;
 
