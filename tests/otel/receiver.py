@@ -53,6 +53,8 @@ def keep_spans(request):
                         "end": span.end_time_unix_nano,
                         "status": span.status.code,
                         "attributes": {a.key: value(a.value) for a in span.attributes},
+                        "links": [{"trace_id": link.trace_id.hex(), "span_id": link.span_id.hex()}
+                                  for link in span.links],
                         "service": service.get("service.name"),
                     }) + "\n")
 

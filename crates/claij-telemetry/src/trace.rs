@@ -11,7 +11,7 @@ use claij_engine::{
     RunStatus,
 };
 use opentelemetry::trace::{
-    SpanBuilder, SpanContext, SpanKind, Status, TraceContextExt, TraceFlags, TraceState,
+    Link, SpanBuilder, SpanContext, SpanKind, Status, TraceContextExt, TraceFlags, TraceState,
 };
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::SdkTracer;
@@ -212,7 +212,12 @@ impl Observer for TraceObserver {
                 .with_kind(SpanKind::Internal)
                 .with_attributes(attributes);
             let span = if began.resumed {
-                builder.start_with_context(&self.tracer, &parent)
+                // It goes on from where the run was left (its first stretch, also its
+                // parent): a span link, so viewers show the resume as following from it.
+                let left = Link::with_context(parent.span().span_context().clone());
+                builder
+                    .with_links(vec![left])
+                    .start_with_context(&self.tracer, &parent)
             } else {
                 // A run's first stretch has the span its later ones (and its children
                 // elsewhere) continue.

@@ -7,13 +7,13 @@
 //! runs under the fork's attempt, each model call a `chat {model}` span under its state's
 //! attempt with the tokens its trail entry records, and the metrics — tokens by type,
 //! transitions, runs ended — as the trails count them. A run suspended for a person and
-//! resumed by another process stays in its trace, under its first stretch; an MCP tool
-//! call (server-everything's `echo`, the npm reference server) is an `execute_tool` span
-//! under its `mcp` attempt, and a server of the official Python SDK gets that span's
-//! context in the request's `_meta.traceparent`. `claij serve`'s callback deliveries are
-//! spans of the run's trace (each attempt's context given to the receiver, Standard
-//! Webhooks' reference library verifying it) beside the run's `commit` spans; a worker
-//! reports its queue's depth. Without an endpoint, nothing is sent.
+//! resumed by another process stays in its trace, under its first stretch and linked to
+//! it; an MCP tool call (server-everything's `echo`, the npm reference server) is an
+//! `execute_tool` span under its `mcp` attempt, and a server of the official Python SDK
+//! gets that span's context in the request's `_meta.traceparent`. `claij serve`'s
+//! callback deliveries are spans of the run's trace (each attempt's context given to the
+//! receiver, Standard Webhooks' reference library verifying it) beside the run's `commit`
+//! spans; a worker reports its queue's depth. Without an endpoint, nothing is sent.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test reports failure
 
@@ -24,7 +24,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -365,7 +365,7 @@ fn prompts_and_answers_are_on_the_chat_spans_only_when_the_user_opts_in() {
             .unwrap_or_else(|| panic!("{key} missing on {span}"));
         serde_json::from_str(text).unwrap()
     };
-    let text_part = |content: &Value| serde_json::json!({"type": "text", "content": content});
+    let text_part = |content: &Value| json!({"type": "text", "content": content});
     let spans = receiver.spans();
     let chats: Vec<&Value> = spans
         .iter()
@@ -388,7 +388,7 @@ fn prompts_and_answers_are_on_the_chat_spans_only_when_the_user_opts_in() {
             .collect();
         let input: Vec<Value> = messages[system.len()..]
             .iter()
-            .map(|m| serde_json::json!({"role": m["role"], "parts": [text_part(&m["content"])]}))
+            .map(|m| json!({"role": m["role"], "parts": [text_part(&m["content"])]}))
             .collect();
         assert!(!system.is_empty() && !input.is_empty());
         assert_eq!(
@@ -401,7 +401,7 @@ fn prompts_and_answers_are_on_the_chat_spans_only_when_the_user_opts_in() {
         );
         assert_eq!(
             json_attr(chat, "gen_ai.output.messages"),
-            serde_json::json!([{
+            json!([{
                 "role": "assistant",
                 "parts": [text_part(&exchange["response"]["text"])],
                 "finish_reason": "stop"
@@ -458,6 +458,15 @@ fn a_run_resumed_by_another_process_continues_its_trace() {
     assert_eq!(
         resumed["parent_span_id"], started["span_id"],
         "under its first stretch"
+    );
+    assert_eq!(
+        resumed["links"],
+        json!([{"trace_id": started["trace_id"], "span_id": started["span_id"]}]),
+        "linked to where it was left"
+    );
+    assert!(
+        started["links"].as_array().is_some_and(Vec::is_empty),
+        "a first stretch follows from nothing: {started}"
     );
     assert_eq!(attr(&resumed, "claij.status"), "completed");
     let approve = all
@@ -632,12 +641,12 @@ async fn a_callback_delivery_and_the_commits_are_spans_of_the_runs_trace() {
         ],
     );
     let http = served::client();
-    let input = serde_json::json!({"id": ["start", "summarise"], "service": "billing",
+    let input = json!({"id": ["start", "summarise"], "service": "billing",
         "version": "2.4.1", "changes": 14});
     let started = served::post(
         &http,
         server.url("/runs?wait=30"),
-        &serde_json::json!({"fsm": "human-approval", "input": input, "webhook": hooks.url}),
+        &json!({"fsm": "human-approval", "input": input, "webhook": hooks.url}),
     )
     .await;
     assert_eq!(started.body["status"], "suspended", "{}", started.body);
