@@ -110,24 +110,24 @@ impl<'a> ActionInput<'a> {
     /// The `traceparent` to send with `call` when the run is traced (see
     /// [`Observer::call_context`]): the first an observer gives.
     pub fn trace_context(&self, call: crate::Call) -> Option<String> {
-        let site = crate::CallSite {
+        let site = self.call_site(call);
+        self.observers.iter().find_map(|o| o.call_context(&site))
+    }
+
+    /// Where `call` is made: this attempt.
+    fn call_site(&self, call: crate::Call) -> crate::CallSite<'_> {
+        crate::CallSite {
             run_id: self.run_id,
             state: &self.state.id,
             attempt: self.attempt,
             call,
-        };
-        self.observers.iter().find_map(|o| o.call_context(&site))
+        }
     }
 
     /// Tells the observers that want it (see [`Observer::wants_content`]) what this
     /// attempt's model call was sent and answered.
     pub fn report_exchange(&self, exchange: &crate::ModelExchange<'_>) {
-        let site = crate::CallSite {
-            run_id: self.run_id,
-            state: &self.state.id,
-            attempt: self.attempt,
-            call: crate::Call::Model,
-        };
+        let site = self.call_site(crate::Call::Model);
         for o in self.observers.iter().filter(|o| o.wants_content()) {
             o.model_exchanged(&site, exchange);
         }

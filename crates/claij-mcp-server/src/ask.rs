@@ -167,10 +167,13 @@ pub(crate) async fn run_as_tool(
             Some(why) => format!("{}\n\n(Your last answer was refused: {why})", asked.message),
             None => asked.message,
         };
-        let Asked::Accepted(Value::Object(mut answer)) = asker.ask(message, asked.form).await
-        else {
-            // Declined, cancelled, or not asked: the run waits, as stored.
-            break;
+        let mut answer = match asker.ask(message, asked.form).await {
+            Asked::Accepted(Value::Object(answer)) => answer,
+            other => {
+                // Declined, cancelled, or not asked: the run waits, as stored.
+                tracing::debug!(run = %outcome.run_id, answer = ?other, "the person's step was not answered through the client");
+                break;
+            }
         };
         let (from, to) = asked.transition;
         answer.insert("id".into(), json!([from, to]));
@@ -189,7 +192,7 @@ pub(crate) async fn run_as_tool(
 mod tests {
     use super::*;
     use crate::fsm_tools::{FsmVerb, call};
-    use crate::test_bots::{registry, runtime, write};
+    use crate::test_bots::{fsm, runtime};
 
     /// Answers with what it was given, in order (declining when it runs out), and keeps
     /// what it was asked.
@@ -235,11 +238,7 @@ xitions:
     async fn greet(answers: Vec<Asked>) -> (ToolOutput, Vec<(String, Value)>) {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let runtime = runtime(dir.path()).await;
-        write(dir.path(), "greet.yaml", GREET);
-        let fsm = Arc::new(
-            claij_core::load_file(&dir.path().join("greet.yaml"), &registry())
-                .unwrap_or_else(|d| panic!("{d}")),
-        );
+        let fsm = fsm(dir.path(), "greet.yaml", GREET);
         let asker = Arc::new(Scripted {
             answers: std::sync::Mutex::new(answers),
             asked: std::sync::Mutex::new(Vec::new()),

@@ -322,8 +322,7 @@ mod tests {
     use super::*;
 
     fn write(dir: &Path, name: &str, text: &str) {
-        std::fs::create_dir_all(dir.join(PROMPTS_DIR)).expect("mkdir");
-        std::fs::write(dir.join(PROMPTS_DIR).join(name), text).expect("write");
+        crate::test_bots::write(dir, &format!("{PROMPTS_DIR}/{name}"), text);
     }
 
     #[test]

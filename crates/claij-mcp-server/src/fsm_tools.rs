@@ -510,12 +510,9 @@ async fn resume(
     input: Value,
     watch: RunWatch,
 ) -> ToolOutput {
-    let record = match runtime.store.run(run_id).await {
+    let record = match record(runtime, run_id).await {
         Ok(r) => r,
-        Err(StoreError::NotFound { .. }) => {
-            return ToolOutput::error(format!("there is no run `{run_id}`"));
-        }
-        Err(e) => return ToolOutput::error(format!("the store failed: {e}")),
+        Err(message) => return ToolOutput::error(message),
     };
     if record.fsm_id != *fsm.id {
         return ToolOutput::error(format!(
@@ -554,6 +551,15 @@ async fn status(runtime: &Runtime, fsm: &Fsm, run_id: &str, with_trail: bool) ->
     }
 }
 
+/// The record of `run_id`; what went wrong, in words, when there is none to read.
+pub(crate) async fn record(runtime: &Runtime, run_id: &str) -> Result<RunRecord, String> {
+    match runtime.store.run(run_id).await {
+        Ok(r) => Ok(r),
+        Err(StoreError::NotFound { .. }) => Err(format!("there is no run `{run_id}`")),
+        Err(e) => Err(format!("the store failed: {e}")),
+    }
+}
+
 /// A run as `ID_status` and the run resources show it: its record, its result or last
 /// failure, and (`with_trail`) its trail; refused when it is not a run of `fsm_id`
 /// (when given).
@@ -563,11 +569,7 @@ pub(crate) async fn run_view(
     fsm_id: Option<&str>,
     with_trail: bool,
 ) -> Result<Value, String> {
-    let record = match runtime.store.run(run_id).await {
-        Ok(r) => r,
-        Err(StoreError::NotFound { .. }) => return Err(format!("there is no run `{run_id}`")),
-        Err(e) => return Err(format!("the store failed: {e}")),
-    };
+    let record = record(runtime, run_id).await?;
     if let Some(fsm_id) = fsm_id
         && record.fsm_id != fsm_id
     {

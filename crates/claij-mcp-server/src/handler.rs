@@ -400,14 +400,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::test_bots::{TITLE_FSM, helper_bot, registry, runtime, write};
-
-    fn fsm(dir: &Path, file: &str, text: &str) -> Arc<Fsm> {
-        write(dir, file, text);
-        Arc::new(
-            claij_core::load_file(&dir.join(file), &registry()).unwrap_or_else(|d| panic!("{d}")),
-        )
-    }
+    use crate::test_bots::{TITLE_FSM, fsm, helper_bot, runtime, write};
 
     fn bot(dir: &Path, runtime: &Runtime) -> BotHost {
         helper_bot(&dir.join("bot"));

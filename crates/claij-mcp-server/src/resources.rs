@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use claij_core::Fsm;
-use claij_core::store::RunFilter;
+use claij_core::store::{RunFilter, RunRecord};
 use rmcp::ErrorData;
 use serde_json::{Value, json};
 
@@ -55,7 +55,7 @@ pub(crate) async fn latest_runs(
     runtime: &Runtime,
     fsms: &[Arc<Fsm>],
     prefix: &str,
-) -> Result<Vec<claij_core::store::RunRecord>, ErrorData> {
+) -> Result<Vec<RunRecord>, ErrorData> {
     let mut runs = Vec::new();
     for fsm in fsms {
         let filter = RunFilter {
@@ -134,7 +134,7 @@ pub(crate) async fn read(
 }
 
 /// A run's view, when it is a run of a served FSM.
-pub(crate) async fn run_of_served(
+async fn run_of_served(
     runtime: &Runtime,
     fsms: &[Arc<Fsm>],
     uri: &str,
@@ -143,12 +143,31 @@ pub(crate) async fn run_of_served(
     let view = fsm_tools::run_view(runtime, run_id, None, true)
         .await
         .map_err(|why| not_found(uri, &why))?;
-    let fsm_id = view["fsm"].as_str().unwrap_or_default();
-    if !fsms.iter().any(|f| &*f.id == fsm_id) {
-        return Err(not_found(
+    served(fsms, uri, view["fsm"].as_str().unwrap_or_default())?;
+    Ok(view)
+}
+
+/// A run's record, when it is a run of a served FSM.
+pub(crate) async fn served_run(
+    runtime: &Runtime,
+    fsms: &[Arc<Fsm>],
+    uri: &str,
+    run_id: &str,
+) -> Result<RunRecord, ErrorData> {
+    let record = fsm_tools::record(runtime, run_id)
+        .await
+        .map_err(|why| not_found(uri, &why))?;
+    served(fsms, uri, &record.fsm_id)?;
+    Ok(record)
+}
+
+/// Refuses `uri` when `fsm_id` is not served.
+fn served(fsms: &[Arc<Fsm>], uri: &str, fsm_id: &str) -> Result<(), ErrorData> {
+    match fsms.iter().any(|f| &*f.id == fsm_id) {
+        true => Ok(()),
+        false => Err(not_found(
             uri,
             "it is not a run of an FSM this server serves",
-        ));
+        )),
     }
-    Ok(view)
 }

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
+use claij_core::store::RunRecord;
 use claij_core::{Fsm, RunStatus, TrailEntry};
 use claij_engine::Observer;
 use rmcp::{ErrorData, Peer, RoleServer};
@@ -18,7 +19,7 @@ use tokio::sync::broadcast;
 use tokio::time::MissedTickBehavior;
 
 use crate::fsm_tools::Runtime;
-use crate::resources::{FSM_PREFIX, Named, RUN_PREFIX, resolve, run_of_served, run_uri};
+use crate::resources::{FSM_PREFIX, Named, RUN_PREFIX, resolve, run_uri, served_run};
 
 /// How often subscribed runs are read again from the store.
 pub(crate) const POLL: Duration = Duration::from_secs(1);
@@ -168,8 +169,8 @@ impl Subscriptions {
         let Named::Run(run_id) = resolve(uri, served.fsms)? else {
             return Ok(());
         };
-        run_of_served(served.runtime, served.fsms, uri, run_id).await?;
-        let seen = seen(served.runtime, run_id, since).await?;
+        let record = served_run(served.runtime, served.fsms, uri, run_id).await?;
+        let seen = seen(&record, since);
         self.runs
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -198,22 +199,17 @@ impl Subscriptions {
     }
 }
 
-/// Where `run_id` is now, or `None` when it changed from `since` on.
-async fn seen(
-    runtime: &Runtime,
-    run_id: &str,
-    since: Option<SystemTime>,
-) -> Result<Seen, ErrorData> {
-    let record = runtime
-        .store
-        .run(run_id)
-        .await
-        .map_err(|e| ErrorData::internal_error(format!("the store failed: {e}"), None))?;
+/// Where `record`'s run is, or `None` when it changed from `since` on.
+fn seen(record: &RunRecord, since: Option<SystemTime>) -> Seen {
     let moved_since = since.is_some_and(|since| record.updated_at + CLOCK_SLACK >= since);
-    Ok((!moved_since).then_some(Position {
+    (!moved_since).then(|| position(record))
+}
+
+fn position(record: &RunRecord) -> Position {
+    Position {
         steps: record.trail_len,
         status: record.status,
-    }))
+    }
 }
 
 /// What a `subscriptions/listen` stream may ask for: claij's own resource URIs (the
@@ -266,10 +262,7 @@ async fn watch(
             let Ok(record) = runtime.store.run(&run_id).await else {
                 continue;
             };
-            let now = Some(Position {
-                steps: record.trail_len,
-                status: record.status,
-            });
+            let now = Some(position(&record));
             if now == before {
                 continue;
             }
@@ -292,11 +285,11 @@ async fn watch(
 
 #[cfg(test)]
 mod tests {
-    use serde_json::{Map, Value, json};
+    use serde_json::{Map, json};
 
     use super::*;
     use crate::fsm_tools::{FsmVerb, RunWatch, call};
-    use crate::test_bots::{registry, runtime, write};
+    use crate::test_bots::{fsm, runtime};
     use crate::tool::ToolOutput;
 
     const TAKE: &str = r#"
@@ -315,19 +308,23 @@ xitions:
       required: [owner]
 "#;
 
-    fn args(value: Value) -> Map<String, Value> {
-        value.as_object().cloned().unwrap_or_default()
+    /// Where the run is in the store, as a subscription made with `since` sees it.
+    async fn seen_in_store(
+        runtime: &Runtime,
+        fsm: &Arc<Fsm>,
+        run_id: &str,
+        since: Option<SystemTime>,
+    ) -> Result<Seen, ErrorData> {
+        let fsms = std::slice::from_ref(fsm);
+        let record = served_run(runtime, fsms, &run_uri(run_id), run_id).await?;
+        Ok(seen(&record, since))
     }
 
     #[tokio::test]
     async fn a_run_continued_after_a_streams_acknowledgment_is_told_of_once_followed() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let runtime = runtime(dir.path()).await;
-        write(dir.path(), "take.yaml", TAKE);
-        let fsm = Arc::new(
-            claij_core::load_file(&dir.path().join("take.yaml"), &registry())
-                .unwrap_or_else(|d| panic!("{d}")),
-        );
+        let fsm = fsm(dir.path(), "take.yaml", TAKE);
         let started = call(
             &runtime,
             &fsm,
@@ -345,12 +342,15 @@ xitions:
         // Acknowledged while it waits; continued before the stream is followed.
         let acks = Acknowledgments::default();
         acks.note();
-        let before_ack = seen(&runtime, &run_id, None).await;
+        let before_ack = seen_in_store(&runtime, &fsm, &run_id, None).await;
         let continued = call(
             &runtime,
             &fsm,
             FsmVerb::Continue,
-            args(json!({"run_id": run_id, "input": {"id": ["ask", "done"], "owner": "ada"}})),
+            json!({"run_id": run_id, "input": {"id": ["ask", "done"], "owner": "ada"}})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
             RunWatch::default(),
         )
         .await;
@@ -360,12 +360,20 @@ xitions:
         );
         let since = acks.since();
         assert_eq!(
-            seen(&runtime, &run_id, Some(since)).await.ok(),
+            seen_in_store(&runtime, &fsm, &run_id, Some(since))
+                .await
+                .ok(),
             Some(None),
             "the move is still to be told"
         );
         // Without the move (a stream acknowledged now), the position is where it ends.
-        let ended = seen(&runtime, &run_id, Some(SystemTime::now() + CLOCK_SLACK * 2)).await;
+        let ended = seen_in_store(
+            &runtime,
+            &fsm,
+            &run_id,
+            Some(SystemTime::now() + CLOCK_SLACK * 2),
+        )
+        .await;
         let Ok(Some(ended)) = ended else {
             panic!("{ended:?}");
         };

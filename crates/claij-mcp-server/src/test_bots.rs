@@ -3,10 +3,17 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use claij_core::Fsm;
 use claij_core::store::Durability;
 use claij_engine::{ActionRegistry, Engine};
 
 use crate::fsm_tools::Runtime;
+
+/// The FSM `text`, written to `dir/file` and loaded from there.
+pub(crate) fn fsm(dir: &Path, file: &str, text: &str) -> Arc<Fsm> {
+    write(dir, file, text);
+    Arc::new(claij_core::load_file(&dir.join(file), &registry()).unwrap_or_else(|d| panic!("{d}")))
+}
 
 /// Writes `text` to `root/rel`, creating the folders on the way.
 pub(crate) fn write(root: &Path, rel: &str, text: &str) {

@@ -10,9 +10,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ring::rand::{SecureRandom as _, SystemRandom};
 use ring::signature::{self, EcdsaKeyPair, RsaKeyPair};
-use rmcp::transport::auth::{
-    AuthError, AuthorizationManager, CredentialStore as _, StoredCredentials,
-};
+use rmcp::transport::auth::{AuthError, CredentialStore as _, StoredCredentials};
 use rustls_pki_types::PrivatePkcs8KeyDer;
 use rustls_pki_types::pem::PemObject as _;
 use serde_json::json;
@@ -165,9 +163,8 @@ pub async fn login_with_key(
     client_id: &str,
     key: &ClientKey,
 ) -> Result<(), McpError> {
-    crate::handshake::install_crypto_provider();
     let fail = |e: AuthError| auth_failed(url, e);
-    let manager = AuthorizationManager::new(url).await.map_err(fail)?;
+    let manager = crate::auth::manager(url, file).await?;
     let metadata = manager.resolve_metadata().await.map_err(fail)?.metadata;
     let methods = metadata
         .additional_fields
@@ -214,8 +211,8 @@ pub async fn login_with_key(
         .bytes()
         .await
         .map_err(|e| auth_failed(url, format!("the token endpoint's answer broke off: {e}")))?;
-    let answered: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
     if !status.is_success() {
+        let answered: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
         let why = ["error", "error_description"]
             .iter()
             .filter_map(|k| answered[k].as_str())
@@ -226,17 +223,19 @@ pub async fn login_with_key(
             format!("the token endpoint refused the client ({status}): {why}"),
         ));
     }
+    let not_a_token = |e: serde_json::Error| {
+        auth_failed(
+            url,
+            format!("the token endpoint's answer is not a token: {e}"),
+        )
+    };
+    let answered: serde_json::Value = serde_json::from_slice(&bytes).map_err(not_a_token)?;
     let granted = answered["scope"]
         .as_str()
         .map(|s| s.split_whitespace().map(str::to_owned).collect())
         .unwrap_or_default();
-    let token: rmcp::transport::auth::OAuthTokenResponse = serde_json::from_value(answered)
-        .map_err(|e| {
-            auth_failed(
-                url,
-                format!("the token endpoint's answer is not a token: {e}"),
-            )
-        })?;
+    let token: rmcp::transport::auth::OAuthTokenResponse =
+        serde_json::from_value(answered).map_err(not_a_token)?;
     let received = now
         .duration_since(std::time::SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs())

@@ -4,9 +4,7 @@
 
 use std::time::Duration;
 
-use rmcp::transport::auth::{
-    AuthError, AuthorizationCallback, AuthorizationManager, AuthorizationRequest, OAuthState,
-};
+use rmcp::transport::auth::{AuthError, AuthorizationCallback, AuthorizationRequest, OAuthState};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::{ClientIdentity, Consent, CredentialsFile, auth_failed};
@@ -29,9 +27,7 @@ pub(crate) async fn authorize(
     challenge: Option<String>,
 ) -> Result<(), McpError> {
     let fail = |e: AuthError| auth_failed(url, e);
-    let mut manager = AuthorizationManager::new(url).await.map_err(fail)?;
-    manager.set_credential_store(file.store(url));
-    let mut oauth = OAuthState::Unauthorized(manager);
+    let mut oauth = OAuthState::Unauthorized(super::manager(url, file).await?);
     let listener = match consent {
         Consent::Browser => Some(
             tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -94,12 +90,7 @@ pub(crate) async fn authorize(
 
 /// Follows `authorization_url` without a browser: its redirect carries the code.
 async fn follow(authorization_url: &str) -> Result<AuthorizationCallback, String> {
-    crate::handshake::install_crypto_provider();
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| e.to_string())?;
-    let answer = http
+    let answer = super::without_redirects()?
         .get(authorization_url)
         .send()
         .await

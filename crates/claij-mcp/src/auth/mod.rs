@@ -231,11 +231,7 @@ pub async fn login_as_client(
     client_id: &str,
     client_secret: &str,
 ) -> Result<(), McpError> {
-    crate::handshake::install_crypto_provider();
-    let fail = |e: AuthError| auth_failed(url, e);
-    let mut manager = AuthorizationManager::new(url).await.map_err(fail)?;
-    manager.set_credential_store(file.store(url));
-    let mut oauth = OAuthState::Unauthorized(manager);
+    let mut oauth = OAuthState::Unauthorized(manager(url, file).await?);
     oauth
         .authenticate_client_credentials(ClientCredentialsConfig::ClientSecret {
             client_id: client_id.to_owned(),
@@ -244,7 +240,7 @@ pub async fn login_as_client(
             resource: Some(url.to_owned()),
         })
         .await
-        .map_err(fail)
+        .map_err(|e| auth_failed(url, e))
 }
 
 /// An HTTP client that sends the tokens `file` keeps for the server at `url` (refreshing
@@ -256,14 +252,38 @@ pub(crate) async fn authorized_client(
     if !file.has(url) {
         return Ok(None);
     }
-    crate::handshake::install_crypto_provider();
-    let fail = |e: AuthError| auth_failed(url, e);
-    let mut manager = AuthorizationManager::new(url).await.map_err(fail)?;
-    manager.set_credential_store(file.store(url));
-    if !manager.initialize_from_store().await.map_err(fail)? {
+    let mut manager = manager(url, file).await?;
+    if !manager
+        .initialize_from_store()
+        .await
+        .map_err(|e| auth_failed(url, e))?
+    {
         return Ok(None);
     }
     Ok(Some(AuthClient::new(reqwest::Client::default(), manager)))
+}
+
+/// rmcp's authorization manager for the server at `url`, keeping its tokens in `file`.
+pub(crate) async fn manager(
+    url: &str,
+    file: &CredentialsFile,
+) -> Result<AuthorizationManager, McpError> {
+    crate::handshake::install_crypto_provider();
+    let mut manager = AuthorizationManager::new(url)
+        .await
+        .map_err(|e| auth_failed(url, e))?;
+    manager.set_credential_store(file.store(url));
+    Ok(manager)
+}
+
+/// An HTTP client that follows no redirect: what it sends (a code's redirect read, a
+/// client's proof) goes to the address asked for and nowhere else.
+pub(crate) fn without_redirects() -> Result<reqwest::Client, String> {
+    crate::handshake::install_crypto_provider();
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -5,25 +5,27 @@
 
 use std::time::Duration;
 
+use rmcp::transport::streamable_http_client::{AuthRequiredError, InsufficientScopeError};
+
 use super::consent::authorize;
 use super::{ClientIdentity, Consent, CredentialsFile, auth_failed};
 use crate::error::McpError;
 
+/// The first error of type `E` along `error`'s chain of sources.
+fn found_in<'a, E: std::error::Error + 'static>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a E> {
+    std::iter::successors(Some(error), |e| e.source()).find_map(|e| e.downcast_ref::<E>())
+}
+
 /// The `WWW-Authenticate` challenge an HTTP error carries (a 401, or a 403 for want of
 /// scope), found along its chain of sources.
 pub(crate) fn challenge_in<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a str> {
-    use rmcp::transport::streamable_http_client::{AuthRequiredError, InsufficientScopeError};
-    let mut source = Some(error);
-    while let Some(current) = source {
-        if let Some(e) = current.downcast_ref::<AuthRequiredError>() {
-            return Some(&e.www_authenticate_header);
-        }
-        if let Some(e) = current.downcast_ref::<InsufficientScopeError>() {
-            return Some(&e.www_authenticate_header);
-        }
-        source = current.source();
-    }
-    None
+    found_in::<AuthRequiredError>(error)
+        .map(|e| e.www_authenticate_header.as_str())
+        .or_else(|| {
+            found_in::<InsufficientScopeError>(error).map(|e| e.www_authenticate_header.as_str())
+        })
 }
 
 /// The scopes a refusal for want of scope asks for (its `insufficient_scope` error's
@@ -31,15 +33,8 @@ pub(crate) fn challenge_in<'a>(error: &'a (dyn std::error::Error + 'static)) -> 
 pub(crate) fn insufficient_scope_in(
     error: &(dyn std::error::Error + 'static),
 ) -> Option<(String, Option<String>)> {
-    use rmcp::transport::streamable_http_client::InsufficientScopeError;
-    let mut source = Some(error);
-    while let Some(current) = source {
-        if let Some(e) = current.downcast_ref::<InsufficientScopeError>() {
-            return Some((e.www_authenticate_header.clone(), e.required_scope.clone()));
-        }
-        source = current.source();
-    }
-    None
+    found_in::<InsufficientScopeError>(error)
+        .map(|e| (e.www_authenticate_header.clone(), e.required_scope.clone()))
 }
 
 /// The server's `WWW-Authenticate` challenge to a client without tokens: from the
@@ -91,7 +86,7 @@ pub async fn step_up(
 ) -> Result<(), McpError> {
     let more = scope
         .map(str::to_owned)
-        .or_else(|| challenge_scope(challenge))
+        .or_else(|| challenge_scope(challenge, url))
         .unwrap_or_default();
     widen(
         url,
@@ -104,11 +99,10 @@ pub async fn step_up(
     .await
 }
 
-/// The `scope` parameter of a `WWW-Authenticate` challenge.
-fn challenge_scope(challenge: &str) -> Option<String> {
-    let at = challenge.find("scope=\"")? + "scope=\"".len();
-    let rest = &challenge[at..];
-    Some(rest[..rest.find('"')?].to_owned())
+/// The `scope` parameter of a `WWW-Authenticate` challenge of the server at `url`.
+fn challenge_scope(challenge: &str, url: &str) -> Option<String> {
+    let base = url::Url::parse(url).ok()?;
+    rmcp::transport::auth::WWWAuthenticateParams::parse(challenge, &base).scope
 }
 
 /// Authorizes for the scopes granted so far to the client that holds `url`'s tokens, and
@@ -157,11 +151,11 @@ mod tests {
     fn a_step_up_asks_for_the_granted_scopes_and_those_the_challenge_names() {
         let challenge = r#"Bearer scope="mcp:basic mcp:write", resource_metadata="http://x/.well-known/oauth-protected-resource/mcp", error="insufficient_scope""#;
         assert_eq!(
-            challenge_scope(challenge).as_deref(),
+            challenge_scope(challenge, "http://x/mcp").as_deref(),
             Some("mcp:basic mcp:write")
         );
         assert_eq!(
-            challenge_scope(r#"Bearer error="insufficient_scope""#),
+            challenge_scope(r#"Bearer error="insufficient_scope""#, "http://x/mcp"),
             None
         );
         assert_eq!(

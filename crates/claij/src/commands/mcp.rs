@@ -24,17 +24,12 @@ pub(super) async fn mcp(command: McpCommand) -> u8 {
                 Some(spec) => spec,
                 None => return crate::EXIT_USAGE,
             };
-            let consent = if headless {
-                Consent::Headless
-            } else {
-                Consent::Browser
-            };
             let call = mcp_call::ToolCall {
                 tool: &tool,
                 args: args.as_deref(),
                 elicit: elicit.as_deref(),
                 as_json: json,
-                consent,
+                consent: consent(headless),
             };
             mcp_call::call(spec, &call).await
         }
@@ -49,6 +44,10 @@ pub(super) async fn mcp(command: McpCommand) -> u8 {
             private_key_file,
             signing_algorithm,
         } => {
+            // clap: a key file goes with --client-credentials, which needs --client-id.
+            if let (Some(path), Some(id)) = (&private_key_file, &client_id) {
+                return login_with_key(&url, id, path, &signing_algorithm).await;
+            }
             let client_secret = match client_secret(client_secret_file.as_deref()) {
                 Ok(secret) => secret,
                 Err(message) => {
@@ -56,9 +55,6 @@ pub(super) async fn mcp(command: McpCommand) -> u8 {
                     return crate::EXIT_USAGE;
                 }
             };
-            if let (Some(path), Some(id)) = (&private_key_file, &client_id) {
-                return login_with_key(&url, id, path, &signing_algorithm).await;
-            }
             let client = ClientIdentity {
                 client_id,
                 client_secret,
@@ -74,6 +70,14 @@ pub(super) async fn mcp(command: McpCommand) -> u8 {
             .await
         }
         McpCommand::Logout { url } => logout(&url),
+    }
+}
+
+/// How the person consents: in a browser, or (`--headless`) not at all.
+fn consent(headless: bool) -> Consent {
+    match headless {
+        true => Consent::Headless,
+        false => Consent::Browser,
     }
 }
 
@@ -101,11 +105,6 @@ async fn login(
     scope: Option<&str>,
 ) -> u8 {
     let file = CredentialsFile::default_location();
-    let consent = if headless {
-        Consent::Headless
-    } else {
-        Consent::Browser
-    };
     let done = match (as_machine, &client.client_id, &client.client_secret) {
         (true, Some(id), Some(secret)) => {
             claij_mcp::auth::login_as_client(url, &file, id, secret).await
@@ -116,7 +115,7 @@ async fn login(
             );
             return crate::EXIT_USAGE;
         }
-        (false, _, _) => claij_mcp::auth::login(url, &file, client, consent, scope).await,
+        (false, _, _) => claij_mcp::auth::login(url, &file, client, consent(headless), scope).await,
     };
     logged_in(url, &file, done)
 }
