@@ -166,6 +166,15 @@ pub async fn login_with_key(
     let fail = |e: AuthError| auth_failed(url, e);
     let manager = crate::auth::manager(url, file).await?;
     let metadata = manager.resolve_metadata().await.map_err(fail)?.metadata;
+    if !private_enough(url, &metadata.token_endpoint) {
+        return Err(auth_failed(
+            url,
+            format!(
+                "the token endpoint {} is neither https nor, for a loopback server, on loopback: a private key's proof is not sent there",
+                metadata.token_endpoint
+            ),
+        ));
+    }
     let methods = metadata
         .additional_fields
         .get("token_endpoint_auth_methods_supported")
@@ -198,7 +207,8 @@ pub async fn login_with_key(
         .append_pair("client_assertion", &assertion)
         .append_pair("resource", url)
         .finish();
-    let answer = reqwest::Client::new()
+    let answer = crate::auth::without_redirects()
+        .map_err(|e| auth_failed(url, e))?
         .post(&metadata.token_endpoint)
         .header("content-type", "application/x-www-form-urlencoded")
         .header("accept", "application/json")
@@ -245,6 +255,24 @@ pub async fn login_with_key(
     file.store(url).save(credentials).await.map_err(fail)
 }
 
+/// Whether a client's proof may go to `token_endpoint` for the server at `resource`:
+/// over https, or over http when both are on loopback (a server on this machine).
+fn private_enough(resource: &str, token_endpoint: &str) -> bool {
+    let loopback = |u: &url::Url| match u.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    };
+    match (url::Url::parse(resource), url::Url::parse(token_endpoint)) {
+        (Ok(resource), Ok(endpoint)) => {
+            endpoint.scheme() == "https"
+                || (endpoint.scheme() == "http" && loopback(&resource) && loopback(&endpoint))
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,6 +294,23 @@ mod tests {
             "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
             lines.join("\n")
         )
+    }
+
+    #[test]
+    fn a_proof_goes_over_https_or_between_loopback_addresses_only() {
+        let local = "http://127.0.0.1:3000/mcp";
+        assert!(private_enough(local, "http://localhost:3001/token"));
+        assert!(private_enough(local, "http://[::1]:3001/token"));
+        assert!(private_enough(
+            "https://mcp.example.com/mcp",
+            "https://auth.example.com/token"
+        ));
+        assert!(!private_enough(local, "http://auth.example.com/token"));
+        assert!(!private_enough(
+            "https://mcp.example.com/mcp",
+            "http://127.0.0.1:1/token"
+        ));
+        assert!(!private_enough(local, "not a url"));
     }
 
     #[test]
