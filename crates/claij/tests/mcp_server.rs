@@ -89,6 +89,11 @@ impl Scratch {
 }
 
 /// Runs a phase of drive.py against `transport` (`--stdio CMD…` or `--http URL`).
+/// `rel`, a path inside the repository, as an argument.
+fn in_repo(rel: &str) -> String {
+    repo().join(rel).display().to_string()
+}
+
 fn drive(scratch: &Scratch, phase: &str, mode: &str, transport: &[String]) {
     let out = Command::new(python())
         .arg(repo().join("tests/mcp-clients/drive.py"))
@@ -168,6 +173,11 @@ impl HttpServer {
         Self { child, url }
     }
 
+    /// The arguments of `drive.py` that reach it.
+    fn transport(&self) -> [String; 2] {
+        ["--http".to_owned(), self.url.clone()]
+    }
+
     /// Stops it with SIGTERM (a graceful stop) and waits for it.
     fn stop(mut self) {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
@@ -191,13 +201,13 @@ impl Drop for HttpServer {
 fn python_sdk_drives_the_bot_and_an_fsm_over_streamable_http_across_a_restart() {
     let scratch = Scratch::new();
     let server = HttpServer::start(&scratch);
-    let http = ["--http".to_owned(), server.url.clone()];
+    let http = server.transport();
     drive(&scratch, "bot1", "auto", &http);
     drive(&scratch, "fsm1", "legacy", &http);
     server.stop();
 
     let server = HttpServer::start(&scratch);
-    let http = ["--http".to_owned(), server.url.clone()];
+    let http = server.transport();
     drive(&scratch, "bot2", "legacy", &http);
     drive(&scratch, "fsm2", "auto", &http);
     server.stop();
@@ -210,12 +220,7 @@ fn a_run_started_by_the_python_sdk_reports_progress_and_logs_per_transition() {
     let scratch = Scratch::new();
     drive(&scratch, "progress", "legacy", &stdio_transport(&scratch));
     let server = HttpServer::start(&scratch);
-    drive(
-        &scratch,
-        "progress",
-        "auto",
-        &["--http".to_owned(), server.url.clone()],
-    );
+    drive(&scratch, "progress", "auto", &server.transport());
     server.stop();
 }
 
@@ -235,38 +240,22 @@ fn a_workflow_served_as_a_plain_tool_asks_its_person_through_a_client_that_takes
     // state is asked through the Python SDK's elicitation callback; declined, the run
     // waits and is continued with `ID_continue`.
     let scratch = Scratch::new();
-    let fixture = repo()
-        .join("tests/mcp-conformance/fixtures/elicitation.yaml")
-        .display()
-        .to_string();
+    let fixture = in_repo("tests/mcp-conformance/fixtures/elicitation.yaml");
     let server = HttpServer::start_serving(&scratch, &[fixture]);
-    drive(
-        &scratch,
-        "elicit",
-        "legacy",
-        &["--http".to_owned(), server.url.clone()],
-    );
+    drive(&scratch, "elicit", "legacy", &server.transport());
     server.stop();
 }
 
 #[test]
 fn a_call_the_python_sdk_cancels_interrupts_its_run_and_stops_its_program() {
-    let slow = repo()
-        .join("tests/mcp-clients/slow.yaml")
-        .display()
-        .to_string();
+    let slow = in_repo("tests/mcp-clients/slow.yaml");
     let scratch = Scratch::new();
     let mut transport = stdio_transport(&scratch);
     transport.push(slow.clone());
     drive(&scratch, "cancel", "legacy", &transport);
     let scratch = Scratch::new();
     let server = HttpServer::start_serving(&scratch, &[slow]);
-    drive(
-        &scratch,
-        "cancel",
-        "auto",
-        &["--http".to_owned(), server.url.clone()],
-    );
+    drive(&scratch, "cancel", "auto", &server.transport());
     server.stop();
 }
 
@@ -274,22 +263,14 @@ fn a_call_the_python_sdk_cancels_interrupts_its_run_and_stops_its_program() {
 fn a_2026_client_follows_runs_through_subscriptions_listen() {
     // The SDK's own choice of handshake: `server/discover` and 2026-07-28, where runs are
     // followed through `subscriptions/listen`; over stdio and streamable HTTP.
-    let ticket = repo()
-        .join("tests/mcp-clients/ticket.yaml")
-        .display()
-        .to_string();
+    let ticket = in_repo("tests/mcp-clients/ticket.yaml");
     let scratch = Scratch::new();
     let mut transport = stdio_transport(&scratch);
     transport.push(ticket.clone());
     drive(&scratch, "listen", "auto", &transport);
     let scratch = Scratch::new();
     let server = HttpServer::start_serving(&scratch, &[ticket]);
-    drive(
-        &scratch,
-        "listen",
-        "auto",
-        &["--http".to_owned(), server.url.clone()],
-    );
+    drive(&scratch, "listen", "auto", &server.transport());
     server.stop();
 }
 
@@ -312,10 +293,7 @@ fn a_servers_question_is_answered_through_id_continue_after_both_processes_resta
         CLAIJ.to_owned(),
         "mcp".to_owned(),
         "serve".to_owned(),
-        repo()
-            .join("tests/mcp-clients/ask.yaml")
-            .display()
-            .to_string(),
+        in_repo("tests/mcp-clients/ask.yaml"),
         "--store".to_owned(),
         scratch.store(),
     ];
@@ -342,10 +320,7 @@ fn an_answer_through_id_continue_goes_straight_back_to_a_question_held_open() {
         CLAIJ.to_owned(),
         "mcp".to_owned(),
         "serve".to_owned(),
-        repo()
-            .join("tests/mcp-clients/asker.yaml")
-            .display()
-            .to_string(),
+        in_repo("tests/mcp-clients/asker.yaml"),
         "--store".to_owned(),
         scratch.store(),
     ];
