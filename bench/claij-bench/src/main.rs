@@ -124,6 +124,10 @@ impl Hit {
 }
 
 impl Action for Hit {
+    fn touches(&self) -> &'static [claij_engine::Field] {
+        &[]
+    }
+
     fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         let n = input.event.get("n").and_then(Value::as_u64).unwrap_or(0) + 1;
         let event = self.event(n, &input.state.id);

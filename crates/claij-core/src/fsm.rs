@@ -55,7 +55,54 @@ pub struct Fsm {
     pub hash: String,
     /// The topics whose events start runs of this FSM.
     pub triggers: Vec<Trigger>,
+    /// Who gave the document: what its states may touch outside the run depends on it
+    /// ([`Owner`]). The loaders make every document the operator's; a document registered
+    /// over the network, or read back from a store that says so, is a client's.
+    pub owner: Owner,
     pub(crate) state_index: HashMap<Arc<str>, StateIdx>,
+}
+
+/// Who gave a document, which decides what its states may touch outside the run (files,
+/// programs, hosts, credentials): see claij-engine's `capability` module and
+/// docs/SECURITY.md.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Deserialize, serde::Serialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Owner {
+    /// The operator: a document named on a command line, added with `claij defs add`, or
+    /// given in code. Its states may touch whatever the process can.
+    Operator,
+    /// An API client: a document registered over the network (`POST /definitions`). Its
+    /// states touch only what the operator's policy allows. The default, so that a
+    /// definition whose owner is not known is never trusted.
+    #[default]
+    Client,
+}
+
+impl Owner {
+    /// `operator` or `client`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Owner::Operator => "operator",
+            Owner::Client => "client",
+        }
+    }
+
+    /// Parses the stored word; anything else is `None`.
+    pub fn parse(word: &str) -> Option<Self> {
+        match word {
+            "operator" => Some(Owner::Operator),
+            "client" => Some(Owner::Client),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A topic an FSM subscribes to (`triggers` in the document): a published event on it that

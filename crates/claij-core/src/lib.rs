@@ -52,12 +52,12 @@ pub mod trail;
 pub use budget::{Budget, BudgetPause, Limit, PendingCalls, Spend};
 pub use diagnostic::{Diagnostic, Diagnostics, JsonPath, Problem};
 pub use fsm::{
-    DEFAULT_MAX_ATTEMPTS, END_ACTION, Example, Fsm, FsmSettings, Keep, OnNewVersion, START, State,
-    StateIdx, StateSettings, Transition, TransitionIdx, TransitionSchema, Trigger,
+    DEFAULT_MAX_ATTEMPTS, END_ACTION, Example, Fsm, FsmSettings, Keep, OnNewVersion, Owner, START,
+    State, StateIdx, StateSettings, Transition, TransitionIdx, TransitionSchema, Trigger,
 };
 pub use graph::{to_dot, to_mermaid};
 pub use known_actions::{BuiltinNames, ConfigIssue, KnownActions};
-pub use load::{load_file, load_str, load_value};
+pub use load::{load_definition, load_file, load_str, load_value};
 pub use metaschema::META_SCHEMA;
 pub use prompts::{
     Message, Projection, PromptOptions, Role, project, system_message, task_message,

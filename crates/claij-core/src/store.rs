@@ -100,6 +100,11 @@ pub struct Definition {
     pub document: Value,
     /// When it was first stored.
     pub created_at: SystemTime,
+    /// Who gave it: the operator, or an API client (the default when unknown). Storing
+    /// the same definition as the operator's makes it the operator's; nothing makes an
+    /// operator's definition a client's.
+    #[serde(default)]
+    pub owner: crate::fsm::Owner,
 }
 
 impl Definition {
@@ -111,6 +116,7 @@ impl Definition {
             hash: fsm.hash.clone(),
             document: fsm.document.clone(),
             created_at: SystemTime::now(),
+            owner: fsm.owner,
         }
     }
 }
@@ -585,7 +591,8 @@ pub trait RunStore: Send + Sync {
     /// A short description (`sqlite:/path/claij.db`, `postgres://host/db`), without secrets.
     fn describe(&self) -> String;
 
-    /// Stores a definition (no-op when the same id, version and hash are there).
+    /// Stores a definition (no-op when the same id, version and hash are there, except
+    /// that the operator's storing it makes it the operator's).
     fn put_definition<'a>(&'a self, definition: &'a Definition) -> StoreFuture<'a, ()>;
 
     /// A definition by id, version and hash (`None` hash: the newest of that version).

@@ -359,6 +359,21 @@ pub trait Action: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// What each field of this action's `config` touches outside the run: files,
+    /// programs, hosts, environment variables, models, MCP servers — or nothing.
+    /// Required, so that no action is added without saying; a test fails for any field
+    /// of a registered action's [`config_schema`](Self::config_schema) that no
+    /// [`Field`](crate::capability::Field) covers (see [`crate::capability`]).
+    fn touches(&self) -> &'static [crate::capability::Field];
+
+    /// What one state's config would touch, each need where the document writes it: by
+    /// default, the values at the fields [`touches`](Self::touches) names. Registration
+    /// checks these against the operator's [`Policy`](crate::capability::Policy); the
+    /// action asks the policy again when it runs.
+    fn needs(&self, of: crate::capability::NeedsOf<'_>) -> Vec<crate::capability::Need> {
+        of.from_fields(self.touches())
+    }
+
     /// Runs one attempt.
     fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>>;
 }

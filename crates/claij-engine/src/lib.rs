@@ -40,12 +40,12 @@
 
 pub mod action;
 pub mod actions;
+pub mod capability;
 mod drive;
 pub mod durable;
 pub mod events;
 pub mod migrate;
 pub mod observer;
-pub mod privilege;
 pub mod questions;
 pub mod recover;
 pub mod registry;
@@ -57,12 +57,12 @@ pub use action::{
     Action, ActionError, ActionInput, ActionOutput, BoxFuture, ModelCall, Outcome, RunScope,
     Suspension, TextSink,
 };
+pub use capability::{Field, Need, NeedsOf, Policy, PolicyError, Refused, Touch, document_needs};
 pub use durable::{LeaseKeeper, is_dead_local_owner, process_owner};
 pub use events::Dispatch;
 pub use observer::{
     Call, CallSite, Commit, DeliveryOutcome, DeliverySite, ModelExchange, Observer, RunBegan,
 };
-pub use privilege::{Privilege, PrivilegedUse, privileged_uses};
 pub use questions::Questions;
 pub use recover::{continues_without_input, runs_to_continue};
 pub use registry::ActionRegistry;

@@ -235,10 +235,7 @@ impl Engine {
         }
         let mut named = Vec::new();
         for r in child_refs(state) {
-            match r
-                .load_from(self.registry(), &new.source, Some(store), &state.id)
-                .await
-            {
+            match r.load_from(self, new, Some(store), &state.id).await {
                 Ok(fsm) => named.push(fsm),
                 Err(e) => plan.refusals.push(Finding::new(
                     format!("state `{}`", state.id),

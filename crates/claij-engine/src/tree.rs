@@ -75,14 +75,12 @@ impl Engine {
             return Ok(fsm.clone());
         }
         let definition = store.definition(fsm_id, version, Some(hash)).await?;
-        let name = format!("{}@v{} (stored)", definition.fsm_id, definition.version);
-        let fsm =
-            claij_core::load_value(&name, definition.document, self.registry()).map_err(|d| {
-                RunError::NotResumable {
-                    run: String::new(),
-                    reason: format!("a definition that no longer loads: {d}"),
-                }
-            })?;
+        let fsm = claij_core::load_definition(&definition, self.registry()).map_err(|d| {
+            RunError::NotResumable {
+                run: String::new(),
+                reason: format!("a definition that no longer loads: {d}"),
+            }
+        })?;
         let fsm = Arc::new(fsm);
         self.loaded
             .lock()

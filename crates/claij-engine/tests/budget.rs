@@ -29,6 +29,10 @@ struct Priced {
 }
 
 impl Action for Priced {
+    fn touches(&self) -> &'static [claij_engine::Field] {
+        &[]
+    }
+
     fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
             let c = &input.state.config;

@@ -256,6 +256,10 @@ async fn a_child_is_a_stored_run_of_its_own_linked_to_its_parent() {
 struct Scripted(Value);
 
 impl Action for Scripted {
+    fn touches(&self) -> &'static [claij_engine::Field] {
+        &[]
+    }
+
     fn run<'a>(&'a self, _input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         let mut out = ActionOutput::event(self.0.clone());
         out.model = Some("scripted".into());

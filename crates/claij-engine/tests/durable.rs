@@ -186,6 +186,10 @@ struct Step {
 }
 
 impl Action for Step {
+    fn touches(&self) -> &'static [claij_engine::Field] {
+        &[]
+    }
+
     fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         self.keys.lock().unwrap().push(input.idempotency_key());
@@ -397,6 +401,10 @@ async fn interrupting_a_suspended_run_records_interrupted() {
 struct Forever;
 
 impl Action for Forever {
+    fn touches(&self) -> &'static [claij_engine::Field] {
+        &[]
+    }
+
     fn run<'a>(&'a self, _input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(std::future::pending())
     }

@@ -39,6 +39,10 @@ fn question() -> Question {
 }
 
 impl Action for Asker {
+    fn touches(&self) -> &'static [claij_engine::Field] {
+        &[]
+    }
+
     fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let told = input.questions.answer_for(&question());

@@ -30,6 +30,10 @@ impl Scripted {
 }
 
 impl Action for Scripted {
+    fn touches(&self) -> &'static [claij_engine::Field] {
+        &[]
+    }
+
     fn run<'a>(&'a self, _input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst) as usize;
         let out = self.outputs[n.min(self.outputs.len() - 1)].clone();
@@ -41,6 +45,10 @@ impl Action for Scripted {
 struct Sleeper;
 
 impl Action for Sleeper {
+    fn touches(&self) -> &'static [claij_engine::Field] {
+        &[]
+    }
+
     fn run<'a>(&'a self, _input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
             tokio::time::sleep(Duration::from_secs(3600)).await;
@@ -53,6 +61,10 @@ impl Action for Sleeper {
 struct Counter;
 
 impl Action for Counter {
+    fn touches(&self) -> &'static [claij_engine::Field] {
+        &[]
+    }
+
     fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
             let n = input.context.get("n").and_then(Value::as_u64).unwrap_or(0) + 1;

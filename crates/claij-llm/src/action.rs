@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use claij_core::FailureKind;
 use claij_core::prompts::{PromptOptions, project, tool_rounds};
+use claij_engine::capability::{Field, Touch};
 use claij_engine::{
     Action, ActionError, ActionInput, ActionOutput, BoxFuture, Call, ModelExchange, Outcome,
 };
@@ -96,6 +97,24 @@ impl Action for LlmAction {
             "patternProperties": {"^x-": {}},
             "additionalProperties": false
         })
+    }
+
+    /// The models named (the operator's configured ones, called with their providers'
+    /// keys, which never leave the process); the rest shapes the call.
+    fn touches(&self) -> &'static [Field] {
+        const FIELDS: &[Field] = &[
+            Field::new("/model", Touch::Model),
+            Field::new("/fallback", Touch::Model),
+            Field::inert("/escalate_after"),
+            Field::inert("/max_prompt_tokens"),
+            Field::inert("/max_tool_rounds"),
+            Field::inert("/enforce"),
+            Field::inert("/temperature"),
+            Field::inert("/top_p"),
+            Field::inert("/seed"),
+            Field::inert("/max_tokens"),
+        ];
+        FIELDS
     }
 
     fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {

@@ -23,6 +23,10 @@ use serde_json::{Value, json};
 struct Echo;
 
 impl Action for Echo {
+    fn touches(&self) -> &'static [claij_engine::Field] {
+        &[]
+    }
+
     fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
             let path = input.event["path"].as_str().unwrap_or_default();

@@ -11,6 +11,7 @@
 
 use std::sync::Arc;
 
+use claij_engine::capability::{Field, Need, NeedsOf, Touch};
 use claij_engine::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Call, Outcome};
 use serde_json::{Value, json};
 
@@ -29,6 +30,21 @@ impl McpAction {
     /// The action, using `client`'s connections.
     pub fn new(client: Arc<McpClient>) -> Self {
         Self { client }
+    }
+}
+
+/// The servers a state may use: those `config.servers` names that the document declares
+/// (a name it does not declare is another document's server), else every server of the
+/// document.
+fn usable_servers(config: &Value, fsm: &claij_core::Fsm) -> Vec<String> {
+    match config["servers"].as_array() {
+        Some(list) => list
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|name| fsm.servers.contains_key(*name))
+            .map(str::to_owned)
+            .collect(),
+        None => fsm.servers.keys().cloned().collect(),
     }
 }
 
@@ -65,6 +81,27 @@ impl Action for McpAction {
         })
     }
 
+    /// The servers the state may use, each touching what its entry says
+    /// ([`SERVER_FIELDS`](crate::spec::SERVER_FIELDS)).
+    fn touches(&self) -> &'static [Field] {
+        const FIELDS: &[Field] = &[
+            Field::new("/servers", Touch::Servers),
+            Field::inert("/reply_to"),
+            Field::inert("/on_error"),
+        ];
+        FIELDS
+    }
+
+    /// What the servers it may use touch (every server of the document when
+    /// `config.servers` does not say).
+    fn needs(&self, of: NeedsOf<'_>) -> Vec<Need> {
+        let mut needs = of.from_fields(self.touches());
+        for name in usable_servers(of.config, of.fsm) {
+            needs.extend(crate::spec::server_needs(of.fsm, &name));
+        }
+        needs
+    }
+
     fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
             let config = &input.state.config;
@@ -84,13 +121,21 @@ impl Action for McpAction {
             self.client
                 .declare_fsm(input.fsm)
                 .map_err(|e| ActionError::fatal(e.to_string()))?;
-            let allowed: Vec<String> = match config["servers"].as_array() {
-                Some(list) => list
-                    .iter()
-                    .filter_map(|s| s.as_str().map(str::to_owned))
-                    .collect(),
-                None => input.fsm.servers.keys().cloned().collect(),
-            };
+            let allowed = usable_servers(config, input.fsm);
+            // What the document's owner may touch, asked again now: a client's document
+            // reaches only the programs, files and hosts the operator allows, however it
+            // was registered.
+            let policy = input.scope.engine.policy();
+            for name in &allowed {
+                for need in crate::spec::server_needs(input.fsm, name) {
+                    policy.permit(input.fsm.owner, &need).map_err(|refused| {
+                        ActionError::fatal(format!(
+                            "state `{me}`, MCP server `{name}` ({}): {refused}",
+                            need.path
+                        ))
+                    })?;
+                }
+            }
             let requests: Vec<Value> = match input.event.get("requests") {
                 Some(Value::Array(list)) => list.clone(),
                 Some(other) => {

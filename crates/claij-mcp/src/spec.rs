@@ -7,6 +7,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
+use claij_core::Fsm;
+use claij_engine::capability::{Field, Need, NeedsOf, Touch};
+
 use crate::error::McpError;
 
 /// One server: how to reach it, how long a request may take, which roots it is shown.
@@ -62,6 +65,47 @@ pub enum Transport {
         /// The endpoint.
         url: String,
     },
+}
+
+/// What each field of a server's entry in a document's `servers` touches outside the
+/// run: the program a stdio server starts, the variables it is given, its working
+/// directory and the roots shown to it (files), the URL an HTTP server is reached at
+/// (and, with it, the operator's stored credential for it, which the policy decides on
+/// its own: see [`claij_engine::Policy::credential`]).
+pub const SERVER_FIELDS: &[Field] = &[
+    Field::new("/command", Touch::Program),
+    Field::inert("/args"),
+    Field::new("/env", Touch::Environment),
+    Field::new("/cwd", Touch::File),
+    Field::new("/url", Touch::Host),
+    Field::inert("/timeout"),
+    Field::new("/roots", Touch::File),
+    Field::inert("/tools"),
+    Field::inert("/log_level"),
+    Field::inert("/hold_questions"),
+];
+
+/// What the server `name` of `fsm` would touch, each need where the document writes it
+/// (a root's `file://` URI as its path).
+pub fn server_needs(fsm: &Fsm, name: &str) -> Vec<Need> {
+    let Some(entry) = fsm.servers.get(name) else {
+        return Vec::new();
+    };
+    let at = claij_engine::capability::server_path(fsm, name);
+    let mut needs = NeedsOf {
+        config: entry,
+        at: &at,
+        fsm,
+    }
+    .from_fields(SERVER_FIELDS);
+    for need in &mut needs {
+        if need.touch == Touch::File
+            && let Some(path) = need.value.strip_prefix("file://")
+        {
+            need.value = path.to_owned();
+        }
+    }
+    needs
 }
 
 /// Timeout of one request when a server's entry does not say.

@@ -4,7 +4,6 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use claij_engine::{Privilege, PrivilegedUse};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -23,8 +22,10 @@ pub struct ServerConfig {
     pub token: Option<ApiToken>,
     /// The largest request body accepted, in bytes.
     pub body_limit: usize,
-    /// What documents registered over the network may use anyway.
-    pub allow: Allowances,
+    /// The FSMs of the operator (by id; `*`: all) that API clients may register new
+    /// versions of. Without it, a document registered over the API may not take an id
+    /// the operator's documents have: it would be what a start by id runs.
+    pub new_versions: Vec<String>,
     /// Extra `Host` names the MCP endpoint answers to (a guard against DNS rebinding).
     pub allowed_hosts: Vec<String>,
     /// The secret completion callbacks are signed with; runs may ask for a callback only
@@ -46,7 +47,7 @@ impl Default for ServerConfig {
             bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
             token: None,
             body_limit: DEFAULT_BODY_LIMIT,
-            allow: Allowances::default(),
+            new_versions: Vec::new(),
             allowed_hosts: Vec::new(),
             webhook_secret: None,
             retry_delays: DEFAULT_RETRY_DELAYS.to_vec(),
@@ -114,25 +115,10 @@ impl ApiToken {
     }
 }
 
-/// What documents registered over the network may use anyway, by name: programs that
-/// `command` states and stdio MCP servers may start, and files child FSMs may be read from.
-#[derive(Debug, Clone, Default)]
-pub struct Allowances {
-    /// Programs (`argv[0]` of a `command` state, `command` of an MCP server).
-    pub programs: Vec<String>,
-    /// Child FSM files, as written in documents.
-    pub files: Vec<String>,
-}
-
-impl Allowances {
-    /// Whether `use_` is allowed.
-    pub fn allows(&self, use_: &PrivilegedUse) -> bool {
-        match &use_.privilege {
-            Privilege::Command { program } | Privilege::StdioServer { program, .. } => {
-                self.programs.iter().any(|p| p == program)
-            }
-            Privilege::ChildFile { file } => self.files.iter().any(|f| f == file),
-        }
+impl ServerConfig {
+    /// Whether API clients may register new versions of the operator's FSM `id`.
+    pub fn allows_new_versions_of(&self, id: &str) -> bool {
+        self.new_versions.iter().any(|n| n == id || n == "*")
     }
 }
 

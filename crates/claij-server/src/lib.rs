@@ -30,9 +30,7 @@ mod state;
 mod views;
 
 pub use callbacks::{BadSecret, DEFAULT_RETRY_DELAYS, WebhookSecret};
-pub use config::{
-    Allowances, ApiToken, ConfigError, DEFAULT_BODY_LIMIT, MIN_TOKEN_LEN, ServerConfig,
-};
+pub use config::{ApiToken, ConfigError, DEFAULT_BODY_LIMIT, MIN_TOKEN_LEN, ServerConfig};
 pub use openapi::openapi_json;
 pub use problem::{PROBLEM_JSON, PlacedError, Problem};
 pub use state::Engines;
@@ -67,8 +65,10 @@ pub struct Server {
 }
 
 impl Server {
-    /// A server running the FSMs `trusted` (named by the operator; they may use every
-    /// action) and those the store holds, with `engines` and `store`.
+    /// A server running the FSMs `trusted` (the operator's: what their states may touch
+    /// is not limited) and those the store holds, with `engines` and `store`. The
+    /// engines' [`Policy`](claij_engine::Policy) decides what API clients' documents may
+    /// touch.
     pub fn new(
         config: ServerConfig,
         engines: Arc<dyn Engines>,
@@ -88,7 +88,7 @@ impl Server {
             bound: Arc::default(),
         };
         for fsm in trusted {
-            state.serve(fsm, true);
+            state.serve(fsm);
         }
         Ok(Server {
             state,

@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock, RwLock};
 
+use claij_core::Owner;
 use claij_core::store::RunStore;
 use claij_core::{Diagnostics, Fsm};
 use claij_engine::migrate::VersionPolicy;
-use claij_engine::{BoxFuture, Engine, PrivilegedUse, privileged_uses};
+use claij_engine::{BoxFuture, Engine, Need, Refused};
 use tokio_util::sync::CancellationToken;
 
 use crate::callbacks::Callbacks;
@@ -26,14 +27,19 @@ pub trait Engines: Send + Sync {
     fn prepare<'a>(&'a self, fsm: &'a Fsm) -> BoxFuture<'a, Result<(), String>>;
 }
 
-/// An FSM the server runs, and whether it came from the operator.
+/// An FSM the server runs.
 #[derive(Clone)]
 pub(crate) struct Served {
-    /// The compiled FSM.
+    /// The compiled FSM; its owner says whether it came from the operator (named on the
+    /// command line, or the store says so) or from an API client.
     pub fsm: Arc<Fsm>,
-    /// Named on the command line (trusted), or registered over the network or found in
-    /// the store (checked for privileged uses).
-    pub trusted: bool,
+}
+
+impl Served {
+    /// Whether the operator gave it: what its states touch is not limited.
+    pub(crate) fn trusted(&self) -> bool {
+        self.fsm.owner == Owner::Operator
+    }
 }
 
 /// The shared state of the routes.
@@ -62,8 +68,13 @@ pub(crate) struct AppState {
 pub(crate) enum RegisterError {
     /// It does not load.
     Invalid(Diagnostics),
-    /// It uses what only the operator may allow.
-    Privileged(Vec<PrivilegedUse>),
+    /// It would touch what the operator's policy does not allow API clients' documents.
+    Refused(Vec<(Need, Refused)>),
+    /// Its id is the operator's FSM's, which API clients may not replace.
+    Owned {
+        /// The FSM id.
+        id: String,
+    },
     /// That id and version are taken by a different document.
     Taken {
         /// The FSM id.
@@ -91,11 +102,11 @@ impl AppState {
     }
 
     /// Adds an FSM to those served.
-    pub(crate) fn serve(&self, fsm: Arc<Fsm>, trusted: bool) {
+    pub(crate) fn serve(&self, fsm: Arc<Fsm>) {
         let mut all = self.definitions.write().unwrap_or_else(|p| p.into_inner());
         all.entry(fsm.id.to_string())
             .or_default()
-            .insert(fsm.version, Served { fsm, trusted });
+            .insert(fsm.version, Served { fsm });
     }
 
     /// The served FSM `id` (its newest version, or `version`).
@@ -117,7 +128,8 @@ impl AppState {
     }
 
     /// Loads the definitions the store holds (registered earlier, or run by the CLI) that
-    /// are not served yet. Those that no longer load are skipped with a warning.
+    /// are not served yet. Those that no longer load, and API clients' that would touch
+    /// what the policy no longer allows, are skipped with a warning.
     pub(crate) async fn load_stored(&self) -> Result<usize, claij_core::StoreError> {
         let engine = match self.default_engine() {
             Ok(e) => e,
@@ -135,9 +147,17 @@ impl AppState {
                 continue;
             }
             let name = format!("{}@v{} (stored)", definition.fsm_id, definition.version);
-            match claij_core::load_value(&name, definition.document, engine.registry()) {
+            match claij_core::load_definition(&definition, engine.registry()) {
                 Ok(fsm) => {
-                    self.serve(Arc::new(fsm), false);
+                    let refused = engine.policy().refusals(&fsm, engine.registry());
+                    if let Some((need, why)) = refused.first() {
+                        tracing::warn!(
+                            "stored definition {name} is not served: at {}, {why}",
+                            need.path
+                        );
+                        continue;
+                    }
+                    self.serve(Arc::new(fsm));
                     loaded += 1;
                 }
                 Err(d) => tracing::warn!("stored definition {name} does not load: {d}"),
@@ -146,10 +166,11 @@ impl AppState {
         Ok(loaded)
     }
 
-    /// Registers a document that arrived over the network: loaded and checked as
-    /// `claij validate` does, refused if it uses a privilege the configuration does not
-    /// allow, then stored (its `on_new_version` policy applied to the parked runs of older
-    /// versions: what it moved and refused is returned) and served.
+    /// Registers a document that arrived over the network, as an API client's: loaded and
+    /// checked as `claij validate` does, refused if it would touch what the engines'
+    /// policy does not allow or takes the id of an operator's FSM (unless the settings
+    /// allow new versions of it), then stored (its `on_new_version` policy applied to the
+    /// parked runs of older versions: what it moved and refused is returned) and served.
     pub(crate) async fn register(
         &self,
         document: serde_json::Value,
@@ -157,14 +178,17 @@ impl AppState {
         let engine = self
             .default_engine()
             .map_err(|e| RegisterError::Store(claij_core::StoreError::Backend(e)))?;
-        let fsm = claij_core::load_value("<request>", document, engine.registry())
+        let mut fsm = claij_core::load_value("<request>", document, engine.registry())
             .map_err(RegisterError::Invalid)?;
-        let refused: Vec<PrivilegedUse> = privileged_uses(&fsm.document)
-            .into_iter()
-            .filter(|u| !self.config.allow.allows(u))
-            .collect();
+        fsm.owner = Owner::Client;
+        let refused = engine.policy().refusals(&fsm, engine.registry());
         if !refused.is_empty() {
-            return Err(RegisterError::Privileged(refused));
+            return Err(RegisterError::Refused(refused));
+        }
+        if !self.config.allows_new_versions_of(&fsm.id) && self.operator_owns(&fsm.id).await? {
+            return Err(RegisterError::Owned {
+                id: fsm.id.to_string(),
+            });
         }
         if let Some(existing) = self.find(&fsm.id, Some(fsm.version))
             && existing.fsm.hash != fsm.hash
@@ -180,13 +204,27 @@ impl AppState {
             .await
             .map_err(RegisterError::Store)?;
         let fsm = Arc::new(fsm);
-        self.serve(fsm.clone(), false);
-        Ok((
-            Served {
-                fsm,
-                trusted: false,
-            },
-            policy,
-        ))
+        self.serve(fsm.clone());
+        Ok((Served { fsm }, policy))
+    }
+
+    /// Whether a version of the FSM `id` is the operator's: served as such, or stored.
+    async fn operator_owns(&self, id: &str) -> Result<bool, RegisterError> {
+        let served = {
+            let all = self.definitions.read().unwrap_or_else(|p| p.into_inner());
+            all.get(id)
+                .is_some_and(|versions| versions.values().any(Served::trusted))
+        };
+        if served {
+            return Ok(true);
+        }
+        let stored = self
+            .store
+            .definitions()
+            .await
+            .map_err(RegisterError::Store)?;
+        Ok(stored
+            .iter()
+            .any(|d| d.fsm_id == id && d.owner == Owner::Operator))
     }
 }

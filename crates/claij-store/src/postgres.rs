@@ -66,6 +66,11 @@ impl Dialect for Postgres {
             name: "spend",
             sql: include_str!("../migrations/postgres/0005_spend.sql"),
         },
+        Migration {
+            version: 6,
+            name: "owners",
+            sql: include_str!("../migrations/postgres/0006_owners.sql"),
+        },
     ];
     const BEGIN_WRITE: &'static str = "BEGIN";
     // A transaction-scoped advisory lock (key: "claij" in ASCII) serializes concurrent

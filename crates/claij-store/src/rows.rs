@@ -28,7 +28,7 @@ pub(crate) const SPEND_COLUMNS: &str =
 pub(crate) const WAKE_ON_CHILD: i64 = i64::MAX;
 
 /// The columns of `definitions`, in the order [`DefinitionRow`] reads them.
-pub(crate) const DEFINITION_COLUMNS: &str = "fsm_id, version, hash, document, created_at";
+pub(crate) const DEFINITION_COLUMNS: &str = "fsm_id, version, hash, document, created_at, owner";
 
 /// The statuses of runs that are over, as an SQL list (`prune` deletes only these).
 pub(crate) const FINAL_STATUSES_SQL: &str = "('completed', 'failed', 'interrupted')";
@@ -78,6 +78,7 @@ pub(crate) struct DefinitionRow {
     pub hash: String,
     pub document: String,
     pub created_at: i64,
+    pub owner: String,
 }
 
 /// A run record ready to insert.
@@ -409,6 +410,10 @@ pub(crate) fn decode_definition(row: DefinitionRow) -> Result<Definition, StoreE
         version: unsigned(what, row.version)?,
         document: from_json(what(), &row.document)?,
         created_at: time(row.created_at),
+        owner: claij_core::Owner::parse(&row.owner).ok_or_else(|| StoreError::Corrupt {
+            what: what(),
+            message: format!("unknown owner `{}`", row.owner),
+        })?,
         hash: row.hash,
         fsm_id: row.fsm_id,
     })

@@ -50,6 +50,11 @@ impl Dialect for Sqlite {
             name: "spend",
             sql: include_str!("../migrations/sqlite/0006_spend.sql"),
         },
+        Migration {
+            version: 7,
+            name: "owners",
+            sql: include_str!("../migrations/sqlite/0007_owners.sql"),
+        },
     ];
     const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
     const MIGRATION_LOCK: Option<&'static str> = None;

@@ -224,6 +224,7 @@ where
             hash: row.try_get(2)?,
             document: row.try_get(3)?,
             created_at: row.try_get(4)?,
+            owner: row.try_get(5)?,
         })
     }
 
@@ -276,14 +277,18 @@ where
         );
         let document = rows::to_json(&what, &definition.document)?;
         sqlx::query(
-            "INSERT INTO definitions (fsm_id, version, hash, document, created_at) \
-             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (fsm_id, version, hash) DO NOTHING",
+            // The operator's storing a client's definition makes it the operator's; the
+            // reverse changes nothing.
+            "INSERT INTO definitions (fsm_id, version, hash, document, created_at, owner) \
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (fsm_id, version, hash) \
+             DO UPDATE SET owner = 'operator' WHERE excluded.owner = 'operator'",
         )
         .bind(definition.fsm_id.clone())
         .bind(i64::from(definition.version))
         .bind(definition.hash.clone())
         .bind(document)
         .bind(rows::micros(definition.created_at)?)
+        .bind(definition.owner.as_str().to_owned())
         .execute(&self.pool)
         .await
         .map_err(backend("storing a definition"))?;

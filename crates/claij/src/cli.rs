@@ -176,8 +176,10 @@ pub(crate) enum Command {
     /// continues the runs whose process died, so a restart loses nothing. Listens on
     /// 127.0.0.1:8080 by default; any other address needs an API token (--token-file or
     /// CLAIJ_API_TOKEN), which every route but /health then requires. Documents named here
-    /// are trusted; documents registered over HTTP may not start programs or read files
-    /// unless --allow-program / --allow-file name them. See docs/SERVER.md.
+    /// are trusted; documents registered over HTTP touch nothing outside their runs
+    /// (files, programs, hosts, variables) unless --allow-program, --allow-folder,
+    /// --allow-connect or --allow-env name it, and may not replace the operator's FSMs.
+    /// See docs/SERVER.md and docs/SECURITY.md.
     #[command(after_help = "Examples:
   claij serve examples/                                  # every FSM in the folder
   claij serve examples/human-approval.yaml --bind 127.0.0.1:0
@@ -283,6 +285,9 @@ pub(crate) struct WorkerArgs {
     /// ~/.config/claij/claij.toml).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// What documents registered over the API may touch (as `claij serve` is told).
+    #[command(flatten)]
+    pub policy: PolicyArgs,
 }
 
 /// `claij mcp …`
@@ -446,13 +451,13 @@ pub(crate) struct ServeArgs {
         hide = true
     )]
     pub token_env: Option<String>,
-    /// A program that documents registered over HTTP may start (as a `command` state or a
-    /// stdio MCP server); repeatable.
-    #[arg(long = "allow-program", value_name = "PROGRAM")]
-    pub allow_programs: Vec<String>,
-    /// A child FSM file that documents registered over HTTP may name; repeatable.
-    #[arg(long = "allow-file", value_name = "FILE")]
-    pub allow_files: Vec<String>,
+    /// What documents registered over HTTP may touch.
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// An FSM of the operator's (its id; `*`: all) that documents registered over HTTP may
+    /// give new versions of; repeatable. Without it, they may not take its id.
+    #[arg(long = "allow-new-versions", value_name = "FSM")]
+    pub allow_new_versions: Vec<String>,
     /// A file holding the secret completion callbacks are signed with (`whsec_` and base64
     /// of 24 to 64 random bytes, as Standard Webhooks libraries take it).
     #[arg(long, value_name = "FILE", conflicts_with = "webhook_secret_env")]
@@ -491,6 +496,57 @@ pub(crate) struct ServeArgs {
     /// Where runs are kept.
     #[command(flatten)]
     pub store: StoreArgs,
+}
+
+/// What documents registered over the API (API clients' documents) may touch outside
+/// their runs; the operator's own documents are not limited. Checked when a document is
+/// registered, and again by each action as it runs (docs/SECURITY.md).
+#[derive(Debug, Args, Default)]
+pub(crate) struct PolicyArgs {
+    /// A program API clients' documents may start (a `command` state, a stdio MCP server),
+    /// by absolute path (its links resolved; a document naming it by name gets it from this
+    /// process's PATH, never its own); repeatable.
+    #[arg(long = "allow-program", value_name = "PATH")]
+    pub allow_programs: Vec<String>,
+    /// A folder under which API clients' documents may read files (child FSMs) and run
+    /// programs (`cwd`); repeatable.
+    #[arg(long = "allow-folder", value_name = "DIR")]
+    pub allow_folders: Vec<String>,
+    /// A host API clients' documents may connect to (MCP servers over HTTP): `name`, or
+    /// `name:port`; repeatable.
+    #[arg(long = "allow-connect", value_name = "HOST")]
+    pub allow_connect: Vec<String>,
+    /// An environment variable API clients' documents may set for their programs;
+    /// repeatable.
+    #[arg(long = "allow-env", value_name = "NAME")]
+    pub allow_env: Vec<String>,
+    /// A server (URL, or host) the operator's stored MCP credentials may be sent to for
+    /// API clients' documents; repeatable.
+    #[arg(long = "allow-credentials", value_name = "URL")]
+    pub allow_credentials: Vec<String>,
+}
+
+impl PolicyArgs {
+    /// The policy these options give.
+    pub(crate) fn policy(&self) -> Result<claij_engine::Policy, claij_engine::PolicyError> {
+        let mut policy = claij_engine::Policy::nothing();
+        for program in &self.allow_programs {
+            policy = policy.allow_program(program)?;
+        }
+        for folder in &self.allow_folders {
+            policy = policy.allow_folder(folder)?;
+        }
+        for host in &self.allow_connect {
+            policy = policy.allow_host(host);
+        }
+        for name in &self.allow_env {
+            policy = policy.allow_environment(name);
+        }
+        for url in &self.allow_credentials {
+            policy = policy.allow_credentials(url);
+        }
+        Ok(policy)
+    }
 }
 
 /// The options of `claij mcp serve`.

@@ -18,6 +18,8 @@ macro_rules! out {
     }};
 }
 
+#[cfg(test)]
+mod classified;
 mod cli;
 mod commands;
 mod input;

@@ -304,7 +304,7 @@ fn stored_definitions(store: &Path) -> String {
 const PRIVILEGED: &[(&str, &str)] = &[
     (
         r#"{"id": "runs-a-program", "states": [{"id": "go", "action": "command", "config": {"argv": ["touch", "/tmp/claij-pwned"]}}, {"id": "done", "action": "end"}], "xitions": [{"id": ["start", "go"]}, {"id": ["go", "done"]}]}"#,
-        "$.states[0].config.argv",
+        "$.states[0].config.argv[0]",
     ),
     (
         r#"{"id": "starts-a-server", "servers": {"sh": {"command": "sh", "args": ["-c", "id"]}}, "states": [{"id": "ask", "action": "llm", "servers": ["sh"]}, {"id": "done", "action": "end"}], "xitions": [{"id": ["start", "ask"]}, {"id": ["ask", "done"]}]}"#,
@@ -315,6 +315,15 @@ const PRIVILEGED: &[(&str, &str)] = &[
         "$.states[0].config.fsm",
     ),
 ];
+
+/// The absolute path of the program `name` on PATH.
+fn which(name: &str) -> String {
+    let out = Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
 
 #[tokio::test]
 async fn documents_registered_over_http_are_checked_and_never_start_programs() {
@@ -413,8 +422,9 @@ async fn documents_registered_over_http_are_checked_and_never_start_programs() {
     assert!(!Path::new("/tmp/claij-pwned").exists());
     drop(server);
 
-    // Allowed by name by the operator: accepted.
-    let allowing = Served::start(&store, &["--allow-program", "touch"]);
+    // Allowed by the operator, by absolute path: accepted.
+    let touch = which("touch");
+    let allowing = Served::start(&store, &["--allow-program", &touch]);
     let allowed = send(
         http.post(allowing.url("/definitions"))
             .header("content-type", "application/json")
@@ -440,7 +450,12 @@ async fn documents_registered_over_http_are_checked_and_never_start_programs() {
 async fn a_version_registered_over_http_that_migrates_moves_the_parked_runs_it_can() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("claij.db");
-    let server = Served::start(&store, &[&approval()]);
+    // The operator lets API clients give new versions of this FSM (without it, its id is
+    // the operator's alone: tests/security).
+    let server = Served::start(
+        &store,
+        &[&approval(), "--allow-new-versions", "human-approval"],
+    );
     let http = client();
     let long = suspended_run(&http, &server).await;
     // "Deploy ui 2.4.1 (14 changes)": shorter than the 30 characters v2 asks for.

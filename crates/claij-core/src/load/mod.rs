@@ -47,6 +47,18 @@ pub fn load_str(name: &str, text: &str, actions: &dyn KnownActions) -> Result<Fs
     load_value(name, value, actions)
 }
 
+/// Loads a definition read back from a store, named `ID@vN (stored)` and owned by whom
+/// the store says.
+pub fn load_definition(
+    definition: &crate::store::Definition,
+    actions: &dyn KnownActions,
+) -> Result<Fsm, Diagnostics> {
+    let name = format!("{}@v{} (stored)", definition.fsm_id, definition.version);
+    let mut fsm = load_value(&name, definition.document.clone(), actions)?;
+    fsm.owner = definition.owner;
+    Ok(fsm)
+}
+
 /// Loads a document already parsed into JSON.
 pub fn load_value(
     name: &str,
@@ -294,6 +306,7 @@ fn build(
         hash: crate::store::content_hash(&document),
         document,
         triggers: Vec::new(),
+        owner: crate::fsm::Owner::Operator,
         state_index,
     };
     build_transitions(&mut fsm, raw.xitions, xitions_key, &shared, actions, found);

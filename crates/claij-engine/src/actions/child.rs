@@ -10,11 +10,73 @@ use claij_core::known_actions::ConfigRoute;
 use claij_core::{ConfigIssue, FailureKind, Fsm, TrailEntry};
 use serde_json::{Map, Value, json};
 
+use claij_core::JsonPath;
+
 use crate::action::{ActionError, ActionInput};
+use crate::capability::{Field, Need, NeedsOf, Touch};
 use crate::registry::ActionRegistry;
+use crate::run::Engine;
 use crate::run::{RunOutcome, RunStatus};
 use crate::tree::without_id;
 use claij_core::store::RunStore;
+
+/// What the keys `fsm` and `fork` share touch: nothing (routes, pointers, durations).
+macro_rules! common_touches {
+    ($($more:expr),*) => {
+        [
+            Field::inert("/input"),
+            Field::inert("/success_to"),
+            Field::inert("/failure_to"),
+            Field::inert("/timeout_to"),
+            Field::inert("/deadline"),
+            Field::inert("/trail"),
+            $($more),*
+        ]
+    };
+}
+
+/// What an `fsm` state's config touches: the child FSMs' files.
+pub(crate) const FSM_TOUCHES: [Field; 7] = common_touches!(Field::new("/fsm", Touch::File));
+
+/// What a `fork` state's config touches: the branches' FSM files.
+pub(crate) const FORK_TOUCHES: [Field; 11] = common_touches!(
+    Field::new("/fsm", Touch::File),
+    Field::new("/fsms", Touch::File),
+    Field::inert("/over"),
+    Field::inert("/limit"),
+    Field::inert("/join")
+);
+
+/// The files the child references under `key` read (one reference, or a list): a
+/// string, or `{file}`; a stored definition (`{id}`) reads none.
+pub(crate) fn ref_needs(of: NeedsOf<'_>, key: &str) -> Vec<Need> {
+    let at = of.at.join(key);
+    let one = |at: JsonPath, reference: &Value| match reference {
+        Value::String(file) => Some(Need {
+            path: at,
+            touch: Touch::File,
+            value: file.clone(),
+        }),
+        Value::Object(map) => map.get("file").and_then(Value::as_str).map(|file| Need {
+            path: at.join("file"),
+            touch: Touch::File,
+            value: file.to_owned(),
+        }),
+        _ => None,
+    };
+    match of.config.get(key) {
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, item)| one(at.join(i), item))
+            .collect(),
+        Some(reference) => one(at, reference).into_iter().collect(),
+        None => Vec::new(),
+    }
+}
+
+/// The largest child FSM file read: a document, not a disk.
+const MAX_CHILD_FILE: u64 = 4 << 20;
 
 /// The config keys naming where the state goes on the child's success, failure and
 /// timeout.
@@ -211,34 +273,41 @@ impl FsmRef {
     /// definition (the newest of its version, or of all).
     pub(super) async fn load(&self, input: &ActionInput<'_>) -> Result<Arc<Fsm>, ActionError> {
         self.load_from(
-            input.scope.engine.registry(),
-            &input.fsm.source,
+            input.scope.engine,
+            input.fsm,
             input.scope.store,
             &input.state.id,
         )
         .await
     }
 
-    /// [`load`](Self::load) for the state `state` of a document read from `source`, with
-    /// the run's store (if any).
+    /// [`load`](Self::load) for the state `state` of the document `parent`, with the run's
+    /// store (if any). A file is read only when the engine's policy lets the parent's
+    /// owner read it ([`Policy::file`](crate::capability::Policy::file)), and the child
+    /// is the parent's owner's too.
     pub(crate) async fn load_from(
         &self,
-        registry: &ActionRegistry,
-        source: &str,
+        engine: &Engine,
+        parent: &Fsm,
         store: Option<&Arc<dyn RunStore>>,
         state: &str,
     ) -> Result<Arc<Fsm>, ActionError> {
+        let registry = engine.registry();
         match self {
             FsmRef::File(file) => {
-                let path = resolve(source, file);
-                claij_core::load_file(&path, registry)
-                    .map(Arc::new)
-                    .map_err(|d| {
-                        ActionError::fatal(format!(
-                            "the child FSM `{}` (state `{state}`) does not load:\n{d}",
-                            path.display()
-                        ))
-                    })
+                let path = resolve(&parent.source, file);
+                let path = engine
+                    .policy()
+                    .file(parent.owner, &path)
+                    .map_err(|refused| ActionError::fatal(format!("state `{state}`: {refused}")))?;
+                let mut fsm = read_child(&path, registry).map_err(|message| {
+                    ActionError::fatal(format!(
+                        "the child FSM `{}` (state `{state}`) does not load:\n{message}",
+                        path.display()
+                    ))
+                })?;
+                fsm.owner = parent.owner;
+                Ok(Arc::new(fsm))
             }
             FsmRef::Stored { id, version } => {
                 let Some(store) = store else {
@@ -260,10 +329,14 @@ impl FsmRef {
                         version.map(|v| format!(" v{v}")).unwrap_or_default()
                     )));
                 };
-                let name = format!("{}@v{} (stored)", definition.fsm_id, definition.version);
-                claij_core::load_value(&name, definition.document, registry)
+                claij_core::load_definition(&definition, registry)
                     .map(Arc::new)
-                    .map_err(|d| ActionError::fatal(format!("{name} does not load:\n{d}")))
+                    .map_err(|d| {
+                        ActionError::fatal(format!(
+                            "{}@v{} (stored) does not load:\n{d}",
+                            definition.fsm_id, definition.version
+                        ))
+                    })
             }
         }
     }
@@ -281,6 +354,31 @@ pub(crate) fn child_refs(state: &claij_core::State) -> Vec<FsmRef> {
         ("fsm" | "fork", Some(one), _) => FsmRef::parse(one).into_iter().collect(),
         _ => Vec::new(),
     }
+}
+
+/// Reads and loads the child FSM file at `path`: a regular file of at most
+/// [`MAX_CHILD_FILE`] bytes (a device or a pipe would read forever).
+fn read_child(path: &Path, registry: &ActionRegistry) -> Result<Fsm, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read the file: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read the file: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    if meta.len() > MAX_CHILD_FILE {
+        return Err(format!(
+            "{} bytes, more than the {} MiB a document may have",
+            meta.len(),
+            MAX_CHILD_FILE >> 20
+        ));
+    }
+    let mut text = String::new();
+    file.take(MAX_CHILD_FILE)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read the file: {e}"))?;
+    claij_core::load_str(&path.display().to_string(), &text, registry).map_err(|d| d.to_string())
 }
 
 /// Whether the run's store already holds the run `run_id` (a child started by an earlier

@@ -1,6 +1,9 @@
 //! `command`: runs a program (no shell) with the input event as JSON on stdin.
 
+use std::path::Path;
 use std::process::Stdio;
+
+use claij_core::Owner;
 
 use claij_core::JsonPath;
 use claij_core::known_actions::ConfigRoute;
@@ -10,6 +13,7 @@ use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use crate::action::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome};
+use crate::capability::{Field, Touch};
 
 /// How much of a program's stdout is kept (beyond it the attempt fails).
 const MAX_STDOUT: usize = 16 << 20;
@@ -48,6 +52,20 @@ impl Action for Command {
         })
     }
 
+    /// The program (`argv[0]`; its arguments are the program's business), the variables
+    /// `env` sets and the folder `cwd` names.
+    fn touches(&self) -> &'static [Field] {
+        const FIELDS: &[Field] = &[
+            Field::new("/argv/0", Touch::Program),
+            Field::inert("/argv"),
+            Field::new("/env", Touch::Environment),
+            Field::new("/cwd", Touch::File),
+            Field::inert("/output"),
+            Field::inert("/routes"),
+        ];
+        FIELDS
+    }
+
     /// With `output: capture`, each target of `routes`.
     fn routes(&self, config: &Value) -> Vec<ConfigRoute> {
         if config.get("output").and_then(Value::as_str) != Some("capture") {
@@ -75,6 +93,35 @@ impl Action for Command {
     }
 }
 
+/// The variables of this process an API client's program is given (when set): what a
+/// program needs to run, and no secret.
+const PASSED_TO_CLIENTS: [&str; 6] = ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+
+/// Makes the program die (SIGKILL) when the process that started it does, so that a
+/// server killed mid-step and restarted never runs the step beside its orphan.
+///
+/// Linux's parent-death signal belongs to the thread that forks: programs are started
+/// on the runtime's worker threads, which live as long as the runtime. The program's
+/// own children are swept with its process group when the attempt ends (see
+/// [`GroupGuard`]); those a killed process leaves are not.
+fn dies_with_this_process(cmd: &mut tokio::process::Command) {
+    let parent = nix::unistd::getpid();
+    // SAFETY: the closure runs in the forked child before `exec`, where only
+    // async-signal-safe calls are allowed: `prctl` and `getppid` are system calls that
+    // allocate nothing and take no lock.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+            // The parent died before the signal was set: nothing would send it.
+            if nix::unistd::getppid() != parent {
+                return Err(std::io::Error::other("claij exited while starting it"));
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Kills the program's process group when dropped (attempt done, timed out or
 /// interrupted), so no descendant outlives the attempt.
 struct GroupGuard(Option<Pid>);
@@ -98,7 +145,27 @@ async fn run_command(input: ActionInput<'_>) -> Result<ActionOutput, ActionError
     let Some((program, args)) = argv.split_first() else {
         return Err(ActionError::fatal("`config.argv` is missing or empty"));
     };
-    let mut cmd = tokio::process::Command::new(program);
+    let owner = input.fsm.owner;
+    let policy = input.scope.engine.policy();
+    let refused = |r: crate::capability::Refused| {
+        ActionError::fatal(format!("state `{}`: {r}", input.state.id))
+    };
+    // The operator's programs by name, as written; a client's by the absolute path the
+    // policy found on this process's PATH (never the document's own `env.PATH`).
+    let executable = policy.program(owner, program).map_err(refused)?;
+    let mut cmd = tokio::process::Command::new(&executable);
+    cmd.arg0(program);
+    if owner == Owner::Client {
+        // A client's program gets none of the server's secrets: only the variables a
+        // program needs to run, the run's own and those its document may set.
+        cmd.env_clear();
+        for name in PASSED_TO_CLIENTS {
+            if let Some(value) = std::env::var_os(name) {
+                cmd.env(name, value);
+            }
+        }
+    }
+    dies_with_this_process(&mut cmd);
     cmd.args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -112,13 +179,14 @@ async fn run_command(input: ActionInput<'_>) -> Result<ActionOutput, ActionError
         .env("CLAIJ_IDEMPOTENCY_KEY", input.idempotency_key());
     if let Some(env) = config.get("env").and_then(Value::as_object) {
         for (k, v) in env {
+            policy.environment(owner, k).map_err(refused)?;
             if let Some(v) = v.as_str() {
                 cmd.env(k, v);
             }
         }
     }
     if let Some(cwd) = config.get("cwd").and_then(Value::as_str) {
-        cmd.current_dir(cwd);
+        cmd.current_dir(policy.file(owner, Path::new(cwd)).map_err(refused)?);
     }
     let mut child = cmd
         .spawn()

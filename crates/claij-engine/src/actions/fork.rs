@@ -6,12 +6,13 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use super::child::{
-    Common, FsmRef, as_input, check_common, child_error, child_input, child_view,
-    common_properties, fsm_of, ref_schema, routes, status_word, stored, timed_out,
+    Common, FORK_TOUCHES, FsmRef, as_input, check_common, child_error, child_input, child_view,
+    common_properties, fsm_of, ref_needs, ref_schema, routes, status_word, stored, timed_out,
 };
 use crate::action::{
     Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome, RunScope, Suspension,
 };
+use crate::capability::{Field, Need, NeedsOf};
 use crate::run::{RunError, RunOutcome, RunStatus};
 use crate::tree::{ChildRun, without_id};
 use claij_core::known_actions::ConfigRoute;
@@ -102,6 +103,17 @@ impl Action for Fork {
             ],
             "additionalProperties": false
         })
+    }
+
+    /// The branches' FSM files (a stored definition touches nothing).
+    fn touches(&self) -> &'static [Field] {
+        &FORK_TOUCHES
+    }
+
+    fn needs(&self, of: NeedsOf<'_>) -> Vec<Need> {
+        let mut needs = ref_needs(of, "fsm");
+        needs.extend(ref_needs(of, "fsms"));
+        needs
     }
 
     fn check_config(&self, config: &Value) -> Vec<ConfigIssue> {

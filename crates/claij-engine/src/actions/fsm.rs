@@ -6,12 +6,13 @@ use claij_core::known_actions::ConfigRoute;
 use serde_json::{Value, json};
 
 use super::child::{
-    Common, FsmRef, check_common, child_error, child_input, child_view, common_properties, fsm_of,
-    ref_schema, routes, status_word, stored, timed_out,
+    Common, FSM_TOUCHES, FsmRef, check_common, child_error, child_input, child_view,
+    common_properties, fsm_of, ref_needs, ref_schema, routes, status_word, stored, timed_out,
 };
 use crate::action::{
     Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome, Suspension,
 };
+use crate::capability::{Field, Need, NeedsOf};
 use crate::run::{RunOutcome, RunStatus};
 use crate::tree::{ChildRun, without_id};
 
@@ -46,6 +47,15 @@ impl Action for SubFsm {
             "properties": props,
             "additionalProperties": false
         })
+    }
+
+    /// The child FSMs' files (a stored definition touches nothing).
+    fn touches(&self) -> &'static [Field] {
+        &FSM_TOUCHES
+    }
+
+    fn needs(&self, of: NeedsOf<'_>) -> Vec<Need> {
+        ref_needs(of, "fsm")
     }
 
     fn check_config(&self, config: &Value) -> Vec<ConfigIssue> {

@@ -11,6 +11,7 @@ use claij_core::known_actions::ConfigRoute;
 use crate::action::{
     Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome, Suspension,
 };
+use crate::capability::Field;
 
 /// Where a person is asked: the terminal by default; tests and embedders supply their own.
 pub trait HumanIo: Send + Sync {
@@ -119,6 +120,15 @@ impl Action for Human {
             },
             "additionalProperties": false
         })
+    }
+
+    fn touches(&self) -> &'static [Field] {
+        const FIELDS: &[Field] = &[
+            Field::inert("/prompt"),
+            Field::inert("/expires"),
+            Field::inert("/on_expiry"),
+        ];
+        FIELDS
     }
 
     fn check_config(&self, config: &Value) -> Vec<ConfigIssue> {

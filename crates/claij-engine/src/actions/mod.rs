@@ -23,6 +23,7 @@ pub use transform::Transform;
 use serde_json::{Value, json};
 
 use crate::action::{Action, ActionError, ActionInput, BoxFuture, Outcome};
+use crate::capability::Field;
 
 /// `end`: terminal. The engine never runs it (runs stop on entering a terminal state);
 /// it exists so the name is known and its config (none) is checked.
@@ -32,6 +33,10 @@ pub struct End;
 impl Action for End {
     fn config_schema(&self) -> Value {
         json!({"type": "object", "additionalProperties": false})
+    }
+
+    fn touches(&self) -> &'static [Field] {
+        &[]
     }
 
     fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
@@ -85,6 +90,11 @@ pub(crate) enum Reserved {
 }
 
 impl Action for Reserved {
+    /// A placeholder's config is the layer's to check; running it touches nothing.
+    fn touches(&self) -> &'static [Field] {
+        &[]
+    }
+
     fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         let name = input.state.action.clone();
         Box::pin(async move {

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use claij_core::known_actions::ConfigRoute;
 
 use crate::action::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome};
+use crate::capability::Field;
 use crate::tree::without_id;
 
 /// Publishes `event` (the state's input event without its `id`) on `config.topic` and
@@ -30,6 +31,12 @@ impl Action for Publish {
             },
             "additionalProperties": false
         })
+    }
+
+    /// A topic is a name in the store's queue, read only by the FSMs subscribed to it.
+    fn touches(&self) -> &'static [Field] {
+        const FIELDS: &[Field] = &[Field::inert("/topic"), Field::inert("/next")];
+        FIELDS
     }
 
     fn routes(&self, config: &Value) -> Vec<ConfigRoute> {

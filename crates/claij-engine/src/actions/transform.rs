@@ -5,6 +5,7 @@ use minijinja::Environment;
 use serde_json::{Value, json};
 
 use crate::action::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome};
+use crate::capability::Field;
 
 /// Renders `config.template` (minijinja) with `event`, `context`, `state` (the state's id)
 /// and `run_id`, and parses the result as the JSON output event (which names its own
@@ -38,6 +39,13 @@ impl Action for Transform {
             },
             "additionalProperties": false
         })
+    }
+
+    /// A template renders the run's own values; it reads no file (the environment has no
+    /// loader) and touches nothing else.
+    fn touches(&self) -> &'static [Field] {
+        const FIELDS: &[Field] = &[Field::inert("/template")];
+        FIELDS
     }
 
     fn check_config(&self, config: &Value) -> Vec<ConfigIssue> {

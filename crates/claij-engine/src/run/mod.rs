@@ -55,6 +55,8 @@ pub struct Engine {
     /// Observers of every run this engine drives (child runs included), besides each
     /// run's own.
     observers: Vec<Arc<dyn Observer>>,
+    /// What API clients' documents may touch outside their runs.
+    policy: Arc<crate::capability::Policy>,
 }
 
 impl Default for Engine {
@@ -72,7 +74,21 @@ impl Engine {
             stored: Mutex::new(HashSet::new()),
             loaded: Mutex::new(HashMap::new()),
             observers: Vec::new(),
+            policy: Arc::new(crate::capability::Policy::nothing()),
         }
+    }
+
+    /// This engine, with `policy` deciding what API clients' documents may touch outside
+    /// their runs (by default, nothing): asked at registration and by the actions as they
+    /// run.
+    pub fn governed_by(mut self, policy: Arc<crate::capability::Policy>) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// What API clients' documents may touch ([`governed_by`](Self::governed_by)).
+    pub fn policy(&self) -> &crate::capability::Policy {
+        &self.policy
     }
 
     /// This engine, with `observer` told of every run it drives (child runs included):

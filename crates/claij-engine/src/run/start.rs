@@ -134,7 +134,8 @@ impl Engine {
         store: &dyn RunStore,
         fsm: &Fsm,
     ) -> Result<(), StoreError> {
-        let key = (store.describe(), fsm.hash.clone());
+        // By owner too: the operator's storing what a client stored makes it the operator's.
+        let key = (store.describe(), format!("{}:{}", fsm.owner, fsm.hash));
         if self
             .stored
             .lock()

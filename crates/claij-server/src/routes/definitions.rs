@@ -22,7 +22,7 @@ pub(crate) async fn list(State(state): State<AppState>) -> Json<Vec<DefinitionSu
         state
             .newest()
             .iter()
-            .map(|s| DefinitionView::summary(&s.fsm, s.trusted))
+            .map(|s| DefinitionView::summary(&s.fsm, s.trusted()))
             .collect(),
     )
 }
@@ -43,7 +43,7 @@ pub(crate) async fn show(
     let served = state
         .find(&id, None)
         .ok_or_else(|| Problem::not_found(format!("no FSM `{id}` is served")))?;
-    Ok(Json(DefinitionView::new(&served.fsm, served.trusted)))
+    Ok(Json(DefinitionView::new(&served.fsm, served.trusted())))
 }
 
 /// Registers a document (JSON, or YAML with `Content-Type: application/yaml`): checked as
@@ -128,31 +128,31 @@ pub(crate) async fn register(
                 .into_response())
         }
         Err(RegisterError::Invalid(d)) => Err(Problem::invalid_document(&d)),
-        Err(RegisterError::Privileged(uses)) => {
-            let errors = uses
+        Err(RegisterError::Refused(refusals)) => {
+            let errors = refusals
                 .iter()
-                .map(|u| {
-                    PlacedError::at(
-                        u.path.to_string(),
-                        format!(
-                            "{}; documents registered over the network may not do this unless the server allows `{}`",
-                            u.privilege,
-                            u.privilege.name()
-                        ),
-                    )
-                })
+                .map(|(need, refused)| PlacedError::at(need.path.to_string(), refused.to_string()))
                 .collect();
             Err(Problem::new(
                 StatusCode::FORBIDDEN,
                 "privileged-document",
                 "Document not allowed",
                 format!(
-                    "the document starts programs or reads the server's files ({} place(s)); it was not registered",
-                    uses.len()
+                    "the document would touch what the server's policy does not allow documents registered over the API ({} place(s)); it was not registered",
+                    refusals.len()
                 ),
             )
             .with_errors(errors))
         }
+        Err(RegisterError::Owned { id }) => Err(Problem::new(
+            StatusCode::FORBIDDEN,
+            "operator-definition",
+            "Definition owned by the operator",
+            format!(
+                "`{id}` is the operator's FSM: a document registered over the API may not replace it (the operator allows it with `claij serve --allow-new-versions {id}`); give the document another id"
+            ),
+        )
+        .with_errors(vec![PlacedError::at("$.id", "the operator's FSM")])),
         Err(RegisterError::Taken { id, version }) => Err(Problem::conflict(format!(
             "FSM `{id}` version {version} is already served with another document: give the new one a higher `version`"
         ))),

@@ -168,7 +168,19 @@ pub(crate) async fn chat_completions(
         .code("model_not_found")
     })?;
     let (id, version) = match name.split_once('@') {
-        Some((id, v)) => (id, v.parse::<u32>().ok()),
+        Some((id, v)) => {
+            // A version named is that version, or nothing: never the newest instead.
+            let version = v.parse::<u32>().map_err(|_| {
+                OpenAiError::new(
+                    StatusCode::NOT_FOUND,
+                    "invalid_request_error",
+                    format!("`{v}` is not a version: models here are `fsm:ID` or `fsm:ID@VERSION`"),
+                )
+                .at("model")
+                .code("model_not_found")
+            })?;
+            (id, Some(version))
+        }
         None => (name, None),
     };
     let served = state.find(id, version).ok_or_else(|| {

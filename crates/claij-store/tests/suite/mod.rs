@@ -22,6 +22,7 @@ macro_rules! store_suite {
     ($harness:expr) => {
         store_suite!(@tests $harness; tokio::test;
             definitions_round_trip,
+            a_definition_becomes_the_operators_and_never_a_clients,
             create_commit_and_read_back,
             a_commit_by_another_owner_loses_the_lease,
             entries_out_of_sequence_are_refused_and_nothing_is_written,
@@ -110,6 +111,7 @@ fn definition(fsm: &str, version: u32, created: i64) -> Definition {
         hash: content_hash(&document),
         document,
         created_at: at(created),
+        owner: claij_core::Owner::Operator,
     }
 }
 
@@ -254,6 +256,38 @@ fn checkpoint(run: &str, owner: &str, entries: Vec<TrailEntry>) -> Checkpoint {
 
 fn json_text(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).expect("json")
+}
+
+/// A client's definition stored again by the operator becomes the operator's; the
+/// operator's stored again as a client's stays the operator's (issue 35: definitions
+/// have owners).
+pub(crate) async fn a_definition_becomes_the_operators_and_never_a_clients(h: Harness) {
+    use claij_core::Owner;
+    let store = h.open().await;
+    let mut theirs = definition("theirs", 1, T0);
+    theirs.owner = Owner::Client;
+    store.put_definition(&theirs).await.expect("put");
+    let read = |id: &'static str| {
+        let store = store.clone();
+        async move { store.definition(id, 1, None).await.expect("read").owner }
+    };
+    assert_eq!(read("theirs").await, Owner::Client);
+    let mut adopted = theirs.clone();
+    adopted.owner = Owner::Operator;
+    store.put_definition(&adopted).await.expect("put again");
+    assert_eq!(read("theirs").await, Owner::Operator);
+
+    let ours = definition("ours", 1, T0);
+    store.put_definition(&ours).await.expect("put");
+    let mut claimed = ours.clone();
+    claimed.owner = Owner::Client;
+    store.put_definition(&claimed).await.expect("put again");
+    assert_eq!(read("ours").await, Owner::Operator);
+    let listed = store.definitions().await.expect("list");
+    assert!(
+        listed.iter().all(|d| d.owner == Owner::Operator),
+        "{listed:?}"
+    );
 }
 
 pub(crate) async fn definitions_round_trip(h: Harness) {
@@ -1147,6 +1181,7 @@ pub(crate) async fn a_sqlite_file_of_schema_1_is_upgraded(h: Harness) {
          ALTER TABLE runs DROP COLUMN cost_usd; ALTER TABLE runs DROP COLUMN calls; \
          ALTER TABLE runs DROP COLUMN time_ms; ALTER TABLE runs DROP COLUMN waiting_ms; \
          ALTER TABLE runs DROP COLUMN budget; ALTER TABLE runs DROP COLUMN pending; \
+         ALTER TABLE definitions DROP COLUMN owner; \
          DELETE FROM claij_migrations WHERE version >= 2",
     )
     .await;
@@ -1165,10 +1200,21 @@ pub(crate) async fn a_sqlite_file_of_schema_1_is_upgraded(h: Harness) {
             (3, "server".into()),
             (4, "workers".into()),
             (5, "events".into()),
-            (6, "spend".into())
+            (6, "spend".into()),
+            (7, "owners".into())
         ]
     );
     let store = upgraded.store();
+    // Who stored a definition before owners were kept is not known: a client, the safe
+    // guess (docs/SECURITY.md).
+    let definitions = store.definitions().await.expect("definitions");
+    assert!(!definitions.is_empty());
+    assert!(
+        definitions
+            .iter()
+            .all(|d| d.owner == claij_core::Owner::Client),
+        "{definitions:?}"
+    );
     store
         .commit(checkpoint("r1", "w1", entries(2, 4)))
         .await
@@ -2197,6 +2243,7 @@ async fn rewind_to_before_spend(h: &Harness) -> (i64, String) {
             h.execute(&format!(
                 "DROP TRIGGER checkpoint_write; DROP VIEW checkpoint_writes;\n{drops}\
                  {SQLITE_CHECKPOINT_OF_SCHEMA_5}\n\
+                 ALTER TABLE definitions DROP COLUMN owner;\n\
                  DELETE FROM claij_migrations WHERE version >= 6"
             ))
             .await;
@@ -2208,7 +2255,8 @@ async fn rewind_to_before_spend(h: &Harness) -> (i64, String) {
                 .map(|c| format!("DROP COLUMN {c}"))
                 .collect();
             h.execute(&format!(
-                "ALTER TABLE runs {}; DELETE FROM claij_migrations WHERE version >= 5",
+                "ALTER TABLE runs {}; ALTER TABLE definitions DROP COLUMN owner; \
+                 DELETE FROM claij_migrations WHERE version >= 5",
                 drops.join(", ")
             ))
             .await;
@@ -2270,8 +2318,8 @@ pub(crate) async fn older_runs_get_their_spend_from_their_trails(h: Harness) {
 
     let upgraded = h.open_concrete(Durability::Normal).await;
     let applied = upgraded.applied_migrations().await;
-    let last = applied.last().map(|m| (m.version, m.name.clone()));
-    assert_eq!(last, Some(migration));
+    let spend = applied.iter().find(|m| m.name == "spend");
+    assert_eq!(spend.map(|m| (m.version, m.name.clone())), Some(migration));
     let store = upgraded.store();
     let expected = |trail: &[TrailEntry]| Spend::of_entries(trail);
     let mut damaged = entries(0, 3);

@@ -10,7 +10,7 @@ mod mcp_tools;
 mod migrate;
 mod model;
 mod prompt;
-mod run;
+pub(crate) mod run;
 mod runs;
 mod seed_projection;
 mod serve;

@@ -31,7 +31,7 @@ pub(super) fn engine_with(durable: bool, layer: claij_llm::LlmLayer) -> Engine {
 }
 
 /// [`engine_with`] a model layer the caller keeps too.
-pub(super) fn engine_sharing(durable: bool, layer: Arc<claij_llm::LlmLayer>) -> Engine {
+pub(crate) fn engine_sharing(durable: bool, layer: Arc<claij_llm::LlmLayer>) -> Engine {
     let mut registry = if durable {
         ActionRegistry::durable()
     } else {

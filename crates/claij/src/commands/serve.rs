@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use claij_core::Fsm;
+use claij_engine::Policy;
 use claij_engine::{BoxFuture, Engine};
 use claij_mcp_server::{McpServer, Runtime};
-use claij_server::{Allowances, ApiToken, Engines, Server, ServerConfig, WebhookSecret};
+use claij_server::{ApiToken, Engines, Server, ServerConfig, WebhookSecret};
 use tokio_util::sync::CancellationToken;
 
 use super::load;
@@ -22,17 +23,23 @@ use claij_llm::providers::embedded::default_model_file;
 /// on first use, then kept).
 struct ServeEngines {
     config: Option<PathBuf>,
+    policy: Arc<Policy>,
     default: Arc<Engine>,
     layer: Arc<claij_llm::LlmLayer>,
     by_model: Mutex<HashMap<String, Arc<Engine>>>,
 }
 
 impl ServeEngines {
-    fn new(config: Option<PathBuf>, model: Option<String>) -> anyhow::Result<Self> {
+    fn new(
+        config: Option<PathBuf>,
+        model: Option<String>,
+        policy: Arc<Policy>,
+    ) -> anyhow::Result<Self> {
         let layer = Arc::new(Self::layer(config.as_deref(), model)?);
-        let default = Arc::new(engine_sharing(true, layer.clone()));
+        let default = Arc::new(engine_sharing(true, layer.clone()).governed_by(policy.clone()));
         Ok(ServeEngines {
             config,
+            policy,
             default,
             layer,
             by_model: Mutex::new(HashMap::new()),
@@ -63,13 +70,21 @@ impl Engines for ServeEngines {
         }
         let layer = Self::layer(self.config.as_deref(), Some(model.to_owned()))
             .map_err(|e| format!("{e:#}"))?;
-        let engine = Arc::new(engine_with(true, layer));
+        let engine = Arc::new(engine_with(true, layer).governed_by(self.policy.clone()));
         by_model.insert(model.to_owned(), engine.clone());
         Ok(engine)
     }
 
     fn prepare<'a>(&'a self, fsm: &'a Fsm) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(async move { crate::mcp::connect(fsm).await.map_err(|e| e.to_string()) })
+        Box::pin(async move {
+            // Declaring a document's servers starts them: a client's document only those
+            // the policy allows.
+            let refused = self.policy.refusals(fsm, self.default.registry());
+            if let Some((need, why)) = refused.first() {
+                return Err(format!("at {}: {why}", need.path));
+            }
+            crate::mcp::connect(fsm).await.map_err(|e| e.to_string())
+        })
     }
 }
 
@@ -145,7 +160,14 @@ pub(super) async fn serve(args: ServeArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let engines = match ServeEngines::new(args.config.clone(), args.model.clone()) {
+    let policy = match args.policy.policy() {
+        Ok(p) => Arc::new(p),
+        Err(e) => {
+            note!("claij: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let engines = match ServeEngines::new(args.config.clone(), args.model.clone(), policy) {
         Ok(e) => Arc::new(e),
         Err(e) => {
             note!("claij: {e:#}");
@@ -181,10 +203,7 @@ pub(super) async fn serve(args: ServeArgs) -> u8 {
         bind: args.bind,
         token,
         body_limit: args.body_limit,
-        allow: Allowances {
-            programs: args.allow_programs.clone(),
-            files: args.allow_files.clone(),
-        },
+        new_versions: args.allow_new_versions.clone(),
         allowed_hosts: args.allow_hosts.clone(),
         webhook_secret,
         public_url: args.public_url.clone(),

@@ -46,7 +46,14 @@ pub(super) async fn worker(args: WorkerArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let engine = Arc::new(engine_with(true, layer));
+    let policy = match args.policy.policy() {
+        Ok(p) => Arc::new(p),
+        Err(e) => {
+            note!("claij: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let engine = Arc::new(engine_with(true, layer).governed_by(policy));
     // The documents named: their triggers subscribe them to topics.
     let files = match super::serve::documents(&args.files) {
         Ok(f) => f,
