@@ -8,3 +8,10 @@
 
 #[path = "../served/mod.rs"]
 mod served;
+
+mod connections;
+mod door_support;
+mod doors;
+mod json;
+mod mcp_http;
+mod origins;
