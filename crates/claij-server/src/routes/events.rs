@@ -73,7 +73,16 @@ pub(crate) async fn events(
                             "expected a non-negative integer",
                         )])
                 })?;
-            last + 1
+            // The next entry's number; none follows the largest (never wrap to 0).
+            last.checked_add(1).ok_or_else(|| {
+                Problem::bad_request(format!(
+                    "`Last-Event-ID: {last}` names no entry a run can have: no entry follows it"
+                ))
+                .with_errors(vec![PlacedError::at(
+                    "header.last-event-id",
+                    "out of range",
+                )])
+            })?
         }
         None => params.from.unwrap_or(0),
     };
