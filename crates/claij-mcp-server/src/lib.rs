@@ -32,5 +32,8 @@ pub use bot_folder::{Bot, BotErrors, BotProblem, load_bot};
 pub use bot_tools::BotHost;
 pub use fsm_tools::Runtime;
 pub use handler::{DuplicateTool, McpServer};
-pub use serve::{HTTP_PATH, ServeError, http_router, serve_http, serve_stdio};
+pub use serve::{
+    Caps, DEFAULT_MAX_SESSIONS, HTTP_PATH, HttpSettings, ServeError, http_router, serve_http,
+    serve_stdio,
+};
 pub use tool::ToolSpec;

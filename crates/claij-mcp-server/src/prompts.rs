@@ -237,12 +237,16 @@ fn typed(field: &str, property: &Value, text: &Value) -> Result<Value, ErrorData
     if wants_text {
         return Ok(json!(text));
     }
-    serde_json::from_str(text).map_err(|_| {
+    // JSON from the client: claij's one rule (no key twice, bounded nesting).
+    claij_core::source::parse_json(text.as_bytes()).map_err(|e| {
         ErrorData::invalid_params(
-            format!(
-                "the argument `{field}` is {}: `{text}` is not",
-                describe_type(property)
-            ),
+            match e.kind {
+                claij_core::source::JsonErrorKind::Syntax => format!(
+                    "the argument `{field}` is {}: `{text}` is not",
+                    describe_type(property)
+                ),
+                _ => format!("the argument `{field}` is refused: {e} (at {})", e.place),
+            },
             None,
         )
     })

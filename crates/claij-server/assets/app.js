@@ -263,7 +263,9 @@ async function readBody(response) {
 async function api(path, { method = "GET", body, signal, headers = {} } = {}) {
   for (;;) {
     const all = authHeaders({ Accept: "application/json", ...headers });
-    if (body !== undefined) all["Content-Type"] = "application/json";
+    // Every POST says it sends JSON, a body or not: a server without a token refuses
+    // those that do not (no form of another site can say it).
+    if (body !== undefined || method !== "GET") all["Content-Type"] = "application/json";
     const response = await fetch(path, {
       method, headers: all, signal, cache: "no-store",
       body: body === undefined ? undefined : JSON.stringify(body),

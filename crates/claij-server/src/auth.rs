@@ -27,21 +27,14 @@ pub(crate) async fn require_token(
     }
 }
 
-/// Whether `headers` carry the server's token (always, when it has none).
+/// Whether `headers` carry the server's token (always, when it has none), as
+/// `Authorization: Bearer TOKEN` with the scheme in any case.
 pub(crate) fn check_token(state: &AppState, headers: &HeaderMap) -> Result<(), Problem> {
     let Some(token) = &state.config.token else {
         return Ok(());
     };
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        });
-    match presented {
-        Some(p) if token.matches(p.trim()) => Ok(()),
-        _ => Err(Problem::new(
+    token.check(headers).map_err(|refused| {
+        Problem::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
             "Unauthorized",
@@ -49,11 +42,7 @@ pub(crate) fn check_token(state: &AppState, headers: &HeaderMap) -> Result<(), P
         )
         .with_errors(vec![PlacedError::at(
             "header.authorization",
-            if presented.is_some() {
-                "wrong token"
-            } else {
-                "missing"
-            },
-        )])),
-    }
+            refused.reason(),
+        )])
+    })
 }

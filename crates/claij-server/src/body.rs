@@ -1,19 +1,20 @@
-//! Request bodies: JSON only, size-limited (the router's limit), nesting bounded, and
-//! every refusal a problem that names the place (the line and column of a syntax error,
-//! the field of a missing or mistyped member).
+//! Request bodies: JSON only, size-limited (the door's limit), held to claij's one rule
+//! for JSON from outside (`claij_core::source::parse_json`: no key twice, nesting bounded;
+//! the door has already checked it and hands the value on), and every refusal a problem
+//! that names the place (the line and column of a syntax error, the field of a missing
+//! or mistyped member, the key given twice).
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::header;
+use claij_core::source::{JsonError, JsonErrorKind, MAX_NESTING, parse_json};
+use claij_door::ParsedJson;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use crate::problem::{PlacedError, Problem};
 
-/// How deep a request body's arrays and objects may nest.
-pub(crate) const MAX_DEPTH: usize = 64;
-
-/// A JSON request body, read whole (within the size limit) and checked for depth before it
-/// is parsed.
+/// A JSON request body, read whole (within the size limit) and parsed by the one rule.
 pub(crate) struct JsonBody<T>(pub T);
 
 impl<S, T> FromRequest<S> for JsonBody<T>
@@ -45,6 +46,10 @@ where
                 "expected application/json",
             )]));
         }
+        if let Some(parsed) = req.extensions().get::<ParsedJson>() {
+            let value = Value::clone(&parsed.0);
+            return typed(value).map(JsonBody);
+        }
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
             let status = e.status();
             Problem::new(
@@ -62,38 +67,37 @@ where
     }
 }
 
-/// Parses `bytes` as `T`, checking the nesting first.
+/// Parses `bytes` as `T`, by the one rule for JSON from outside.
 pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
-    if let Some(at) = too_deep(bytes, MAX_DEPTH) {
-        return Err(Problem::bad_request(format!(
-            "the body nests arrays and objects deeper than {MAX_DEPTH} levels (at byte {at})"
-        ))
-        .with_errors(vec![PlacedError::at("$", "nested too deep")]));
-    }
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value = serde_path_value(&mut de).map_err(|(path, e)| {
-        let mut error = PlacedError::at(path, e.to_string());
-        if e.line() > 0 {
-            error.line = Some(e.line());
-            error.column = Some(e.column());
-        }
-        Problem::bad_request(format!("the body is not what this route takes: {e}"))
-            .with_errors(vec![error])
-    })?;
-    de.end().map_err(|e| {
-        Problem::bad_request(format!("the body has more after its JSON value: {e}"))
-    })?;
-    Ok(value)
+    let value = parse_json(bytes).map_err(|e| refused(&e, "the body", "$"))?;
+    typed(value)
 }
 
-/// Deserializes, telling the path of a failure within the document.
-fn serde_path_value<'de, T: DeserializeOwned>(
-    de: &mut serde_json::Deserializer<serde_json::de::SliceRead<'de>>,
-) -> Result<T, (String, serde_json::Error)> {
-    // Parse to a value first (syntax errors carry line and column), then map it to `T`
-    // (type errors name the member).
-    let value: serde_json::Value =
-        serde::Deserialize::deserialize(&mut *de).map_err(|e| ("$".to_owned(), e))?;
+/// The refusal of JSON found in `what` (`the body`, `a message`) at `base` (`$`,
+/// `$.messages[0].content`) under the one rule: its place within it, its line and column.
+pub(crate) fn refused(error: &JsonError, what: &str, base: &str) -> Problem {
+    let detail = match error.kind {
+        JsonErrorKind::TooDeep => {
+            format!("{what} nests arrays and objects deeper than {MAX_NESTING} levels")
+        }
+        JsonErrorKind::DuplicateKey => format!("{what} gives a key twice: {error}"),
+        JsonErrorKind::Syntax => format!("{what} is not JSON: {error}"),
+    };
+    let inner = error.place.to_string();
+    let place = match inner.strip_prefix('$') {
+        Some(rest) if base != "$" => format!("{base}{rest}"),
+        _ => inner.clone(),
+    };
+    let mut placed = PlacedError::at(place, error.message.clone());
+    if error.line > 0 {
+        placed.line = Some(error.line);
+        placed.column = Some(error.column);
+    }
+    Problem::bad_request(detail).with_errors(vec![placed])
+}
+
+/// A JSON value as `T`, a failure placed at the member (`$.input.age`).
+fn typed<T: DeserializeOwned>(value: Value) -> Result<T, Problem> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let place = if path == "." {
@@ -101,39 +105,10 @@ fn serde_path_value<'de, T: DeserializeOwned>(
         } else {
             format!("$.{path}")
         };
-        (place, e.into_inner())
+        let e = e.into_inner();
+        Problem::bad_request(format!("the body is not what this route takes: {e}"))
+            .with_errors(vec![PlacedError::at(place, e.to_string())])
     })
-}
-
-/// The offset where `bytes` first nests deeper than `limit`, if it does (strings are
-/// skipped, so brackets inside them do not count).
-pub(crate) fn too_deep(bytes: &[u8], limit: usize) -> Option<usize> {
-    let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for (i, &b) in bytes.iter().enumerate() {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > limit {
-                    return Some(i);
-                }
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    None
 }
 
 #[cfg(test)]
@@ -141,13 +116,6 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
-
-    #[test]
-    fn nesting_is_counted_outside_strings() {
-        assert_eq!(too_deep(br#"{"a": [[1]]}"#, 3), None);
-        assert_eq!(too_deep(br#"{"a": [[[1]]]}"#, 3), Some(8));
-        assert_eq!(too_deep(br#"{"a": "[[[[[[\"[[["}"#, 1), None);
-    }
 
     #[test]
     fn syntax_errors_carry_line_and_column() {
@@ -160,9 +128,27 @@ mod tests {
     }
 
     #[test]
-    fn a_deep_body_is_refused_before_parsing() {
+    fn a_deep_body_is_refused() {
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
         let problem = parse::<Value>(deep.as_bytes()).err();
         assert!(problem.is_some_and(|p| p.detail.contains("deeper than 64")));
+    }
+
+    #[test]
+    fn a_key_given_twice_is_refused_at_its_place() {
+        let problem = parse::<Value>(br#"{"input": {"a": 1, "a": 2}}"#).err();
+        let place = problem.map(|p| p.errors[0].place.clone());
+        assert_eq!(place.as_deref(), Some("$.input.a"));
+    }
+
+    #[test]
+    fn json_within_a_string_is_placed_below_it() {
+        let e = parse_json(br#"{"b": {"b": 1, "b": 2}}"#).err();
+        let place = e.map(|e| {
+            refused(&e, "a message", "$.messages[2].content").errors[0]
+                .place
+                .clone()
+        });
+        assert_eq!(place.as_deref(), Some("$.messages[2].content.b.b"));
     }
 }

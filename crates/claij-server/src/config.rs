@@ -1,16 +1,14 @@
-//! How the server is set up: where it listens, the API token, the body limit, and what
-//! documents that arrive over the network may use.
+//! How the server is set up: where it listens, the API token, the body limit and the
+//! other bounds of its door, and what documents that arrive over the network may use.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
+use claij_door::{ApiToken, Limits, check_exposure};
 
 use crate::callbacks::{DEFAULT_RETRY_DELAYS, WebhookSecret};
 
-/// The default request body limit: 1 MiB.
-pub const DEFAULT_BODY_LIMIT: usize = 1 << 20;
+pub use claij_door::DEFAULT_BODY_LIMIT;
 
 /// The server's settings.
 #[derive(Debug, Clone)]
@@ -26,7 +24,8 @@ pub struct ServerConfig {
     /// versions of. Without it, a document registered over the API may not take an id
     /// the operator's documents have: it would be what a start by id runs.
     pub new_versions: Vec<String>,
-    /// Extra `Host` names the MCP endpoint answers to (a guard against DNS rebinding).
+    /// `Host` names answered besides loopback names and the address bound (a guard
+    /// against DNS rebinding, on every route).
     pub allowed_hosts: Vec<String>,
     /// The secret completion callbacks are signed with; runs may ask for a callback only
     /// when there is one.
@@ -39,6 +38,12 @@ pub struct ServerConfig {
     /// Leave runs to `claij worker` processes sharing the store: starts and answers are
     /// queued (and followed in the store), not driven here.
     pub queue: bool,
+    /// Connections: how many at once, how long their headers may take.
+    pub limits: Limits,
+    /// Event streams (`/runs/{id}/events`, `GET /mcp`) open at once, at most.
+    pub max_streams: usize,
+    /// MCP sessions open at once, at most.
+    pub max_sessions: usize,
 }
 
 impl Default for ServerConfig {
@@ -53,6 +58,9 @@ impl Default for ServerConfig {
             retry_delays: DEFAULT_RETRY_DELAYS.to_vec(),
             public_url: None,
             queue: false,
+            limits: Limits::default(),
+            max_streams: claij_door::DEFAULT_MAX_STREAMS,
+            max_sessions: claij_mcp_server::DEFAULT_MAX_SESSIONS,
         }
     }
 }
@@ -65,53 +73,13 @@ pub enum ConfigError {
         "refusing to listen on {0} without an API token: anyone who can reach it could run workflows. Give --token-file FILE or CLAIJ_API_TOKEN, or bind 127.0.0.1"
     )]
     OpenWithoutToken(SocketAddr),
-    /// The token is too short to resist guessing.
-    #[error("the API token is {0} characters long; use at least 32 (e.g. `openssl rand -hex 32`)")]
-    WeakToken(usize),
 }
 
 impl ServerConfig {
     /// Checks the settings before anything is bound.
     pub fn check(&self) -> Result<(), ConfigError> {
-        if !self.bind.ip().is_loopback() && self.token.is_none() {
-            return Err(ConfigError::OpenWithoutToken(self.bind));
-        }
-        Ok(())
-    }
-}
-
-/// The API token, kept only as its SHA-256; a presented token is hashed and compared in
-/// constant time. It never prints.
-#[derive(Clone)]
-pub struct ApiToken {
-    hash: [u8; 32],
-}
-
-impl std::fmt::Debug for ApiToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ApiToken(<redacted>)")
-    }
-}
-
-/// The shortest API token accepted.
-pub const MIN_TOKEN_LEN: usize = 32;
-
-impl ApiToken {
-    /// The token `secret` (surrounding whitespace ignored: a token file's newline).
-    pub fn new(secret: &str) -> Result<Self, ConfigError> {
-        let secret = secret.trim();
-        if secret.len() < MIN_TOKEN_LEN {
-            return Err(ConfigError::WeakToken(secret.len()));
-        }
-        Ok(ApiToken {
-            hash: Sha256::digest(secret.as_bytes()).into(),
-        })
-    }
-
-    /// Whether `presented` is the token.
-    pub fn matches(&self, presented: &str) -> bool {
-        let hash: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
-        hash.ct_eq(&self.hash).into()
+        check_exposure(self.bind, self.token.as_ref())
+            .map_err(|open| ConfigError::OpenWithoutToken(open.0))
     }
 }
 
@@ -125,23 +93,6 @@ impl ServerConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tokens_match_only_themselves_and_never_print() {
-        let secret = "0123456789abcdef0123456789abcdef";
-        let token = ApiToken::new(&format!("{secret}\n")).ok();
-        assert!(token.as_ref().is_some_and(|t| t.matches(secret)));
-        assert!(
-            token
-                .as_ref()
-                .is_some_and(|t| !t.matches("0123456789abcdef0123456789abcdeF"))
-        );
-        assert!(!format!("{token:?}").contains("0123"));
-        assert!(matches!(
-            ApiToken::new("short"),
-            Err(ConfigError::WeakToken(5))
-        ));
-    }
 
     #[test]
     fn an_open_address_needs_a_token() {

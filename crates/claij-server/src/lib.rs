@@ -30,7 +30,8 @@ mod state;
 mod views;
 
 pub use callbacks::{BadSecret, DEFAULT_RETRY_DELAYS, WebhookSecret};
-pub use config::{ApiToken, ConfigError, DEFAULT_BODY_LIMIT, MIN_TOKEN_LEN, ServerConfig};
+pub use claij_door::{ApiToken, Limits, MIN_TOKEN_LEN, WeakToken};
+pub use config::{ConfigError, DEFAULT_BODY_LIMIT, ServerConfig};
 pub use openapi::openapi_json;
 pub use problem::{PROBLEM_JSON, PlacedError, Problem};
 pub use state::Engines;
@@ -76,6 +77,7 @@ impl Server {
         trusted: Vec<Arc<Fsm>>,
     ) -> Result<Self, ConfigError> {
         config.check()?;
+        let streams = claij_door::Streams::new(config.max_streams);
         let (live, ends) = live::Live::new();
         let state = state::AppState {
             engines,
@@ -86,6 +88,7 @@ impl Server {
             shutdown: CancellationToken::new(),
             callbacks: callbacks::Callbacks::new(),
             bound: Arc::default(),
+            streams,
         };
         for fsm in trusted {
             state.serve(fsm);
@@ -143,28 +146,31 @@ impl Server {
             .map_err(|source| ServeError::Bind { addr, source })?;
         let _ = self.state.bound.set(bound);
         tokio::spawn(callbacks::dispatch(self.state.clone(), self.ends));
+        let config = self.state.config.clone();
         let mut router = routes::router(self.state.clone());
         if let Some(mcp) = self.mcp {
-            let mcp = claij_mcp_server::http_router(
-                mcp,
-                bound,
-                &self.state.config.allowed_hosts,
-                shutdown.clone(),
-            )
-            .route_layer(axum::middleware::from_fn_with_state(
-                self.state.clone(),
-                auth::require_token,
-            ));
+            let caps = claij_mcp_server::Caps::new(config.max_sessions, self.state.streams.clone());
+            let mcp = claij_mcp_server::http_router(mcp, caps, config.body_limit, shutdown.clone())
+                .route_layer(axum::middleware::from_fn_with_state(
+                    self.state.clone(),
+                    auth::require_token,
+                ));
             router = router.merge(mcp);
         }
+        let mut names = config.allowed_hosts.clone();
+        names.extend(config.public_url.clone());
+        let door = claij_door::Door::new(claij_door::Hosts::new(bound, &names), config.body_limit)
+            .public_url(config.public_url.clone())
+            .with_token(config.token.is_some());
         on_bound(bound);
+        // Runs and event streams end with the server.
         let state = self.state.clone();
         let stop = shutdown.clone();
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                stop.cancelled().await;
-                state.shutdown.cancel();
-            })
+        tokio::spawn(async move {
+            stop.cancelled().await;
+            state.shutdown.cancel();
+        });
+        claij_door::serve(listener, door.around(router), config.limits, shutdown)
             .await
             .map_err(|e| ServeError::Stopped(e.to_string()))
     }

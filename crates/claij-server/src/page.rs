@@ -6,9 +6,12 @@
 //!
 //! The page and its assets need no token (the page asks the user for it when the API
 //! answers 401, and sends it with every call). The graph of an FSM, drawn by Graphviz,
-//! needs it like the API does.
+//! needs it like the API does; at most two `dot` run at once, each drawing kept by the
+//! definition's hash.
 
+use std::collections::HashMap;
 use std::process::Stdio;
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -18,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
+use tokio::sync::{OnceCell, Semaphore};
 
 use crate::problem::Problem;
 use crate::state::AppState;
@@ -32,8 +36,20 @@ const APP_CSS: &str = include_str!("../assets/app.css");
 /// What the page may load: only itself (no inline scripts or styles, no other origin).
 pub(crate) const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'";
 
-/// How long Graphviz may take to draw a graph.
+/// How long Graphviz may take to draw a graph (and a request may wait for its turn).
 const DOT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Graphviz runs at once, at most, in the whole process.
+static DOT_RUNS: Semaphore = Semaphore::const_new(2);
+
+/// Drawings kept, at most (one per definition: its hash).
+const KEPT_GRAPHS: usize = 256;
+
+/// A definition's drawing: made once, by whichever request gets there first.
+type Drawing = Arc<OnceCell<Arc<str>>>;
+
+/// The drawings made (or being made), by the hash of the definition drawn.
+static KEPT: LazyLock<Mutex<HashMap<String, Drawing>>> = LazyLock::new(Mutex::default);
 
 /// The page's routes: `/`, `/ui/app.js`, `/ui/app.css`, `/ui/graph/{fsm}.svg`.
 pub(crate) fn router() -> Router<AppState> {
@@ -110,12 +126,51 @@ async fn graph(
             None => format!("no FSM `{id}` is served"),
         })
     })?;
-    let dot = claij_core::to_dot(&served.fsm);
-    let svg = render_svg(&dot).await?;
-    Ok((page_headers("image/svg+xml; charset=utf-8"), svg).into_response())
+    let svg = drawing(&served.fsm).await?;
+    Ok((
+        page_headers("image/svg+xml; charset=utf-8"),
+        svg.to_string(),
+    )
+        .into_response())
 }
 
-/// `dot -Tsvg` on `dot`: killed after [`DOT_TIMEOUT`].
+/// The drawing of `fsm`: kept from before (by its hash), or drawn by Graphviz — once
+/// per definition however many ask at once, at most [`DOT_RUNS`] at once in all, a draw
+/// waiting its turn at most [`DOT_TIMEOUT`] (then 503).
+async fn drawing(fsm: &claij_core::Fsm) -> Result<Arc<str>, Problem> {
+    let cell = {
+        let mut all = KEPT.lock().unwrap_or_else(|p| p.into_inner());
+        if !all.contains_key(&fsm.hash)
+            && all.len() >= KEPT_GRAPHS
+            && let Some(old) = all.keys().next().cloned()
+        {
+            all.remove(&old);
+        }
+        all.entry(fsm.hash.clone()).or_default().clone()
+    };
+    let svg = cell
+        .get_or_try_init(|| async {
+            let _turn = tokio::time::timeout(DOT_TIMEOUT, DOT_RUNS.acquire())
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .ok_or_else(|| {
+                    Problem::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "graphviz-busy",
+                        "Graphviz is busy",
+                        "every Graphviz run this server allows is drawing another graph; try again later",
+                    )
+                })?;
+            render_svg(&claij_core::to_dot(fsm))
+                .await
+                .map(Arc::<str>::from)
+        })
+        .await?;
+    Ok(svg.clone())
+}
+
+/// `dot -Tsvg` on `dot`: killed after [`DOT_TIMEOUT`], or when the request goes away.
 async fn render_svg(dot: &str) -> Result<String, Problem> {
     let mut child = tokio::process::Command::new("dot")
         .arg("-Tsvg")

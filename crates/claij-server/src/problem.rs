@@ -208,9 +208,15 @@ impl IntoResponse for Problem {
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = serde_json::to_vec(&self).unwrap_or_default();
         let mut response = (status, body).into_response();
-        response
-            .headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        // The server is full (of streams, say): room is made as others finish.
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(claij_door::RETRY_AFTER_SECONDS),
+            );
+        }
         response
     }
 }

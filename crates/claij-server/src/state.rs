@@ -61,6 +61,8 @@ pub(crate) struct AppState {
     pub callbacks: Callbacks,
     /// The address bound, once it is.
     pub bound: Arc<OnceLock<SocketAddr>>,
+    /// The event streams open (`/runs/{id}/events`, `GET /mcp`), capped.
+    pub streams: claij_door::Streams,
 }
 
 /// Why a document was not registered.

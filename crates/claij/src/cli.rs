@@ -438,19 +438,12 @@ pub(crate) struct ServeArgs {
     /// FSM documents, or folders of them (`*.yaml`, `*.yml`, `*.json`), to serve: trusted.
     pub files: Vec<PathBuf>,
     /// Where to listen (port 0 picks a free one; the address is printed on stderr).
+    /// Any address but loopback needs the API token.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub bind: std::net::SocketAddr,
-    /// A file holding the API token (at least 32 characters; e.g. `openssl rand -hex 32`).
-    #[arg(long, value_name = "FILE", conflicts_with = "token_env")]
-    pub token_file: Option<PathBuf>,
-    /// The API token itself (prefer --token-file: a variable is seen by child processes).
-    #[arg(
-        long = "token-from-env",
-        env = "CLAIJ_API_TOKEN",
-        hide_env_values = true,
-        hide = true
-    )]
-    pub token_env: Option<String>,
+    /// The API token.
+    #[command(flatten)]
+    pub token: TokenArgs,
     /// What documents registered over HTTP may touch.
     #[command(flatten)]
     pub policy: PolicyArgs,
@@ -474,15 +467,13 @@ pub(crate) struct ServeArgs {
     /// links callbacks carry; default http:// and the address bound.
     #[arg(long, value_name = "URL")]
     pub public_url: Option<String>,
-    /// The largest request body accepted, in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
-    pub body_limit: usize,
     /// Leave runs to `claij worker` processes sharing the store: starts and answers over
     /// HTTP are queued for them (and followed in the store: ?wait, event streams and
     /// callbacks work the same), not driven by the server (see docs/WORKERS.md).
     #[arg(long)]
     pub queue: bool,
-    /// Also accept MCP requests for this host name (repeatable; `name` or `name:port`).
+    /// Also answer requests for this host name (repeatable; `name` or `name:port`).
+    /// Loopback names, the bound address and --public-url's host are always answered.
     #[arg(long = "allow-host", value_name = "HOST")]
     pub allow_hosts: Vec<String>,
     /// The model `llm` states use when neither they nor the run name one (a configured
@@ -496,6 +487,68 @@ pub(crate) struct ServeArgs {
     /// Where runs are kept.
     #[command(flatten)]
     pub store: StoreArgs,
+    /// What the server takes: connections, bodies, streams, sessions.
+    #[command(flatten, next_help_heading = "Limits")]
+    pub door: DoorArgs,
+}
+
+/// The API token of `claij serve` and `claij mcp serve --http`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct TokenArgs {
+    /// A file holding the API token (at least 32 characters; e.g. `openssl rand -hex 32`).
+    #[arg(long, value_name = "FILE", conflicts_with = "token_env")]
+    pub token_file: Option<PathBuf>,
+    /// The API token itself (prefer --token-file: a variable is seen by child processes).
+    #[arg(
+        long = "token-from-env",
+        env = "CLAIJ_API_TOKEN",
+        hide_env_values = true,
+        hide = true
+    )]
+    pub token_env: Option<String>,
+}
+
+/// What an HTTP server takes (docs/SERVER.md, "Security"): the bounds of its door.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct DoorArgs {
+    /// The largest request body accepted, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = claij_door::DEFAULT_BODY_LIMIT)]
+    pub body_limit: usize,
+    /// Connections open at once, at most; one more is answered 503 and closed. Keep it
+    /// under the process's open-file limit (`ulimit -n`).
+    #[arg(long, value_name = "N", default_value_t = claij_door::DEFAULT_MAX_CONNECTIONS,
+          value_parser = at_least_one)]
+    pub max_connections: usize,
+    /// How long a connection may take to send a request's headers, and may stay idle
+    /// between requests, before it is closed.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub header_timeout: std::time::Duration,
+    /// Event streams (a run's events, MCP's `GET`) open at once, at most; one more is a
+    /// 503 problem.
+    #[arg(long, value_name = "N", default_value_t = claij_door::DEFAULT_MAX_STREAMS)]
+    pub max_streams: usize,
+    /// MCP sessions open at once, at most; one more `initialize` is a 503 problem.
+    #[arg(long, value_name = "N", default_value_t = claij_mcp_server::DEFAULT_MAX_SESSIONS)]
+    pub max_sessions: usize,
+}
+
+/// A count of at least one.
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+impl DoorArgs {
+    /// The connection limits.
+    pub(crate) fn limits(&self) -> claij_door::Limits {
+        claij_door::Limits {
+            max_connections: self.max_connections,
+            header_timeout: self.header_timeout,
+        }
+    }
 }
 
 /// What documents registered over the API (API clients' documents) may touch outside
@@ -565,12 +618,18 @@ pub(crate) struct McpServeArgs {
     /// `name:port`). Loopback names and the bound address are always accepted.
     #[arg(long = "allow-host", value_name = "HOST", requires = "http")]
     pub allow_hosts: Vec<String>,
+    /// Over HTTP, the API token every request needs (any address but loopback needs one).
+    #[command(flatten)]
+    pub token: TokenArgs,
     /// Where bots keep their workflow state and work (default: the current directory).
     #[arg(long, value_name = "DIR", env = "CLAIJ_WORKSPACE")]
     pub workspace: Option<PathBuf>,
     /// Where runs are kept.
     #[command(flatten)]
     pub store: StoreArgs,
+    /// Over HTTP, what the server takes: connections, bodies, streams, sessions.
+    #[command(flatten, next_help_heading = "Limits (with --http)")]
+    pub door: DoorArgs,
 }
 
 /// `claij model …`

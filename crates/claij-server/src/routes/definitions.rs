@@ -7,7 +7,6 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::body::{MAX_DEPTH, too_deep};
 use crate::problem::{PlacedError, Problem};
 use crate::state::{AppState, RegisterError};
 use crate::views::{DefinitionSummary, DefinitionView, PlacedReason, RefusedMove, Registered};
@@ -85,13 +84,8 @@ pub(crate) async fn register(
     };
     let text = std::str::from_utf8(&body)
         .map_err(|e| Problem::bad_request(format!("the document is not UTF-8: {e}")))?;
-    if name.ends_with(".json")
-        && let Some(at) = too_deep(body.as_ref(), MAX_DEPTH)
-    {
-        return Err(Problem::bad_request(format!(
-            "the document nests deeper than {MAX_DEPTH} levels (at byte {at})"
-        )));
-    }
+    // JSON or YAML, held to the one rule for what comes from outside (no key twice,
+    // nesting bounded) by the parser itself.
     let document =
         claij_core::source::parse_text(name, text).map_err(|d| Problem::invalid_document(&d))?;
     match state.register(document).await {

@@ -13,7 +13,7 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use serde::Deserialize;
@@ -73,15 +73,33 @@ pub(crate) async fn events(
                             "expected a non-negative integer",
                         )])
                 })?;
-            last + 1
+            // The next entry's number; none follows the largest (never wrap to 0).
+            last.checked_add(1).ok_or_else(|| {
+                Problem::bad_request(format!(
+                    "`Last-Event-ID: {last}` names no entry a run can have: no entry follows it"
+                ))
+                .with_errors(vec![PlacedError::at(
+                    "header.last-event-id",
+                    "out of range",
+                )])
+            })?
         }
         None => params.from.unwrap_or(0),
     };
+    let permit = state.streams.open().map_err(|full| {
+        Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too-many-streams",
+            "Too many event streams",
+            format!("{full}; close one, or try again later"),
+        )
+    })?;
     let (tx, rx) = mpsc::channel::<Event>(64);
     let bell = state.live.subscribe();
     tokio::spawn(follow(state, id, next, bell, tx));
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|event| (Ok(event), rx))
+    // The stream keeps its place among the server's streams while it lasts.
+    let stream = futures_util::stream::unfold((rx, permit), |(mut rx, permit)| async move {
+        rx.recv().await.map(|event| (Ok(event), (rx, permit)))
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }

@@ -25,6 +25,7 @@ use axum::http::StatusCode;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use claij_core::RunStatus;
+use claij_core::source::{JsonErrorKind, parse_json};
 use claij_core::trail::total_usage;
 use claij_engine::RunOptions;
 use serde::Deserialize;
@@ -327,8 +328,26 @@ fn input_of(messages: &[Value]) -> Result<Value, OpenAiError> {
         )
         .at(format!("messages[{last_user}].content"))
     })?;
-    if let Ok(Value::Object(object)) = serde_json::from_str::<Value>(text.trim()) {
-        return Ok(Value::Object(object));
+    // The message's JSON is held to the same rule as a body's (no key twice, nesting
+    // bounded): a run's input is stored, and must read back.
+    match parse_json(text.trim().as_bytes()) {
+        Ok(Value::Object(object)) => return Ok(Value::Object(object)),
+        Ok(_) => {}
+        Err(e) if e.kind == JsonErrorKind::Syntax => {}
+        Err(e) => {
+            let place = format!("$.messages[{last_user}].content");
+            let problem = crate::body::refused(&e, "the message's JSON", &place);
+            let at = problem
+                .errors
+                .first()
+                .map_or(place.clone(), |e| e.place.clone());
+            return Err(OpenAiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                format!("{} (at {at})", problem.detail),
+            )
+            .at(place));
+        }
     }
     let conversation: Vec<Value> = messages
         .iter()
@@ -406,6 +425,11 @@ mod tests {
         ]);
         assert_eq!(parts.ok().map(|v| v["text"].clone()), Some(json!("a\nb")));
         assert!(input_of(&[json!({"role": "assistant", "content": "x"})]).is_err());
+        let deep = format!("{}1{}", "[".repeat(65), "]".repeat(65));
+        let refused = input_of(&[json!({"role": "user", "content": format!("{{\"a\": {deep}}}")})]);
+        assert!(refused.is_err_and(|e| e.param.as_deref() == Some("$.messages[0].content")));
+        let twice = input_of(&[json!({"role": "user", "content": r#"{"a": 1, "a": 2}"#})]);
+        assert!(twice.is_err_and(|e| e.message.contains("duplicate key `a`")));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use claij_mcp_server::{BotHost, McpServer, Runtime, serve_http, serve_stdio};
+use claij_mcp_server::{BotHost, HttpSettings, McpServer, Runtime, serve_http, serve_stdio};
 use tokio_util::sync::CancellationToken;
 
 use super::load;
@@ -13,6 +13,15 @@ use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
 /// `claij mcp serve`.
 pub(super) async fn serve(args: McpServeArgs) -> u8 {
     crate::logs::for_servers();
+    // Over HTTP: the token, and an address beyond loopback refused without one, before
+    // anything else is opened.
+    let http = match args.http.map(|addr| http_settings(&args, addr)).transpose() {
+        Ok(h) => h,
+        Err(e) => {
+            note!("claij: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
     let store = match store::open(&args.store).await {
         Ok(Some(s)) => s,
         Ok(None) => {
@@ -92,7 +101,7 @@ pub(super) async fn serve(args: McpServeArgs) -> u8 {
         }
     };
     let tools = server.tools().len();
-    let result = match args.http {
+    let result = match http {
         None => {
             note!(
                 "claij: serving {tools} MCP tool(s) over stdio; runs kept in {}",
@@ -100,10 +109,10 @@ pub(super) async fn serve(args: McpServeArgs) -> u8 {
             );
             serve_stdio(server).await
         }
-        Some(addr) => {
+        Some((addr, settings)) => {
             let shutdown = CancellationToken::new();
             stop_on_signals(shutdown.clone());
-            serve_http(server, addr, &args.allow_hosts, shutdown, |bound| {
+            serve_http(server, addr, &settings, shutdown, |bound| {
                 note!(
                     "claij: serving {tools} MCP tool(s) at http://{bound}{}; runs kept in {}",
                     claij_mcp_server::HTTP_PATH,
@@ -120,6 +129,26 @@ pub(super) async fn serve(args: McpServeArgs) -> u8 {
             EXIT_FAILED
         }
     }
+}
+
+/// How `--http ADDR` is exposed: refused (beyond loopback without a token) or its settings.
+fn http_settings(
+    args: &McpServeArgs,
+    addr: std::net::SocketAddr,
+) -> anyhow::Result<(std::net::SocketAddr, HttpSettings)> {
+    let token = super::serve::token(&args.token)?;
+    claij_door::check_exposure(addr, token.as_ref())?;
+    Ok((
+        addr,
+        HttpSettings {
+            allowed_hosts: args.allow_hosts.clone(),
+            token,
+            body_limit: args.door.body_limit,
+            limits: args.door.limits(),
+            max_sessions: args.door.max_sessions,
+            max_streams: args.door.max_streams,
+        },
+    ))
 }
 
 /// Ctrl-C or SIGTERM stop the HTTP server gracefully.

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::load;
 use super::mcp_serve::stop_on_signals;
 use super::run::{engine_sharing, engine_with};
-use crate::cli::ServeArgs;
+use crate::cli::{ServeArgs, TokenArgs};
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
 use claij_llm::providers::embedded::default_model_file;
 
@@ -121,8 +121,8 @@ fn secret(file: Option<&Path>, env: Option<&String>, what: &str) -> anyhow::Resu
     }
 }
 
-/// The API token from --token-file or CLAIJ_API_TOKEN.
-fn token(args: &ServeArgs) -> anyhow::Result<Option<ApiToken>> {
+/// The API token from --token-file or CLAIJ_API_TOKEN (`claij serve`, `claij mcp serve`).
+pub(super) fn token(args: &TokenArgs) -> anyhow::Result<Option<ApiToken>> {
     let secret = secret(args.token_file.as_deref(), args.token_env.as_ref(), "token")?;
     Ok(secret.map(|s| ApiToken::new(&s)).transpose()?)
 }
@@ -153,7 +153,7 @@ pub(super) async fn serve(args: ServeArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let (token, webhook_secret) = match (token(&args), webhook_secret(&args)) {
+    let (token, webhook_secret) = match (token(&args.token), webhook_secret(&args)) {
         (Ok(t), Ok(w)) => (t, w),
         (Err(e), _) | (_, Err(e)) => {
             note!("claij: {e:#}");
@@ -202,12 +202,15 @@ pub(super) async fn serve(args: ServeArgs) -> u8 {
     let config = ServerConfig {
         bind: args.bind,
         token,
-        body_limit: args.body_limit,
+        body_limit: args.door.body_limit,
         new_versions: args.allow_new_versions.clone(),
         allowed_hosts: args.allow_hosts.clone(),
         webhook_secret,
         public_url: args.public_url.clone(),
         queue: args.queue,
+        limits: args.door.limits(),
+        max_streams: args.door.max_streams,
+        max_sessions: args.door.max_sessions,
         ..ServerConfig::default()
     };
     let mcp = match McpServer::new(

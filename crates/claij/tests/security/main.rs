@@ -10,3 +10,9 @@
 mod served;
 
 mod capability;
+mod connections;
+mod door_support;
+mod doors;
+mod json;
+mod mcp_http;
+mod origins;
