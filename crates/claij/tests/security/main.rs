@@ -16,3 +16,4 @@ mod doors;
 mod json;
 mod mcp_http;
 mod origins;
+mod orphans;
