@@ -391,13 +391,28 @@ pub struct Subscription {
 /// How a claim takes a run over.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClaimFrom {
-    /// A suspended run (exactly one of concurrent claimers wins).
-    Suspended,
+    /// A suspended run, in the wait it was found in: the one that began when its trail
+    /// had `trail_len` entries (what a resume link records as its `wait_seq`). Exactly
+    /// one of concurrent claimers of a wait wins; once the run has moved past it (answered,
+    /// even if it waits again since), the claim fails and nothing changes.
+    Suspended {
+        /// The run's trail length as found (its record's `trail_len`).
+        trail_len: u64,
+    },
     /// A running run whose lease expired or whose owner is known dead (crash recovery).
     Stale {
         /// Owners known to be dead (same host, process gone): their leases count as expired.
         dead_owners: Vec<String>,
     },
+}
+
+impl ClaimFrom {
+    /// A claim of the wait `record` (a suspended run as found) is in.
+    pub fn wait_of(record: &RunRecord) -> Self {
+        ClaimFrom::Suspended {
+            trail_len: record.trail_len,
+        }
+    }
 }
 
 /// Which runs to list.
@@ -620,7 +635,9 @@ pub trait RunStore: Send + Sync {
     fn commit(&self, checkpoint: Checkpoint) -> StoreFuture<'_, ()>;
 
     /// Takes a run over for `owner` until `until`: exactly one of concurrent claimers
-    /// succeeds; the others get [`StoreError::Conflict`]. Returns the record as claimed.
+    /// succeeds; the others get [`StoreError::Conflict`], as does a claim of a suspended
+    /// run's wait it has moved past (see [`ClaimFrom::Suspended`]). Returns the record as
+    /// claimed.
     fn claim<'a>(
         &'a self,
         run_id: &'a str,

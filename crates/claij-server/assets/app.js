@@ -1048,9 +1048,11 @@ function runView(root, id) {
     const key = JSON.stringify([wait.state, answers.map((a) => a.id), wait.question || null, run.trail_len]);
     if (key === waitKey) return;
     waitKey = key;
+    // The answer is for the wait shown: a run answered meanwhile refuses it (409).
+    const shownAt = run.trail_len;
     const parts = waitParts(wait, answers, {
       base: "$.input",
-      send: (input) => api(`/runs/${encodeURIComponent(id)}/resume?wait=10`, { method: "POST", body: { input }, signal }),
+      send: (input) => api(`/runs/${encodeURIComponent(id)}/resume?wait=10`, { method: "POST", body: { input, trail_len: shownAt }, signal }),
       onDone: (_response, body) => {
         waitKey = "sent";
         fill(waitCard, h("div", { class: "pad sent", id: "answer-sent" },

@@ -315,6 +315,11 @@ pub(crate) struct ResumeRun {
     /// The answer: its `id` names the transition `[state, next]` it takes.
     #[schema(value_type = Object)]
     pub input: Value,
+    /// The wait the answer is for: the run's `trail_len` as its view showed it when the
+    /// answer was made. A run answered since refuses it (409), even if it waits again;
+    /// without it, the answer is for the wait the run is in when it arrives.
+    #[serde(default)]
+    pub trail_len: Option<u64>,
 }
 
 /// `?wait=SECONDS`: answer when the run ends or suspends, or after this long (at most

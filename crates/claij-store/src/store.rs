@@ -478,9 +478,14 @@ where
         // before then leaves it for the next one (an expired wait is not waited for again).
         let set = "SET status = 'running', lease_owner = $1, lease_until = $2, \
                    wake_at = NULL, updated_at = $3 WHERE id = $4";
+        // A suspended run is claimed in the wait it was found in (`$5`: its trail length
+        // then), so a claim made on a stale reading never takes a later wait.
         let (sql, dead) = match &from {
-            ClaimFrom::Suspended => (
-                format!("UPDATE runs {set} AND status = 'suspended' RETURNING {RUN_COLUMNS}"),
+            ClaimFrom::Suspended { .. } => (
+                format!(
+                    "UPDATE runs {set} AND status = 'suspended' AND trail_len = $5 \
+                     RETURNING {RUN_COLUMNS}"
+                ),
                 &[][..],
             ),
             ClaimFrom::Stale { dead_owners } => {
@@ -507,6 +512,9 @@ where
             .bind(rows::micros(until)?)
             .bind(now)
             .bind(run_id.to_owned());
+        if let ClaimFrom::Suspended { trail_len } = &from {
+            query = query.bind(rows::signed("trail length", *trail_len)?);
+        }
         for dead_owner in dead {
             query = query.bind(dead_owner.clone());
         }
@@ -519,7 +527,11 @@ where
         }
         let current = self.run_now(run_id, what).await?;
         let reason = match (&from, current.status) {
-            (ClaimFrom::Suspended, status) => format!("is {status}, not suspended"),
+            (ClaimFrom::Suspended { trail_len }, RunStatus::Suspended) => format!(
+                "is not in the wait this claim was made for (at trail length {trail_len}): it waits at trail length {}",
+                current.trail_len
+            ),
+            (ClaimFrom::Suspended { .. }, status) => format!("is {status}, not suspended"),
             (ClaimFrom::Stale { .. }, RunStatus::Running) => match &current.lease {
                 Some(lease) => format!(
                     "is running and its lease, held by `{}`, lasts until {}",

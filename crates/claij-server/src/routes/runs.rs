@@ -386,7 +386,9 @@ pub(crate) async fn trail(
 
 /// Answers a suspended run: the input must take one of the transitions it waits on and
 /// satisfy that transition's schema; a refused answer changes nothing and says why. Of
-/// concurrent answers exactly one wins; the others get 409.
+/// concurrent answers exactly one wins; the others get 409 — per wait: an answer is taken
+/// only in the wait the run is in when it arrives (or, with `trail_len`, the wait it was
+/// made for), never in a later one.
 #[utoipa::path(
     post, path = "/runs/{id}/resume", tag = "runs",
     params(("id" = String, Path, description = "The run's id"), WaitParam),
@@ -424,11 +426,19 @@ pub(crate) async fn resume(
             wait.children.join(", ")
         )));
     }
+    if let Some(made_at) = body.trail_len.filter(|&t| t != record.trail_len) {
+        return Err(Problem::conflict(format!(
+            "run `{id}` no longer waits where this answer was made (at trail length {made_at}): another answer moved it on, and it waits at trail length {}; this input was not used",
+            record.trail_len
+        )));
+    }
     let launched = resume_with(&state, &record, Some(body.input), "$.input").await?;
     answer(&state, launched, wait_duration(wait.wait), StatusCode::OK).await
 }
 
-/// Resumes `record` with `input` on the engine of its definition.
+/// Resumes `record` with `input` on the engine of its definition. An input answers the
+/// wait `record` is in, and no later one: a run answered meanwhile refuses it (409), even
+/// if it waits again.
 pub(crate) async fn resume_with(
     state: &AppState,
     record: &RunRecord,
@@ -440,11 +450,15 @@ pub(crate) async fn resume_with(
         .stored_fsm(state.store.as_ref(), record)
         .await
         .map_err(|e| Problem::from_run(&e, input_place))?;
+    let options = RunOptions {
+        wait_seq: input.is_some().then_some(record.trail_len),
+        ..RunOptions::default()
+    };
     let work = Work::Resume {
         run_id: record.id.clone(),
         input,
     };
-    launch(state, engine, fsm, work, RunOptions::default(), input_place).await
+    launch(state, engine, fsm, work, options, input_place).await
 }
 
 /// Interrupts a run: a suspended run (or one whose process is gone) stops at once; a

@@ -8,3 +8,5 @@
 
 #[path = "../served/mod.rs"]
 mod served;
+
+mod answers;
