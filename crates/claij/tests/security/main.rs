@@ -10,3 +10,4 @@
 mod served;
 
 mod answers;
+mod templates;
