@@ -112,6 +112,7 @@ impl Engine {
             engine: self,
             fsm,
             run_id,
+            steps: trail.iter().filter(|e| e.is_transition()).count() as u64,
             trail,
             context,
             deadline,
