@@ -649,8 +649,19 @@ pub trait RunStore: Send + Sync {
     /// A run's record.
     fn run<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, RunRecord>;
 
-    /// A run's trail, from entry `from_seq` on.
+    /// A run's trail, from entry `from_seq` on (all of it: see
+    /// [`trail_page`](Self::trail_page) for a part).
     fn trail<'a>(&'a self, run_id: &'a str, from_seq: u64) -> StoreFuture<'a, Vec<TrailEntry>>;
+
+    /// At most `limit` entries of a run's trail, from entry `from_seq` on, in order: a
+    /// page, read without reading the rest (its record's `trail_len` says how many entries
+    /// there are). Empty past the end; [`StoreError::NotFound`] for an unknown run.
+    fn trail_page<'a>(
+        &'a self,
+        run_id: &'a str,
+        from_seq: u64,
+        limit: u64,
+    ) -> StoreFuture<'a, Vec<TrailEntry>>;
 
     /// Runs matching the filter, newest first.
     fn runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, Vec<RunRecord>>;

@@ -548,13 +548,21 @@ where
         })
     }
 
-    async fn trail_now(&self, run_id: &str, from_seq: u64) -> Result<Vec<TrailEntry>, StoreError> {
+    /// Up to `limit` entries of a run's trail from `from_seq` on (by the primary key: the
+    /// rows past the page are not read).
+    async fn trail_now(
+        &self,
+        run_id: &str,
+        from_seq: u64,
+        limit: u64,
+    ) -> Result<Vec<TrailEntry>, StoreError> {
         let what = "reading a trail";
         let rows = sqlx::query(
-            "SELECT seq, entry FROM trail WHERE run_id = $1 AND seq >= $2 ORDER BY seq",
+            "SELECT seq, entry FROM trail WHERE run_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3",
         )
         .bind(run_id.to_owned())
         .bind(i64::try_from(from_seq).unwrap_or(i64::MAX))
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
         .fetch_all(&self.pool)
         .await
         .map_err(backend(what))?;
@@ -813,7 +821,16 @@ where
     }
 
     fn trail<'a>(&'a self, run_id: &'a str, from_seq: u64) -> StoreFuture<'a, Vec<TrailEntry>> {
-        Box::pin(self.trail_now(run_id, from_seq))
+        Box::pin(self.trail_now(run_id, from_seq, u64::MAX))
+    }
+
+    fn trail_page<'a>(
+        &'a self,
+        run_id: &'a str,
+        from_seq: u64,
+        limit: u64,
+    ) -> StoreFuture<'a, Vec<TrailEntry>> {
+        Box::pin(self.trail_now(run_id, from_seq, limit))
     }
 
     fn runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, Vec<RunRecord>> {

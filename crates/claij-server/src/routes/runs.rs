@@ -211,15 +211,34 @@ pub(crate) async fn run_view(state: &AppState, id: &str) -> Result<RunView, Prob
     run_view_of(state, &record).await
 }
 
-/// The view of `record`: its trail read for the result and usage.
+/// The view of `record`: what it spent is in the record, and its result (a completed
+/// run's last event) is read from the end of its trail; the rest of the trail is not read.
 async fn run_view_of(state: &AppState, record: &RunRecord) -> Result<RunView, Problem> {
-    let trail = state
+    let result = result_of(state, record).await?;
+    let fsm = fsm_of(state, record).await;
+    Ok(RunView::new(record, result, fsm.as_deref()))
+}
+
+/// The entries read from a trail's end for a completed run's result: its last entry is the
+/// transition into its terminal state.
+const RESULT_TAIL: u64 = 8;
+
+/// A completed run's result (the event of its last transition), read from the end of its
+/// trail; `None` for other runs.
+pub(crate) async fn result_of(
+    state: &AppState,
+    record: &RunRecord,
+) -> Result<Option<Value>, Problem> {
+    if record.status != RunStatus::Completed {
+        return Ok(None);
+    }
+    let from = record.trail_len.saturating_sub(RESULT_TAIL);
+    let tail = state
         .store
-        .trail(&record.id, 0)
+        .trail_page(&record.id, from, RESULT_TAIL)
         .await
         .map_err(|e| Problem::from_store(&e))?;
-    let fsm = fsm_of(state, record).await;
-    Ok(RunView::new(record, &trail, fsm.as_deref()))
+    Ok(claij_core::trail::last_event(&tail).cloned())
 }
 
 /// The definition `record` is pinned to: a served one, else loaded back from the store.
@@ -354,7 +373,10 @@ pub(crate) async fn show(
     Ok(Json(run_view(&state, &id).await?))
 }
 
-/// A page of a run's trail.
+/// The entries of a trail page unless `limit` says.
+const TRAIL_PAGE: u64 = 100;
+
+/// A page of a run's trail (read alone: the rest of the trail is not).
 #[utoipa::path(
     get, path = "/runs/{id}/trail", tag = "runs",
     params(("id" = String, Path, description = "The run's id"), TrailParams),
@@ -370,13 +392,15 @@ pub(crate) async fn trail(
 ) -> Result<Json<TrailPage>, Problem> {
     let record = find_run(&state, &id).await?;
     let from = params.from.unwrap_or(0);
-    let limit = params.limit.unwrap_or(100).clamp(1, 1000);
-    let mut entries = state
+    let limit = params
+        .limit
+        .unwrap_or(TRAIL_PAGE)
+        .clamp(1, crate::views::MAX_TRAIL_PAGE);
+    let entries = state
         .store
-        .trail(&id, from)
+        .trail_page(&id, from, limit)
         .await
         .map_err(|e| Problem::from_store(&e))?;
-    entries.truncate(limit as usize);
     let end = from + entries.len() as u64;
     Ok(Json(TrailPage {
         entries,

@@ -23,6 +23,7 @@ macro_rules! store_suite {
         store_suite!(@tests $harness; tokio::test;
             definitions_round_trip,
             create_commit_and_read_back,
+            a_trail_is_read_a_page_at_a_time,
             a_commit_by_another_owner_loses_the_lease,
             entries_out_of_sequence_are_refused_and_nothing_is_written,
             creating_checks_the_run,
@@ -504,6 +505,56 @@ pub(crate) async fn creating_checks_the_run(h: Harness) {
     assert!(matches!(
         store.run("r3").await,
         Err(StoreError::NotFound { .. })
+    ));
+}
+
+pub(crate) async fn a_trail_is_read_a_page_at_a_time(h: Harness) {
+    let store = h.open().await;
+    create(&store, "r1", RunStatus::Running, Some("w1"), 2).await;
+    store
+        .commit(checkpoint("r1", "w1", entries(2, 250)))
+        .await
+        .expect("commit");
+    // Another run's entries are never in r1's pages.
+    create(&store, "r2", RunStatus::Running, Some("w1"), 3).await;
+    let mut read = Vec::new();
+    let mut from = 0;
+    loop {
+        let page = store.trail_page("r1", from, 100).await.expect("page");
+        assert!(page.len() <= 100, "a page holds at most its limit");
+        assert_eq!(page, entries(from, (from + 100).min(250)), "from {from}");
+        if page.is_empty() {
+            break;
+        }
+        from += page.len() as u64;
+        read.extend(page);
+    }
+    assert_eq!(from, 250);
+    assert_eq!(read, store.trail("r1", 0).await.expect("trail"));
+    assert_eq!(
+        store.trail_page("r1", 249, 100).await.expect("tail"),
+        entries(249, 250),
+        "the last entry alone"
+    );
+    assert_eq!(
+        store.trail_page("r1", 7, 1).await.expect("one"),
+        entries(7, 8)
+    );
+    assert_eq!(
+        store.trail_page("r1", 0, 0).await.expect("none"),
+        Vec::new()
+    );
+    assert_eq!(
+        store.trail_page("r1", 250, 10).await.expect("past"),
+        Vec::new()
+    );
+    assert_eq!(
+        store.trail_page("r2", 0, 100).await.expect("r2"),
+        entries(0, 3)
+    );
+    assert!(matches!(
+        store.trail_page("nope", 0, 10).await,
+        Err(StoreError::NotFound { what: "run", .. })
     ));
 }
 

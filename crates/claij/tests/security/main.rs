@@ -10,4 +10,5 @@
 mod served;
 
 mod answers;
+mod steps;
 mod templates;
