@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use claij_core::Fsm;
-use claij_core::store::{ClaimFrom, Notice, RunRecord, StoreError, Wait};
+use claij_core::store::{ClaimFrom, Notice, RunRecord, RunStore, StoreError, Wait};
 use serde_json::Value;
 
 use super::{Engine, RunError, RunOptions, RunStatus};
@@ -149,7 +149,14 @@ impl Engine {
             )
             .await?;
         let answered = self
-            .answer_claimed(&fsm, &record, &wait, given, input, &owner, &options)
+            .answer_claimed(
+                &fsm,
+                &record,
+                (&wait, given, input),
+                store.clone(),
+                &owner,
+                &options,
+            )
             .await;
         super::claim::released_on_error(store.as_ref(), &record, &owner, answered).await?;
         // Workers hear of it now; if the notice is lost, they find it at their next poll.
@@ -161,22 +168,17 @@ impl Engine {
         Ok(())
     }
 
-    /// Records the answer `given` (its `input`) of a run this process claimed (`record`:
-    /// as found, waiting on `wait`), and hands the run back to the queue.
-    #[allow(clippy::too_many_arguments)]
+    /// Records the answer `given` (its `input`) of a run this process claimed in `store`
+    /// (`record`: as found, waiting on `wait`), and hands the run back to the queue.
     async fn answer_claimed(
         &self,
         fsm: &Fsm,
         record: &RunRecord,
-        wait: &Wait,
-        given: Given,
-        input: Value,
+        (wait, given, input): (&Wait, Given, Value),
+        store: Arc<dyn RunStore>,
         owner: &str,
         options: &RunOptions,
     ) -> Result<(), RunError> {
-        let Some(store) = options.store.clone() else {
-            return Ok(());
-        };
         let lease = options.lease.unwrap_or(DEFAULT_LEASE);
         let mut run = self
             .resumed_state(fsm, record, store, owner, lease, options)
