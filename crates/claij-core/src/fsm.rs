@@ -17,6 +17,10 @@ pub const END_ACTION: &str = "end";
 /// Attempts per state when neither the state nor the FSM says otherwise.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 
+/// The most steps (transitions) a run takes when its FSM's `config.max_steps` does not say
+/// ([`Fsm::max_steps`]).
+pub const DEFAULT_MAX_STEPS: u64 = 10_000;
+
 /// Index of a state in [`Fsm::states`].
 pub type StateIdx = usize;
 /// Index of a transition in [`Fsm::transitions`].
@@ -153,6 +157,9 @@ pub struct FsmSettings {
     pub timeout: Option<Duration>,
     /// Deadline of a whole run.
     pub deadline: Option<Duration>,
+    /// The most steps (transitions) a run takes (`config.max_steps`; see
+    /// [`Fsm::max_steps`]).
+    pub max_steps: Option<u64>,
     /// What a run and its children may spend together (`config.budget`).
     pub budget: Option<crate::budget::Budget>,
     /// What registering this version does to the parked runs of older versions
@@ -382,6 +389,14 @@ impl Fsm {
             .max_attempts
             .or(self.settings.max_attempts)
             .unwrap_or(DEFAULT_MAX_ATTEMPTS)
+    }
+
+    /// The most steps a run takes: transitions in its trail (a chain's earlier runs'
+    /// included, since its trail carries them), the input's entry included. A run that
+    /// enters a state other than a terminal one with none left ends there `failed`, with a
+    /// `steps` failure. `config.max_steps`, else [`DEFAULT_MAX_STEPS`].
+    pub fn max_steps(&self) -> u64 {
+        self.settings.max_steps.unwrap_or(DEFAULT_MAX_STEPS)
     }
 
     /// Timeout of one attempt in a state: the state's, else the FSM's, else none.

@@ -126,7 +126,7 @@ mod tests {
                 (
                     "$.config.retries".to_owned(),
                     "unknown field `retries` (a typo? fields starting with `x-` are free); \
-                     known fields: max_attempts, timeout, deadline, budget, on_new_version, mcp_tool"
+                     known fields: max_attempts, timeout, deadline, max_steps, budget, on_new_version, mcp_tool"
                 ),
             ]
         );

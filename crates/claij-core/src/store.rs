@@ -397,13 +397,28 @@ pub struct Subscription {
 /// How a claim takes a run over.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClaimFrom {
-    /// A suspended run (exactly one of concurrent claimers wins).
-    Suspended,
+    /// A suspended run, in the wait it was found in: the one that began when its trail
+    /// had `trail_len` entries (what a resume link records as its `wait_seq`). Exactly
+    /// one of concurrent claimers of a wait wins; once the run has moved past it (answered,
+    /// even if it waits again since), the claim fails and nothing changes.
+    Suspended {
+        /// The run's trail length as found (its record's `trail_len`).
+        trail_len: u64,
+    },
     /// A running run whose lease expired or whose owner is known dead (crash recovery).
     Stale {
         /// Owners known to be dead (same host, process gone): their leases count as expired.
         dead_owners: Vec<String>,
     },
+}
+
+impl ClaimFrom {
+    /// A claim of the wait `record` (a suspended run as found) is in.
+    pub fn wait_of(record: &RunRecord) -> Self {
+        ClaimFrom::Suspended {
+            trail_len: record.trail_len,
+        }
+    }
 }
 
 /// Which runs to list.
@@ -627,7 +642,9 @@ pub trait RunStore: Send + Sync {
     fn commit(&self, checkpoint: Checkpoint) -> StoreFuture<'_, ()>;
 
     /// Takes a run over for `owner` until `until`: exactly one of concurrent claimers
-    /// succeeds; the others get [`StoreError::Conflict`]. Returns the record as claimed.
+    /// succeeds; the others get [`StoreError::Conflict`], as does a claim of a suspended
+    /// run's wait it has moved past (see [`ClaimFrom::Suspended`]). Returns the record as
+    /// claimed.
     fn claim<'a>(
         &'a self,
         run_id: &'a str,
@@ -639,8 +656,19 @@ pub trait RunStore: Send + Sync {
     /// A run's record.
     fn run<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, RunRecord>;
 
-    /// A run's trail, from entry `from_seq` on.
+    /// A run's trail, from entry `from_seq` on (all of it: see
+    /// [`trail_page`](Self::trail_page) for a part).
     fn trail<'a>(&'a self, run_id: &'a str, from_seq: u64) -> StoreFuture<'a, Vec<TrailEntry>>;
+
+    /// At most `limit` entries of a run's trail, from entry `from_seq` on, in order: a
+    /// page, read without reading the rest (its record's `trail_len` says how many entries
+    /// there are). Empty past the end; [`StoreError::NotFound`] for an unknown run.
+    fn trail_page<'a>(
+        &'a self,
+        run_id: &'a str,
+        from_seq: u64,
+        limit: u64,
+    ) -> StoreFuture<'a, Vec<TrailEntry>>;
 
     /// Runs matching the filter, newest first.
     fn runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, Vec<RunRecord>>;

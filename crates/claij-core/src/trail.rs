@@ -135,6 +135,10 @@ pub enum FailureKind {
     /// The run was moved to another version of its FSM (the entry's event is the
     /// [`MigrationEvent`](crate::migration::MigrationEvent)): a pause, not an attempt.
     Migrated,
+    /// The run took the most steps it may (`config.max_steps`,
+    /// [`Fsm::max_steps`](crate::Fsm::max_steps)): it ends `failed` in the state it
+    /// entered, with no attempt made there.
+    Steps,
 }
 
 impl fmt::Display for FailureKind {
@@ -150,6 +154,7 @@ impl fmt::Display for FailureKind {
             FailureKind::Question => "question",
             FailureKind::Answer => "answer",
             FailureKind::Migrated => "migrated",
+            FailureKind::Steps => "steps",
         })
     }
 }

@@ -1,7 +1,8 @@
 //! The loop that drives one run: attempt → route by the event's `id` → validate →
 //! append, failures kept and fed back, bounded attempts, `on_failure` routes, timeouts,
-//! the run deadline, interruption, suspension — and, with a store, a checkpoint before
-//! every attempt, so each transition is committed before the next state starts.
+//! the run deadline, the run's steps (`drive/steps.rs`), interruption, suspension — and,
+//! with a store, a checkpoint before every attempt, so each transition is committed
+//! before the next state starts.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -23,6 +24,7 @@ use crate::spend::{Ledger, Meter};
 
 mod budget;
 mod hold;
+mod steps;
 use budget::metered;
 pub(crate) use hold::GRACE as HOLD_GRACE;
 use hold::Held;
@@ -89,6 +91,9 @@ pub(crate) struct RunState<'e> {
     pub engine: &'e Engine,
     pub fsm: &'e Fsm,
     pub run_id: String,
+    /// How many transitions the trail holds: the steps the run took (`config.max_steps`
+    /// bounds them).
+    pub steps: u64,
     pub trail: Vec<TrailEntry>,
     pub context: Value,
     pub deadline: Option<(Instant, Duration)>,
@@ -184,6 +189,11 @@ impl<'e> RunState<'e> {
                 let state = &fsm.states[state_idx];
                 if state.is_terminal() {
                     return Box::pin(self.finish(RunStatus::Completed, &state.id, None)).await;
+                }
+                if self.steps >= fsm.max_steps() {
+                    // No attempt, no route: the run ends here, whatever the state would do.
+                    self.append_out_of_steps(state, first_attempt);
+                    return Box::pin(self.finish(RunStatus::Failed, &state.id, None)).await;
                 }
                 let max_attempts = fsm.max_attempts(state);
                 let mut last_failure = self.last_failure_here();
@@ -960,6 +970,7 @@ impl<'e> RunState<'e> {
             duration_ms: duration.map(|d| d.as_millis() as u64),
             failure: failure.map(Box::new),
         };
+        self.steps += 1;
         self.push(entry);
     }
 

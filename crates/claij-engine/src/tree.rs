@@ -118,6 +118,7 @@ impl Engine {
             prior_trail: child.prior_trail,
             budget: None,
             ledger: scope.ledger.cloned(),
+            wait_seq: None,
         };
         if let Some(store) = scope.store {
             match store.run(&child.run_id).await {
@@ -197,6 +198,8 @@ impl Engine {
                     // The parent finds its budgets in the store.
                     budget: None,
                     ledger: None,
+                    // The wait a child's answer was meant for is not the parent's.
+                    wait_seq: None,
                     ..options.clone()
                 };
                 return match self.resume(fsm, parent, None, options).await {

@@ -441,11 +441,12 @@ async fn a_claimer_that_dies_before_its_first_commit_leaves_the_wait_as_it_was()
         .await
         .unwrap();
     work(&engine, &store, "w1").await;
-    let wait = store.run(&waiting.run_id).await.unwrap().wait.unwrap();
+    let found = store.run(&waiting.run_id).await.unwrap();
+    let wait = found.wait.clone().unwrap();
     store
         .claim(
             &waiting.run_id,
-            claij_core::store::ClaimFrom::Suspended,
+            claij_core::store::ClaimFrom::wait_of(&found),
             "answerer",
             SystemTime::now(),
         )

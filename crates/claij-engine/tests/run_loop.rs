@@ -352,6 +352,71 @@ xitions:
     assert_eq!(out.result.unwrap()["n"], 5);
 }
 
+#[tokio::test]
+async fn a_run_takes_at_most_its_max_steps_and_no_route_past_them() {
+    // Counting to 5 takes 6 steps: the input's entry, 4 loops, the way to `done`.
+    let doc = |max_steps: u64| {
+        format!(
+            r#"
+id: counter
+config: {{max_steps: {max_steps}}}
+states:
+  - {{id: count, action: counter, config: {{on_failure: done}}}}
+  - {{id: done, action: end}}
+xitions:
+  - id: [start, count]
+  - id: [count, count]
+  - id: [count, done]
+"#
+        )
+    };
+    let engine = engine_with("counter", Arc::new(Counter));
+    let run = |max_steps| {
+        let fsm = load(&engine, &doc(max_steps));
+        assert_eq!(fsm.max_steps(), max_steps);
+        engine.run(fsm, json!({"limit": 5}), RunOptions::default())
+    };
+    let done = run(6).await.unwrap();
+    assert_eq!(
+        done.status,
+        RunStatus::Completed,
+        "the last step reaches the end"
+    );
+    assert_eq!(done.trail.len(), 6);
+
+    let stopped = run(5).await.unwrap();
+    assert_eq!(
+        stopped.status,
+        RunStatus::Failed,
+        "{:?}",
+        stopped.trail.last()
+    );
+    assert_eq!(stopped.state, "count");
+    assert_eq!(stopped.trail.len(), 6, "5 steps, then the failure");
+    assert_eq!(
+        stopped.trail.iter().filter(|e| e.is_transition()).count(),
+        5
+    );
+    assert_eq!(failures(&stopped.trail), vec![FailureKind::Steps]);
+    let failure = stopped.trail[5].failure.as_ref().unwrap();
+    assert_eq!(
+        failure.message,
+        "the run took 5 steps, the most it may (config.max_steps: 5): it ends in `count`"
+    );
+    assert_eq!(
+        stopped.context,
+        json!({"n": 4}),
+        "no attempt after the limit"
+    );
+
+    let plain = load(
+        &engine,
+        "id: plain\nstates: [{id: a, action: end}]\nxitions: [{id: [start, a]}]\n",
+    );
+    assert_eq!(plain.max_steps(), claij_core::fsm::DEFAULT_MAX_STEPS);
+    assert_eq!(claij_core::fsm::DEFAULT_MAX_STEPS, 10_000);
+}
+
 const TWO_ENTRIES: &str = r#"
 id: entries
 states:

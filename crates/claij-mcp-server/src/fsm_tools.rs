@@ -560,9 +560,13 @@ pub(crate) async fn record(runtime: &Runtime, run_id: &str) -> Result<RunRecord,
     }
 }
 
+/// The most trail entries a run's view shows: its latest ones.
+const TRAIL_SHOWN: u64 = 100;
+
 /// A run as `ID_status` and the run resources show it: its record, its result or last
-/// failure, and (`with_trail`) its trail; refused when it is not a run of `fsm_id`
-/// (when given).
+/// failure, and (`with_trail`) its trail — the latest [`TRAIL_SHOWN`] entries, read alone
+/// (`trail_from` says where they start when there are more); refused when it is not a run
+/// of `fsm_id` (when given).
 pub(crate) async fn run_view(
     runtime: &Runtime,
     run_id: &str,
@@ -578,9 +582,10 @@ pub(crate) async fn run_view(
             record.fsm_id
         ));
     }
+    let from = record.trail_len.saturating_sub(TRAIL_SHOWN);
     let trail = runtime
         .store
-        .trail(run_id, 0)
+        .trail_page(run_id, from, TRAIL_SHOWN)
         .await
         .map_err(|e| format!("the store failed: {e}"))?;
     let mut out = record_json(&record);
@@ -602,6 +607,9 @@ pub(crate) async fn run_view(
     }
     if with_trail {
         out["trail"] = json!(trail);
+        if from > 0 {
+            out["trail_from"] = json!(from);
+        }
     }
     Ok(out)
 }

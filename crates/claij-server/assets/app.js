@@ -54,7 +54,8 @@
 //   #answer-sent                    shown once an answer was taken
 //   #run-result #run-failure        a completed run's result, a failed run's last failure
 //   #trail                          the trail's <tbody>: [data-testid="trail-entry"][data-seq][data-from][data-to]
-//   #trail-count                    how many entries are shown
+//   #trail-count                    how many entries are shown (the latest 500 at most)
+//   #trail-earlier                  a long run's note that its earlier entries are not shown
 // The answer form, in a run's wait card and at a resume link alike:
 //   #wait-prompt #wait-expires      what the wait asks, when it expires (if it does)
 //   #answer-form #answer-select #field-NAME #error-NAME #form-error #answer-submit   as above
@@ -289,6 +290,9 @@ async function apiJson(path, options) {
 
 // ---------------------------------------------------------------------------------------
 // Server-sent events over fetch() (so that the token header can be sent).
+
+/** The most entries of a run's trail the page shows (its latest ones). */
+const TRAIL_SHOWN = 500;
 
 /**
  * Follows `path` until the stream ends or `signal` aborts, calling `onEvent(type, data, id)`
@@ -1050,9 +1054,11 @@ function runView(root, id) {
     const key = JSON.stringify([wait.state, answers.map((a) => a.id), wait.question || null, run.trail_len]);
     if (key === waitKey) return;
     waitKey = key;
+    // The answer is for the wait shown: a run answered meanwhile refuses it (409).
+    const shownAt = run.trail_len;
     const parts = waitParts(wait, answers, {
       base: "$.input",
-      send: (input) => api(`/runs/${encodeURIComponent(id)}/resume?wait=10`, { method: "POST", body: { input }, signal }),
+      send: (input) => api(`/runs/${encodeURIComponent(id)}/resume?wait=10`, { method: "POST", body: { input, trail_len: shownAt }, signal }),
       onDone: (_response, body) => {
         waitKey = "sent";
         fill(waitCard, h("div", { class: "pad sent", id: "answer-sent" },
@@ -1208,8 +1214,12 @@ function runView(root, id) {
   (async () => {
     await refresh();
     if (!run || signal.aborted) return;
+    // A long trail is shown from its latest entries: the earlier ones are a page of the API away.
+    const from = Math.max(0, run.trail_len - TRAIL_SHOWN);
+    if (from > 0) trailEmpty.replaceWith(h("p", { class: "muted pad small", id: "trail-earlier" },
+      `Entries before #${from} are not shown (GET /runs/${id}/trail reads them a page at a time).`));
     try {
-      await followEvents(`/runs/${encodeURIComponent(id)}/events`, { onEvent, onState: setLive, signal });
+      await followEvents(`/runs/${encodeURIComponent(id)}/events?from=${from}`, { onEvent, onState: setLive, signal });
     } catch (e) {
       if (!signal.aborted) setLive("ended");
     }

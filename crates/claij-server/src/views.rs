@@ -4,7 +4,6 @@
 use std::time::SystemTime;
 
 use claij_core::store::{RunRecord, Wait};
-use claij_core::trail::{last_event, total_usage};
 use claij_core::{Budget, BudgetPause, Fsm, Spend, TrailEntry, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -44,7 +43,7 @@ pub(crate) struct RunView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub result: Option<Value>,
-    /// Tokens and cost over the run's model calls.
+    /// Tokens, cost and calls over the run's own model calls (as in `spend`).
     #[schema(value_type = Object)]
     pub usage: Usage,
     /// What the run itself spent (its own model calls, its time running and waiting; not
@@ -124,8 +123,9 @@ pub(crate) struct AnswerView {
 }
 
 impl RunView {
-    /// The view of `record`, with its result and usage from `trail` (the whole trail).
-    pub(crate) fn new(record: &RunRecord, trail: &[TrailEntry], fsm: Option<&Fsm>) -> Self {
+    /// The view of `record`, with its `result` (a completed run's last event); what it
+    /// spent is the record's.
+    pub(crate) fn new(record: &RunRecord, result: Option<Value>, fsm: Option<&Fsm>) -> Self {
         let url = format!("/runs/{}", record.id);
         RunView {
             id: record.id.clone(),
@@ -141,10 +141,8 @@ impl RunView {
                 .wait
                 .as_ref()
                 .map(|w| WaitView::new(w, fsm, &format!("{url}/resume"))),
-            result: (record.status == claij_core::RunStatus::Completed)
-                .then(|| last_event(trail).cloned())
-                .flatten(),
-            usage: total_usage(trail),
+            result,
+            usage: record.spend.as_usage(),
             spend: record.spend,
             budget: record.budget,
             context: record.context.clone(),
@@ -315,6 +313,11 @@ pub(crate) struct ResumeRun {
     /// The answer: its `id` names the transition `[state, next]` it takes.
     #[schema(value_type = Object)]
     pub input: Value,
+    /// The wait the answer is for: the run's `trail_len` as its view showed it when the
+    /// answer was made. A run answered since refuses it (409), even if it waits again;
+    /// without it, the answer is for the wait the run is in when it arrives.
+    #[serde(default)]
+    pub trail_len: Option<u64>,
 }
 
 /// `?wait=SECONDS`: answer when the run ends or suspends, or after this long (at most
@@ -342,6 +345,10 @@ pub(crate) struct ListParams {
     /// The `next_cursor` of the previous page.
     pub cursor: Option<String>,
 }
+
+/// The most entries a trail page holds (`GET /runs/{id}/trail`'s `limit`), and what a
+/// run's live events read from the store at a time.
+pub(crate) const MAX_TRAIL_PAGE: u64 = 1000;
 
 /// The page of `GET /runs/{id}/trail`.
 #[derive(Debug, Clone, Deserialize, IntoParams)]

@@ -483,9 +483,14 @@ where
         // before then leaves it for the next one (an expired wait is not waited for again).
         let set = "SET status = 'running', lease_owner = $1, lease_until = $2, \
                    wake_at = NULL, updated_at = $3 WHERE id = $4";
+        // A suspended run is claimed in the wait it was found in (`$5`: its trail length
+        // then), so a claim made on a stale reading never takes a later wait.
         let (sql, dead) = match &from {
-            ClaimFrom::Suspended => (
-                format!("UPDATE runs {set} AND status = 'suspended' RETURNING {RUN_COLUMNS}"),
+            ClaimFrom::Suspended { .. } => (
+                format!(
+                    "UPDATE runs {set} AND status = 'suspended' AND trail_len = $5 \
+                     RETURNING {RUN_COLUMNS}"
+                ),
                 &[][..],
             ),
             ClaimFrom::Stale { dead_owners } => {
@@ -512,6 +517,9 @@ where
             .bind(rows::micros(until)?)
             .bind(now)
             .bind(run_id.to_owned());
+        if let ClaimFrom::Suspended { trail_len } = &from {
+            query = query.bind(rows::signed("trail length", *trail_len)?);
+        }
         for dead_owner in dead {
             query = query.bind(dead_owner.clone());
         }
@@ -524,7 +532,11 @@ where
         }
         let current = self.run_now(run_id, what).await?;
         let reason = match (&from, current.status) {
-            (ClaimFrom::Suspended, status) => format!("is {status}, not suspended"),
+            (ClaimFrom::Suspended { trail_len }, RunStatus::Suspended) => format!(
+                "is not in the wait this claim was made for (at trail length {trail_len}): it waits at trail length {}",
+                current.trail_len
+            ),
+            (ClaimFrom::Suspended { .. }, status) => format!("is {status}, not suspended"),
             (ClaimFrom::Stale { .. }, RunStatus::Running) => match &current.lease {
                 Some(lease) => format!(
                     "is running and its lease, held by `{}`, lasts until {}",
@@ -541,13 +553,21 @@ where
         })
     }
 
-    async fn trail_now(&self, run_id: &str, from_seq: u64) -> Result<Vec<TrailEntry>, StoreError> {
+    /// Up to `limit` entries of a run's trail from `from_seq` on (by the primary key: the
+    /// rows past the page are not read).
+    async fn trail_now(
+        &self,
+        run_id: &str,
+        from_seq: u64,
+        limit: u64,
+    ) -> Result<Vec<TrailEntry>, StoreError> {
         let what = "reading a trail";
         let rows = sqlx::query(
-            "SELECT seq, entry FROM trail WHERE run_id = $1 AND seq >= $2 ORDER BY seq",
+            "SELECT seq, entry FROM trail WHERE run_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3",
         )
         .bind(run_id.to_owned())
         .bind(i64::try_from(from_seq).unwrap_or(i64::MAX))
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
         .fetch_all(&self.pool)
         .await
         .map_err(backend(what))?;
@@ -806,7 +826,16 @@ where
     }
 
     fn trail<'a>(&'a self, run_id: &'a str, from_seq: u64) -> StoreFuture<'a, Vec<TrailEntry>> {
-        Box::pin(self.trail_now(run_id, from_seq))
+        Box::pin(self.trail_now(run_id, from_seq, u64::MAX))
+    }
+
+    fn trail_page<'a>(
+        &'a self,
+        run_id: &'a str,
+        from_seq: u64,
+        limit: u64,
+    ) -> StoreFuture<'a, Vec<TrailEntry>> {
+        Box::pin(self.trail_now(run_id, from_seq, limit))
     }
 
     fn runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, Vec<RunRecord>> {

@@ -259,6 +259,8 @@ fn build(
             &root.join("config").join("deadline"),
             found,
         ),
+        // The meta-schema admits only 1 to 1,000,000.
+        max_steps: raw.config.get("max_steps").and_then(Value::as_u64),
         budget: structure::budget_at(
             raw.config.get("budget"),
             &root.join("config").join("budget"),

@@ -18,7 +18,7 @@ pub use fork::Fork;
 pub use fsm::SubFsm;
 pub use human::{Human, HumanIo, TerminalIo};
 pub use publish::Publish;
-pub use transform::Transform;
+pub use transform::{DEFAULT_FUEL, MAX_FUEL, Transform};
 
 use serde_json::{Value, json};
 

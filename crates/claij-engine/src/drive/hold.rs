@@ -195,7 +195,10 @@ impl RunState<'_> {
                     let claim = store
                         .claim(
                             &self.run_id,
-                            ClaimFrom::Suspended,
+                            // The wait the question's pause began.
+                            ClaimFrom::Suspended {
+                                trail_len: pause.seq + 1,
+                            },
                             &durable.owner,
                             durable.lease_until(),
                         )

@@ -21,7 +21,27 @@ pub fn interrupt<'a>(
     Box::pin(interrupt_one(store, run_id))
 }
 
+/// How many times an interrupt looks at a suspended run again when an answer moved it on
+/// between its look and its claim (it then runs, and notices the request itself, or waits
+/// again, and is claimed in its new wait).
+const RETRIES: u32 = 8;
+
 async fn interrupt_one(store: &dyn RunStore, run_id: &str) -> Result<RunRecord, RunError> {
+    for _ in 0..RETRIES {
+        if let Some(done) = interrupt_as_found(store, run_id).await? {
+            return Ok(done);
+        }
+    }
+    // Still moving on: the request is stored, and whoever drives it next stops it.
+    Ok(store.run(run_id).await?)
+}
+
+/// [`interrupt_one`] on the run as one look finds it; `None` when another claimed it
+/// between the look and this claim (look again).
+async fn interrupt_as_found(
+    store: &dyn RunStore,
+    run_id: &str,
+) -> Result<Option<RunRecord>, RunError> {
     let record = store.request_interrupt(run_id).await?;
     // A run waiting for its children: they are interrupted too.
     if let Some(wait) = &record.wait {
@@ -37,16 +57,35 @@ async fn interrupt_one(store: &dyn RunStore, run_id: &str) -> Result<RunRecord, 
         .as_ref()
         .is_none_or(|l| l.until <= SystemTime::now() || is_dead_local_owner(&l.owner));
     let from = match record.status {
-        RunStatus::Suspended => ClaimFrom::Suspended,
+        RunStatus::Suspended => ClaimFrom::wait_of(&record),
         RunStatus::Running if owner_dead => ClaimFrom::Stale {
             dead_owners: record.lease.iter().map(|l| l.owner.clone()).collect(),
         },
-        _ => return Ok(record),
+        _ => return Ok(Some(record)),
     };
     let owner = process_owner();
-    let claimed = store
+    let claimed = match store
         .claim(run_id, from, &owner, SystemTime::now() + DEFAULT_LEASE)
-        .await?;
+        .await
+    {
+        Ok(claimed) => claimed,
+        Err(StoreError::Conflict { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let finished = finish_interrupted(store, &record, claimed, &owner).await;
+    super::claim::released_on_error(store, &record, &owner, finished)
+        .await
+        .map(Some)
+}
+
+/// Records the `interrupted` entry of a run this process claimed (`record`: as found).
+async fn finish_interrupted(
+    store: &dyn RunStore,
+    record: &RunRecord,
+    claimed: RunRecord,
+    owner: &str,
+) -> Result<RunRecord, RunError> {
+    let run_id = record.id.as_str();
     let trail = store
         .trail(run_id, claimed.trail_len.saturating_sub(1))
         .await?;
@@ -89,7 +128,7 @@ async fn interrupt_one(store: &dyn RunStore, run_id: &str) -> Result<RunRecord, 
     store
         .commit(claij_core::store::Checkpoint {
             run_id: run_id.to_owned(),
-            owner,
+            owner: owner.to_owned(),
             entries: vec![entry],
             status: RunStatus::Interrupted,
             state: claimed.state.clone(),

@@ -5,6 +5,7 @@
 //!
 //! - `start`: a new run, from its input's entry transition;
 //! - `resume`: a stored run continued;
+//! - `claim`: claims of stored runs given back when what follows them fails;
 //! - `interrupt`: a stored run stopped;
 //! - `queue`: runs put in the store's queue for workers (submitted, answered);
 //! - `options`, `outcome`, `error`: what a run is given, how it ends, why it could not run;
@@ -23,6 +24,7 @@ use crate::durable::{DEFAULT_LEASE, Durable, process_owner};
 use crate::observer::Observer;
 use crate::registry::ActionRegistry;
 
+mod claim;
 mod error;
 mod id;
 mod interrupt;
@@ -126,6 +128,7 @@ impl Engine {
             engine: self,
             fsm,
             run_id,
+            steps: trail.iter().filter(|e| e.is_transition()).count() as u64,
             trail,
             context,
             deadline,

@@ -1,5 +1,6 @@
 //! [`RunOptions`]: how a run is started or resumed (its id, context, deadline,
-//! cancellation, observers, store, lease and its keeper, parent and prior trail).
+//! cancellation, observers, store, lease and its keeper, parent and prior trail, the wait
+//! an answer is meant for).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,4 +52,10 @@ pub struct RunOptions {
     /// for the children it starts; a child resumed on its own finds its ancestors'
     /// budgets in the store).
     pub ledger: Option<crate::spend::Ledger>,
+    /// For a resume or an answer: the wait it is meant for, as the run's trail length when
+    /// that wait began (a resume link's `wait_seq`, or the `trail_len` of the record the
+    /// answer was made from). A run found in another wait — answered meanwhile, even if it
+    /// waits again since — refuses it with a conflict and nothing changes, so an answer
+    /// never answers a later wait than its own. `None`: the wait the run is found in.
+    pub wait_seq: Option<u64>,
 }

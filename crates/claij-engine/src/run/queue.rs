@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use claij_core::Fsm;
-use claij_core::store::{ClaimFrom, Notice, StoreError};
+use claij_core::store::{ClaimFrom, Notice, RunRecord, RunStore, StoreError, Wait};
 use serde_json::Value;
 
 use super::{Engine, RunError, RunOptions, RunStatus};
@@ -80,8 +80,10 @@ impl Engine {
     /// Gives the suspended run `run_id` of `fsm` its `input` and queues it for a worker:
     /// the input is checked as [`resume`](Self::resume) checks it (refused, nothing
     /// changes), committed to the trail, and the run handed back running and held by no
-    /// one. Of concurrent answers exactly one wins; the others get
-    /// [`StoreError::Conflict`].
+    /// one. Of concurrent answers to a wait exactly one wins; the others get
+    /// [`StoreError::Conflict`] (with [`RunOptions::wait_seq`], so does an answer meant for
+    /// a wait the run has moved past). A run claimed for an answer that then fails is
+    /// given back as it was found.
     pub async fn answer(
         &self,
         fsm: Arc<Fsm>,
@@ -103,6 +105,7 @@ impl Engine {
                 record.fsm_id, record.version
             )));
         }
+        super::claim::check_wait(&record, options.wait_seq)?;
         let wait = match (record.status, &record.wait) {
             (RunStatus::Suspended, Some(wait)) if wait.takes_input() => wait.clone(),
             (RunStatus::Suspended, Some(wait)) if wait.budget.is_some() => {
@@ -140,21 +143,56 @@ impl Engine {
         store
             .claim(
                 run_id,
-                ClaimFrom::Suspended,
+                ClaimFrom::wait_of(&record),
                 &owner,
                 SystemTime::now() + lease,
             )
             .await?;
+        let answered = self
+            .answer_claimed(
+                &fsm,
+                &record,
+                (&wait, given, input),
+                store.clone(),
+                &owner,
+                &options,
+            )
+            .await;
+        super::claim::released_on_error(store.as_ref(), &record, &owner, answered).await?;
+        // Workers hear of it now; if the notice is lost, they find it at their next poll.
+        // An answer to a question whose request is held open is for its holder, which
+        // looks every 100 ms: workers find it at their next poll, should the holder be gone.
+        if wait.held_at(SystemTime::now()).is_none() {
+            let _ = store.notify(&Notice::Work { at: None }).await;
+        }
+        Ok(())
+    }
+
+    /// Records the answer `given` (its `input`) of a run this process claimed in `store`
+    /// (`record`: as found, waiting on `wait`), and hands the run back to the queue.
+    async fn answer_claimed(
+        &self,
+        fsm: &Fsm,
+        record: &RunRecord,
+        (wait, given, input): (&Wait, Given, Value),
+        store: Arc<dyn RunStore>,
+        owner: &str,
+        options: &RunOptions,
+    ) -> Result<(), RunError> {
+        let lease = options.lease.unwrap_or(DEFAULT_LEASE);
         let mut run = self
-            .resumed_state(&fsm, &record, store.clone(), &owner, lease, &options)
+            .resumed_state(fsm, record, store, owner, lease, options)
             .await?;
         // The answer recorded (the state's attempt is made again by a worker), or the
         // transition taken.
         let at = match given {
             Given::Answer(question, answer) => {
-                let state = fsm.state(&wait.state).ok_or_else(|| {
-                    not_answerable(format!("waits in unknown state `{}`", wait.state))
-                })?;
+                let state = fsm
+                    .state(&wait.state)
+                    .ok_or_else(|| RunError::NotResumable {
+                        run: record.id.clone(),
+                        reason: format!("waits in unknown state `{}`", wait.state),
+                    })?;
                 run.append_answer(state, &question, &answer);
                 wait.state.clone()
             }
@@ -165,12 +203,6 @@ impl Engine {
             }
         };
         run.hand_back(&at).await?;
-        // Workers hear of it now; if the notice is lost, they find it at their next poll.
-        // An answer to a question whose request is held open is for its holder, which
-        // looks every 100 ms: workers find it at their next poll, should the holder be gone.
-        if wait.held_at(SystemTime::now()).is_none() {
-            let _ = store.notify(&Notice::Work { at: None }).await;
-        }
         Ok(())
     }
 }

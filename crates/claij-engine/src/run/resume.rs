@@ -19,7 +19,10 @@ impl Engine {
     ///
     /// - a **suspended** run with `input`: the input must take one of the transitions the
     ///   run waits on and satisfy its schema (else nothing changes); of concurrent
-    ///   resumes exactly one wins, the others get [`StoreError::Conflict`];
+    ///   resumes exactly one wins, the others get [`StoreError::Conflict`] — per wait:
+    ///   a resume that read the run in a wait it has since moved past is refused, even if
+    ///   the run waits again, and with [`RunOptions::wait_seq`] an input is taken only by
+    ///   the wait it was meant for;
     /// - a suspended run whose wait **expired**, without input: follows the wait's
     ///   `on_expiry` route, or fails;
     /// - a **running** run whose process died (or whose lease expired): continues from
@@ -30,6 +33,10 @@ impl Engine {
     /// one, its state's action tries again (finding its children where they are). When
     /// the resumed run is itself a child and it ends, its parent continues if it waited
     /// for it (see [`RunOutcome::parent`]).
+    ///
+    /// A run this claimed is never left claimed: when continuing it fails, it is given
+    /// back (waiting again as it was found, if nothing was committed; else handed back to
+    /// whoever continues runs).
     pub async fn resume(
         &self,
         fsm: Arc<Fsm>,
@@ -72,8 +79,11 @@ impl Engine {
                 short(&fsm.hash)
             )));
         }
+        super::claim::check_wait(&record, options.wait_seq)?;
         let owner = options.owner.clone().unwrap_or_else(process_owner);
         let lease = options.lease.unwrap_or(DEFAULT_LEASE);
+        // A suspended run is claimed in the wait it was found in, never in a later one.
+        let this_wait = ClaimFrom::wait_of(&record);
         match record.status {
             RunStatus::Suspended => {
                 let wait = record
@@ -94,43 +104,49 @@ impl Engine {
                     }
                     return self
                         .claim_and_continue(
-                            &fsm,
-                            &record,
-                            ClaimFrom::Suspended,
-                            store,
-                            &owner,
-                            lease,
-                            &options,
+                            &fsm, &record, this_wait, store, &owner, lease, &options,
                         )
                         .await;
                 }
                 if let (Some(question), Some(input)) = (&wait.question, &input) {
                     let answer = crate::questions::checked_answer(question, input)?;
                     store
-                        .claim(
-                            run_id,
-                            ClaimFrom::Suspended,
-                            &owner,
-                            SystemTime::now() + lease,
-                        )
+                        .claim(run_id, this_wait, &owner, SystemTime::now() + lease)
                         .await?;
                     let given = (question.as_ref(), &answer);
-                    if let Some(held) = wait.held_at(SystemTime::now()) {
-                        return self
-                            .answer_held(&fsm, &record, given, held.until, store, &owner, &options)
-                            .await;
-                    }
-                    return self
-                        .continue_answered_run(
-                            &fsm,
-                            &record,
-                            Some(given),
-                            store,
-                            &owner,
-                            lease,
-                            &options,
-                        )
-                        .await;
+                    let answered = match wait.held_at(SystemTime::now()) {
+                        Some(held) => {
+                            self.answer_held(
+                                &fsm,
+                                &record,
+                                given,
+                                held.until,
+                                store.clone(),
+                                &owner,
+                                &options,
+                            )
+                            .await
+                        }
+                        None => {
+                            self.continue_answered_run(
+                                &fsm,
+                                &record,
+                                Some(given),
+                                store.clone(),
+                                &owner,
+                                lease,
+                                &options,
+                            )
+                            .await
+                        }
+                    };
+                    return super::claim::released_on_error(
+                        store.as_ref(),
+                        &record,
+                        &owner,
+                        answered,
+                    )
+                    .await;
                 }
                 let now = SystemTime::now();
                 let due = wait.wakes_at().is_some_and(|at| at <= now);
@@ -146,16 +162,21 @@ impl Engine {
                     }
                 };
                 store
-                    .claim(
-                        run_id,
-                        ClaimFrom::Suspended,
-                        &owner,
-                        SystemTime::now() + lease,
-                    )
+                    .claim(run_id, this_wait, &owner, SystemTime::now() + lease)
                     .await?;
                 let given = taking.zip(input);
-                self.continue_claimed_run(&fsm, &record, given, store, &owner, lease, &options)
-                    .await
+                let continued = self
+                    .continue_claimed_run(
+                        &fsm,
+                        &record,
+                        given,
+                        store.clone(),
+                        &owner,
+                        lease,
+                        &options,
+                    )
+                    .await;
+                super::claim::released_on_error(store.as_ref(), &record, &owner, continued).await
             }
             // Running with an input: another resume may have just won the race, or the
             // run never waited; either way the input cannot be used.
@@ -237,7 +258,7 @@ impl Engine {
 
     /// Claims the run (from `from`; `before`: its record before the claim), rebuilds its
     /// state from the store and continues it from the last transition of its trail, with
-    /// the next attempt of that state.
+    /// the next attempt of that state; gives it back if that fails.
     #[allow(clippy::too_many_arguments)]
     async fn claim_and_continue(
         &self,
@@ -254,15 +275,17 @@ impl Engine {
             .await?;
         // The claimed record (running now) with what the run was before: its wait, its
         // status (a suspended run's time waiting ends now) and its calls in flight.
-        let before = RunRecord {
+        let found = RunRecord {
             status: before.status,
             wait: before.wait.clone(),
             pending: before.pending.clone(),
             updated_at: before.updated_at,
             ..claimed
         };
-        self.continue_claimed_run(fsm, &before, None, store, owner, lease, options)
-            .await
+        let continued = self
+            .continue_claimed_run(fsm, &found, None, store.clone(), owner, lease, options)
+            .await;
+        super::claim::released_on_error(store.as_ref(), before, owner, continued).await
     }
 
     /// Continues a run a worker took from the queue

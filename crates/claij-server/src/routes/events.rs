@@ -1,8 +1,8 @@
 //! `GET /runs/{id}/events`: a run's life as server-sent events.
 //!
-//! - `entry` (with `id:` its sequence number): each trail entry, read from the store, so a
-//!   client that reconnects with `Last-Event-ID: N` gets every entry after N exactly once
-//!   — across a restart of the server too;
+//! - `entry` (with `id:` its sequence number): each trail entry, read from the store a page
+//!   at a time, so a client that reconnects with `Last-Event-ID: N` gets every entry after
+//!   N exactly once — across a restart of the server too;
 //! - `status` (no id): the run's status, state and wait, whenever they change;
 //! - `attempt` (no id): an attempt of a state starting, for runs this server drives;
 //! - `token` (no id): text a model is producing in a state (`{"state", "text"}`), as it
@@ -28,6 +28,9 @@ use crate::state::AppState;
 /// How often a stream looks at the store when nothing rings (runs driven by another
 /// process: a `claij runs resume`, a worker).
 const POLL: Duration = Duration::from_millis(500);
+
+/// The entries read from the store at a time.
+const PAGE: u64 = 256;
 
 /// Where a stream starts when there is no `Last-Event-ID`.
 #[derive(Debug, Clone, Deserialize, IntoParams)]
@@ -115,24 +118,31 @@ async fn follow(
 ) {
     let mut last_status = None;
     loop {
-        let entries = match state.store.trail(&id, next).await {
-            Ok(e) => e,
-            Err(e) => {
-                let _ = tx.send(error_event(&e.to_string())).await;
-                return;
+        // The entries not sent yet, a page at a time: a long trail is never read whole.
+        loop {
+            let entries = match state.store.trail_page(&id, next, PAGE).await {
+                Ok(e) => e,
+                Err(e) => {
+                    let _ = tx.send(error_event(&e.to_string())).await;
+                    return;
+                }
+            };
+            let full = entries.len() as u64 == PAGE;
+            for entry in entries {
+                let seq = entry.seq;
+                let event = Event::default()
+                    .event("entry")
+                    .id(seq.to_string())
+                    .json_data(&entry);
+                next = seq + 1;
+                let Ok(event) = event else { continue };
+                if tx.send(event).await.is_err() {
+                    return;
+                }
             }
-        };
-        for entry in entries {
-            let seq = entry.seq;
-            let event = Event::default()
-                .event("entry")
-                .id(seq.to_string())
-                .json_data(&entry);
-            let Ok(event) = event else { continue };
-            if tx.send(event).await.is_err() {
-                return;
+            if !full {
+                break;
             }
-            next = seq + 1;
         }
         let record = match state.store.run(&id).await {
             Ok(r) => r,

@@ -26,7 +26,6 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use claij_core::RunStatus;
 use claij_core::source::{JsonErrorKind, parse_json};
-use claij_core::trail::total_usage;
 use claij_engine::RunOptions;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -34,7 +33,7 @@ use utoipa::ToSchema;
 
 use crate::body::JsonBody;
 use crate::problem::Problem;
-use crate::routes::runs::find_run;
+use crate::routes::runs::{find_run, result_of};
 use crate::runner::{MAX_WAIT, Work, launch, wait_for};
 use crate::state::AppState;
 
@@ -217,13 +216,8 @@ pub(crate) async fn chat_completions(
         ));
     }
     let record = find_run(&state, &launched.run_id).await?;
-    let trail = state
-        .store
-        .trail(&record.id, 0)
-        .await
-        .map_err(|e| Problem::from_store(&e))?;
     let content = match record.status {
-        RunStatus::Completed => answer_text(claij_core::trail::last_event(&trail)),
+        RunStatus::Completed => answer_text(result_of(&state, &record).await?.as_ref()),
         RunStatus::Suspended => waiting_text(&state, &record).await,
         status => {
             return Err(OpenAiError::new(
@@ -236,7 +230,8 @@ pub(crate) async fn chat_completions(
             ));
         }
     };
-    let usage = total_usage(&trail);
+    // The run's own model calls, as its record keeps them.
+    let usage = record.spend;
     let created = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs())

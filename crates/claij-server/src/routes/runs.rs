@@ -211,15 +211,34 @@ pub(crate) async fn run_view(state: &AppState, id: &str) -> Result<RunView, Prob
     run_view_of(state, &record).await
 }
 
-/// The view of `record`: its trail read for the result and usage.
+/// The view of `record`: what it spent is in the record, and its result (a completed
+/// run's last event) is read from the end of its trail; the rest of the trail is not read.
 async fn run_view_of(state: &AppState, record: &RunRecord) -> Result<RunView, Problem> {
-    let trail = state
+    let result = result_of(state, record).await?;
+    let fsm = fsm_of(state, record).await;
+    Ok(RunView::new(record, result, fsm.as_deref()))
+}
+
+/// The entries read from a trail's end for a completed run's result: its last entry is the
+/// transition into its terminal state.
+const RESULT_TAIL: u64 = 8;
+
+/// A completed run's result (the event of its last transition), read from the end of its
+/// trail; `None` for other runs.
+pub(crate) async fn result_of(
+    state: &AppState,
+    record: &RunRecord,
+) -> Result<Option<Value>, Problem> {
+    if record.status != RunStatus::Completed {
+        return Ok(None);
+    }
+    let from = record.trail_len.saturating_sub(RESULT_TAIL);
+    let tail = state
         .store
-        .trail(&record.id, 0)
+        .trail_page(&record.id, from, RESULT_TAIL)
         .await
         .map_err(|e| Problem::from_store(&e))?;
-    let fsm = fsm_of(state, record).await;
-    Ok(RunView::new(record, &trail, fsm.as_deref()))
+    Ok(claij_core::trail::last_event(&tail).cloned())
 }
 
 /// The definition `record` is pinned to: a served one, else loaded back from the store.
@@ -354,7 +373,10 @@ pub(crate) async fn show(
     Ok(Json(run_view(&state, &id).await?))
 }
 
-/// A page of a run's trail.
+/// The entries of a trail page unless `limit` says.
+const TRAIL_PAGE: u64 = 100;
+
+/// A page of a run's trail (read alone: the rest of the trail is not).
 #[utoipa::path(
     get, path = "/runs/{id}/trail", tag = "runs",
     params(("id" = String, Path, description = "The run's id"), TrailParams),
@@ -370,13 +392,15 @@ pub(crate) async fn trail(
 ) -> Result<Json<TrailPage>, Problem> {
     let record = find_run(&state, &id).await?;
     let from = params.from.unwrap_or(0);
-    let limit = params.limit.unwrap_or(100).clamp(1, 1000);
-    let mut entries = state
+    let limit = params
+        .limit
+        .unwrap_or(TRAIL_PAGE)
+        .clamp(1, crate::views::MAX_TRAIL_PAGE);
+    let entries = state
         .store
-        .trail(&id, from)
+        .trail_page(&id, from, limit)
         .await
         .map_err(|e| Problem::from_store(&e))?;
-    entries.truncate(limit as usize);
     let end = from + entries.len() as u64;
     Ok(Json(TrailPage {
         entries,
@@ -386,7 +410,9 @@ pub(crate) async fn trail(
 
 /// Answers a suspended run: the input must take one of the transitions it waits on and
 /// satisfy that transition's schema; a refused answer changes nothing and says why. Of
-/// concurrent answers exactly one wins; the others get 409.
+/// concurrent answers exactly one wins; the others get 409 — per wait: an answer is taken
+/// only in the wait the run is in when it arrives (or, with `trail_len`, the wait it was
+/// made for), never in a later one.
 #[utoipa::path(
     post, path = "/runs/{id}/resume", tag = "runs",
     params(("id" = String, Path, description = "The run's id"), WaitParam),
@@ -424,11 +450,19 @@ pub(crate) async fn resume(
             wait.children.join(", ")
         )));
     }
+    if let Some(made_at) = body.trail_len.filter(|&t| t != record.trail_len) {
+        return Err(Problem::conflict(format!(
+            "run `{id}` no longer waits where this answer was made (at trail length {made_at}): another answer moved it on, and it waits at trail length {}; this input was not used",
+            record.trail_len
+        )));
+    }
     let launched = resume_with(&state, &record, Some(body.input), "$.input").await?;
     answer(&state, launched, wait_duration(wait.wait), StatusCode::OK).await
 }
 
-/// Resumes `record` with `input` on the engine of its definition.
+/// Resumes `record` with `input` on the engine of its definition. An input answers the
+/// wait `record` is in, and no later one: a run answered meanwhile refuses it (409), even
+/// if it waits again.
 pub(crate) async fn resume_with(
     state: &AppState,
     record: &RunRecord,
@@ -440,11 +474,15 @@ pub(crate) async fn resume_with(
         .stored_fsm(state.store.as_ref(), record)
         .await
         .map_err(|e| Problem::from_run(&e, input_place))?;
+    let options = RunOptions {
+        wait_seq: input.is_some().then_some(record.trail_len),
+        ..RunOptions::default()
+    };
     let work = Work::Resume {
         run_id: record.id.clone(),
         input,
     };
-    launch(state, engine, fsm, work, RunOptions::default(), input_place).await
+    launch(state, engine, fsm, work, options, input_place).await
 }
 
 /// Interrupts a run: a suspended run (or one whose process is gone) stops at once; a

@@ -24,6 +24,7 @@ macro_rules! store_suite {
             definitions_round_trip,
             a_definition_becomes_the_operators_and_never_a_clients,
             create_commit_and_read_back,
+            a_trail_is_read_a_page_at_a_time,
             a_commit_by_another_owner_loses_the_lease,
             entries_out_of_sequence_are_refused_and_nothing_is_written,
             creating_checks_the_run,
@@ -57,6 +58,7 @@ macro_rules! store_suite {
         // on one thread, on any machine.
         store_suite!(@tests $harness; tokio::test(flavor = "multi_thread", worker_threads = 2);
             one_of_eight_concurrent_claims_wins,
+            a_claim_of_a_wait_the_run_moved_past_is_refused,
             the_queue_gives_each_due_run_to_one_worker,
             stale_claims_respect_leases_and_dead_owners,
             concurrent_commits_are_grouped,
@@ -393,7 +395,7 @@ pub(crate) async fn create_commit_and_read_back(h: Harness) {
     // A claim keeps the wait (for a claimer that dies before using it) until the
     // claimer's first commit; finishing clears it and releases the lease.
     let claimed = store
-        .claim("r1", ClaimFrom::Suspended, "w2", until)
+        .claim("r1", ClaimFrom::Suspended { trail_len: 6 }, "w2", until)
         .await
         .expect("claim");
     assert_eq!(claimed.status, RunStatus::Running);
@@ -540,6 +542,56 @@ pub(crate) async fn creating_checks_the_run(h: Harness) {
     ));
 }
 
+pub(crate) async fn a_trail_is_read_a_page_at_a_time(h: Harness) {
+    let store = h.open().await;
+    create(&store, "r1", RunStatus::Running, Some("w1"), 2).await;
+    store
+        .commit(checkpoint("r1", "w1", entries(2, 250)))
+        .await
+        .expect("commit");
+    // Another run's entries are never in r1's pages.
+    create(&store, "r2", RunStatus::Running, Some("w1"), 3).await;
+    let mut read = Vec::new();
+    let mut from = 0;
+    loop {
+        let page = store.trail_page("r1", from, 100).await.expect("page");
+        assert!(page.len() <= 100, "a page holds at most its limit");
+        assert_eq!(page, entries(from, (from + 100).min(250)), "from {from}");
+        if page.is_empty() {
+            break;
+        }
+        from += page.len() as u64;
+        read.extend(page);
+    }
+    assert_eq!(from, 250);
+    assert_eq!(read, store.trail("r1", 0).await.expect("trail"));
+    assert_eq!(
+        store.trail_page("r1", 249, 100).await.expect("tail"),
+        entries(249, 250),
+        "the last entry alone"
+    );
+    assert_eq!(
+        store.trail_page("r1", 7, 1).await.expect("one"),
+        entries(7, 8)
+    );
+    assert_eq!(
+        store.trail_page("r1", 0, 0).await.expect("none"),
+        Vec::new()
+    );
+    assert_eq!(
+        store.trail_page("r1", 250, 10).await.expect("past"),
+        Vec::new()
+    );
+    assert_eq!(
+        store.trail_page("r2", 0, 100).await.expect("r2"),
+        entries(0, 3)
+    );
+    assert!(matches!(
+        store.trail_page("nope", 0, 10).await,
+        Err(StoreError::NotFound { what: "run", .. })
+    ));
+}
+
 pub(crate) async fn one_of_eight_concurrent_claims_wins(h: Harness) {
     let store = h.open().await;
     create(&store, "r1", RunStatus::Suspended, None, 3).await;
@@ -550,7 +602,9 @@ pub(crate) async fn one_of_eight_concurrent_claims_wins(h: Harness) {
             let owner = format!("w{i}");
             (
                 owner.clone(),
-                store.claim("r1", ClaimFrom::Suspended, &owner, until).await,
+                store
+                    .claim("r1", ClaimFrom::Suspended { trail_len: 3 }, &owner, until)
+                    .await,
             )
         })
     });
@@ -585,13 +639,57 @@ pub(crate) async fn one_of_eight_concurrent_claims_wins(h: Harness) {
     );
 
     create(&store, "done", RunStatus::Completed, None, 1).await;
-    let err = store.claim("done", ClaimFrom::Suspended, "w1", until).await;
+    let done = ClaimFrom::Suspended { trail_len: 1 };
+    let err = store.claim("done", done.clone(), "w1", until).await;
     assert!(
         matches!(&err, Err(StoreError::Conflict { reason, .. }) if reason == "is completed, not suspended"),
         "{err:?}"
     );
-    let err = store.claim("nope", ClaimFrom::Suspended, "w1", until).await;
+    let err = store.claim("nope", done, "w1", until).await;
     assert!(matches!(err, Err(StoreError::NotFound { what: "run", .. })));
+}
+
+pub(crate) async fn a_claim_of_a_wait_the_run_moved_past_is_refused(h: Harness) {
+    let store = h.open().await;
+    let found = create(&store, "r1", RunStatus::Suspended, None, 3).await;
+    let until = in_an_hour();
+    let wait_at = |trail_len| ClaimFrom::Suspended { trail_len };
+    // A claim made from a reading of another wait changes nothing.
+    for stale in [2, 4] {
+        let err = store.claim("r1", wait_at(stale), "w1", until).await;
+        assert!(
+            matches!(&err, Err(StoreError::Conflict { reason, .. }) if reason.contains("not in the wait this claim was made for")),
+            "{err:?}"
+        );
+        assert_eq!(store.run("r1").await.expect("run"), found);
+    }
+    assert_eq!(ClaimFrom::wait_of(&found), wait_at(3));
+    store
+        .claim("r1", ClaimFrom::wait_of(&found), "w1", until)
+        .await
+        .expect("the wait it was found in");
+    // Answered, and waiting again: a claim of the wait it was found in fails.
+    let mut again = checkpoint("r1", "w1", entries(3, 4));
+    again.status = RunStatus::Suspended;
+    again.wait = Some(a_wait());
+    again.lease_until = None;
+    store.commit(again).await.expect("waits again");
+    let before = store.run("r1").await.expect("run");
+    let err = store
+        .claim("r1", ClaimFrom::wait_of(&found), "w2", until)
+        .await;
+    assert!(matches!(err, Err(StoreError::Conflict { .. })), "{err:?}");
+    assert_eq!(
+        store.run("r1").await.expect("run"),
+        before,
+        "nothing changed"
+    );
+    let claimed = store
+        .claim("r1", ClaimFrom::wait_of(&before), "w2", until)
+        .await
+        .expect("the new wait");
+    assert_eq!(claimed.trail_len, 4);
+    assert_eq!(claimed.lease.map(|l| l.owner), Some("w2".to_owned()));
 }
 
 pub(crate) async fn stale_claims_respect_leases_and_dead_owners(h: Harness) {

@@ -9,6 +9,7 @@
 #[path = "../served/mod.rs"]
 mod served;
 
+mod answers;
 mod capability;
 mod connections;
 mod door_support;
@@ -17,3 +18,5 @@ mod json;
 mod mcp_http;
 mod origins;
 mod orphans;
+mod steps;
+mod templates;

@@ -97,6 +97,11 @@ impl Served {
         format!("{}{path}", self.base)
     }
 
+    /// The process's id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub(crate) fn kill(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
