@@ -10,3 +10,6 @@
 mod served;
 
 mod capability;
+mod egress;
+mod secrets;
+mod tap;
