@@ -10,6 +10,7 @@
 mod served;
 
 mod capability;
+mod deputy;
 mod egress;
 mod secrets;
 mod tap;
