@@ -279,9 +279,54 @@ pub fn server_path(fsm: &Fsm, name: &str) -> JsonPath {
 pub struct Policy {
     programs: Vec<PathBuf>,
     folders: Vec<PathBuf>,
-    hosts: Vec<String>,
+    hosts: Vec<HostEntry>,
     environment: Vec<String>,
     credentials: Vec<String>,
+}
+
+/// A host the operator allows: a name or an address as URLs write it (normalised as an
+/// HTTP client reads it), and the one port allowed, if it says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct HostEntry {
+    host: String,
+    port: Option<u16>,
+}
+
+impl HostEntry {
+    /// `name`, `name:port`, `address`, `[v6]` or `[v6]:port`.
+    fn parse(text: &str) -> Self {
+        let text = text.trim().to_ascii_lowercase();
+        let bare_v6 = text.parse::<std::net::Ipv6Addr>().is_ok();
+        let authority = if bare_v6 {
+            format!("[{text}]")
+        } else {
+            text.clone()
+        };
+        match crate::egress::target(&format!("http://{authority}/")) {
+            Ok(t) => HostEntry {
+                host: t.host,
+                port: t.url.port(),
+            },
+            Err(_) => HostEntry {
+                host: text,
+                port: None,
+            },
+        }
+    }
+}
+
+impl fmt::Display for HostEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        match self.port {
+            Some(port) => write!(f, "{host}:{port}"),
+            None => f.write_str(&host),
+        }
+    }
 }
 
 /// A setting of a [`Policy`] that cannot be taken.
@@ -338,10 +383,19 @@ impl Policy {
         Ok(self)
     }
 
-    /// Also allows connections to `host` (a name or an address, with or without a port).
+    /// Also allows connections to `host` (a name or an address, with or without a port),
+    /// whatever addresses it resolves to: for MCP servers of API clients' documents, and
+    /// completion callbacks (see [`Policy::egress`]).
     pub fn allow_host(mut self, host: &str) -> Self {
-        self.hosts.push(host.to_ascii_lowercase());
+        self.hosts.push(HostEntry::parse(host));
         self
+    }
+
+    /// Whether the operator names `host` (as [`crate::egress::Route::host`]) on `port`.
+    pub(crate) fn names_host(&self, host: &str, port: u16) -> bool {
+        self.hosts
+            .iter()
+            .any(|h| h.host == host && h.port.is_none_or(|p| p == port))
     }
 
     /// Also allows documents to set the environment variable `name` for their programs.
@@ -439,32 +493,33 @@ impl Policy {
         }
     }
 
-    /// Whether `owner`'s document may connect to `url`.
+    /// Whether `owner`'s document may connect to `url`: for a client, an http(s) URL
+    /// without credentials whose host the operator names (`--allow-connect`). Where it
+    /// then connects is [`Policy::egress`]'s to say.
     pub fn host(&self, owner: Owner, url: &str) -> Result<(), Refused> {
         if owner == Owner::Operator {
             return Ok(());
         }
-        let host = host_of(url);
-        let allowed = host.as_ref().is_some_and(|(name, port)| {
-            self.hosts
-                .iter()
-                .any(|h| *h == *name || *h == format!("{name}:{port}"))
-        });
-        if allowed {
-            Ok(())
-        } else {
-            Err(Refused {
-                what: format!("the host of `{url}`"),
-                why: format!(
-                    "the operator allows {} (`--allow-host` names them)",
-                    if self.hosts.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        self.hosts.join(", ")
-                    }
-                ),
-            })
+        let refused = |why: String| Refused {
+            what: format!("the host of `{}`", crate::egress::shown(url)),
+            why,
+        };
+        let target = crate::egress::target(url).map_err(refused)?;
+        if self.names_host(&target.host, target.port) {
+            return Ok(());
         }
+        Err(refused(format!(
+            "the operator allows {} (`--allow-connect` names them)",
+            if self.hosts.is_empty() {
+                "none".to_owned()
+            } else {
+                self.hosts
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        )))
     }
 
     /// Whether `owner`'s document may set the environment variable `name`.

@@ -43,6 +43,7 @@ pub mod actions;
 pub mod capability;
 mod drive;
 pub mod durable;
+pub mod egress;
 pub mod events;
 pub mod migrate;
 pub mod observer;
@@ -59,6 +60,7 @@ pub use action::{
 };
 pub use capability::{Field, Need, NeedsOf, Policy, PolicyError, Refused, Touch, document_needs};
 pub use durable::{LeaseKeeper, is_dead_local_owner, process_owner};
+pub use egress::{EgressRefused, Route};
 pub use events::Dispatch;
 pub use observer::{
     Call, CallSite, Commit, DeliveryOutcome, DeliverySite, ModelExchange, Observer, RunBegan,

@@ -226,10 +226,31 @@ fn strip_number_prefix(name: &str) -> &str {
     }
 }
 
+/// `path` with its `.` and `..` resolved without reading the file system (a `..` above
+/// the start is kept).
+fn lexical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 /// Collects problems while loading.
 struct Loader<'a> {
     problems: Vec<BotProblem>,
     actions: &'a dyn KnownActions,
+    /// The bot's folder: every file a behavior names lies inside it.
+    root: PathBuf,
 }
 
 impl Loader<'_> {
@@ -284,6 +305,31 @@ impl Loader<'_> {
         }
     }
 
+    /// The file `rel` names (relative to the behavior folder `dir`), when it lies inside
+    /// the bot's folder: not an absolute path, not leading out with `..`, and — when it
+    /// exists — its real path (links followed) under the folder's. Otherwise a problem of
+    /// `file` (the behavior file) naming `what` (`the action "x": its template`).
+    fn inside(&mut self, file: &Path, what: &str, dir: &Path, rel: &str) -> Option<PathBuf> {
+        let path = dir.join(rel);
+        let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        let root = lexical(&absolute(&self.root));
+        let real_root = std::fs::canonicalize(&self.root).unwrap_or_else(|_| root.clone());
+        let stays = !Path::new(rel).is_absolute()
+            && lexical(&absolute(&path)).starts_with(&root)
+            && std::fs::canonicalize(&path).map_or(true, |real| real.starts_with(&real_root));
+        if stays {
+            Some(path)
+        } else {
+            self.problem(
+                file,
+                format!(
+                    "{what} {rel:?} is outside the bot's folder (files a bot uses lie inside it)"
+                ),
+            );
+            None
+        }
+    }
+
     fn name(&mut self, file: &Path, what: &str, name: &str) {
         if !is_tool_word(name) {
             self.problem(
@@ -303,6 +349,7 @@ pub fn load_bot(dir: &Path, actions: &dyn KnownActions) -> Result<Bot, BotErrors
     let mut l = Loader {
         problems: Vec::new(),
         actions,
+        root: dir.to_path_buf(),
     };
     let bot = load_into(&mut l, dir);
     match bot {
@@ -478,19 +525,35 @@ fn load_behavior(l: &mut Loader<'_>, name: &str, dir: &Path) -> Option<Behavior>
             None => (i + 1 < count).then_some(i + 1),
         };
         let instructions = match &a.instructions {
-            Some(rel) => l.read(&dir.join(rel)),
+            Some(rel) => l
+                .inside(&file, &format!("{what}: its instructions file"), dir, rel)
+                .and_then(|path| l.read(&path)),
             None => {
-                let default = dir.join("instructions").join(format!("{}.md", a.name));
-                default.exists().then(|| l.read(&default)).flatten()
+                let default = format!("instructions/{}.md", a.name);
+                let path = dir.join(&default);
+                path.exists()
+                    .then(|| {
+                        l.inside(
+                            &file,
+                            &format!("{what}: its instructions file"),
+                            dir,
+                            &default,
+                        )
+                    })
+                    .flatten()
+                    .and_then(|path| l.read(&path))
             }
         };
         let templates = a
             .templates
             .iter()
-            .filter_map(|rel| l.read(&dir.join(rel)).map(|text| (rel.clone(), text)))
+            .filter_map(|rel| {
+                let path = l.inside(&file, &format!("{what}: its template"), dir, rel)?;
+                l.read(&path).map(|text| (rel.clone(), text))
+            })
             .collect();
         let fsm = a.fsm.as_ref().and_then(|rel| {
-            let path = dir.join(rel);
+            let path = l.inside(&file, &format!("{what}: its FSM file"), dir, rel)?;
             if !path.exists() {
                 l.problem(
                     &file,
@@ -805,6 +868,40 @@ mod tests {
             says: "missing file",
         },
         Case {
+            fault: "instructions outside the folder",
+            make: |r| {
+                set_review(
+                    r,
+                    "actions: [{name: check, instructions: ../../../outside.md}]\n",
+                )
+            },
+            file: "behaviors/review/behavior.yaml",
+            says: "the action \"check\": its instructions file \"../../../outside.md\" is outside the bot's folder",
+        },
+        Case {
+            fault: "instructions at an absolute path",
+            make: |r| set_review(r, "actions: [{name: check, instructions: /etc/passwd}]\n"),
+            file: "behaviors/review/behavior.yaml",
+            says: "its instructions file \"/etc/passwd\" is outside the bot's folder",
+        },
+        Case {
+            fault: "a template outside the folder",
+            make: |r| {
+                set_review(
+                    r,
+                    "actions: [{name: check, templates: [../../../../etc/hostname]}]\n",
+                )
+            },
+            file: "behaviors/review/behavior.yaml",
+            says: "its template \"../../../../etc/hostname\" is outside the bot's folder",
+        },
+        Case {
+            fault: "an FSM file outside the folder",
+            make: |r| set_review(r, "actions: [{name: check, fsm: /etc/passwd}]\n"),
+            file: "behaviors/review/behavior.yaml",
+            says: "its FSM file \"/etc/passwd\" is outside the bot's folder",
+        },
+        Case {
             fault: "a missing FSM file",
             make: |r| set_review(r, "actions: [{name: check, fsm: check.yaml}]\n"),
             file: "behaviors/review/behavior.yaml",
@@ -867,6 +964,48 @@ mod tests {
                 "{}: {err}",
                 case.fault
             );
+        }
+    }
+
+    #[test]
+    fn files_may_be_shared_inside_the_folder_but_no_link_leads_out_of_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("bot");
+        helper_bot(&root);
+        write(dir.path(), "secret.md", "the host's secret\n");
+        write(&root, "shared/how.md", "Check it twice.\n");
+        // Up and back into the bot's folder: a file it shares.
+        set_review(
+            &root,
+            "actions: [{name: check, instructions: ../../shared/how.md}]\n",
+        );
+        let bot = load(&root).unwrap_or_else(|e| panic!("{e}"));
+        let review = &bot.behaviors[1];
+        assert_eq!(
+            review.actions[0].instructions.as_deref(),
+            Some("Check it twice.\n")
+        );
+        // A link inside the folder to a file outside it, as instructions or a template.
+        let link = root.join("behaviors/review/how.md");
+        std::os::unix::fs::symlink(dir.path().join("secret.md"), &link).expect("a link");
+        for (entry, field) in [
+            ("instructions: how.md", "instructions file"),
+            ("templates: [how.md]", "template"),
+        ] {
+            set_review(&root, &format!("actions: [{{name: check, {entry}}}]\n"));
+            let err = load(&root).expect_err("a link out of the folder");
+            let [problem] = &err.problems[..] else {
+                panic!("one problem expected, got {err}");
+            };
+            assert_eq!(problem.file, root.join("behaviors/review/behavior.yaml"));
+            assert!(
+                problem.message.contains(&format!(
+                    "its {field} \"how.md\" is outside the bot's folder"
+                )),
+                "{}",
+                problem.message
+            );
+            assert!(!err.to_string().contains("secret\n"), "{err}");
         }
     }
 

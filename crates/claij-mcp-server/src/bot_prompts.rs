@@ -85,6 +85,14 @@ fn attachment(bot_dir: &Path, name: &str) -> Result<PathBuf, String> {
         ));
     }
     let path = bot_dir.join(relative);
+    // A link inside the folder to a file outside it is outside it.
+    if let (Ok(real), Ok(real_dir)) = (std::fs::canonicalize(&path), std::fs::canonicalize(bot_dir))
+        && !real.starts_with(&real_dir)
+    {
+        return Err(format!(
+            "`attach` names {name:?}: a path inside the bot's folder, relative to it (it links outside)"
+        ));
+    }
     match std::fs::metadata(&path) {
         Ok(m) if m.is_file() && m.len() <= MOST_ATTACHED_BYTES => Ok(path),
         Ok(m) if m.is_file() => Err(format!(
@@ -461,6 +469,24 @@ mod tests {
         );
         assert!(
             text[2].contains("\"/etc/passwd\": a path inside"),
+            "{text:?}"
+        );
+    }
+
+    #[test]
+    fn an_attachment_linking_out_of_the_folder_is_a_problem() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bot = dir.path().join("bot");
+        std::fs::create_dir_all(&bot).expect("the bot's folder");
+        std::fs::write(dir.path().join("secret.txt"), "the host's\n").expect("written");
+        std::os::unix::fs::symlink(dir.path().join("secret.txt"), bot.join("link.txt"))
+            .expect("a link");
+        write(&bot, "d.md", "---\nattach: [link.txt]\n---\nD.\n");
+        let problems = load(&bot).expect_err("refused");
+        let text: Vec<&str> = problems.iter().map(|(_, m)| m.as_str()).collect();
+        assert_eq!(text.len(), 1, "{text:?}");
+        assert!(
+            text[0].contains("\"link.txt\": a path inside the bot's folder"),
             "{text:?}"
         );
     }

@@ -170,11 +170,15 @@ impl Action for McpAction {
                     results.push(item);
                     continue;
                 }
+                // The document's own server, as its owner may reach it.
                 let connection = self
                     .client
-                    .connect(&server)
+                    .connect_for(input.fsm, &server, policy)
                     .await
-                    .map_err(|e| ActionError::failed(e.to_string()))?;
+                    .map_err(|e| match e {
+                        McpError::Refused { .. } => ActionError::fatal(e.to_string()),
+                        e => ActionError::failed(e.to_string()),
+                    })?;
                 let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
                 if method == "tools/call"
                     && let Some(tool) = params["name"].as_str()

@@ -1,12 +1,24 @@
 //! The runtime registry of MCP connections: servers declared (by documents or by hand),
 //! connected on first use, shared by every run, reconnected when they went away, and shut
 //! down together.
+//!
+//! Whose document declares a server decides which connection it gets. The operator's
+//! documents (and servers declared by hand) share one namespace: a name is one server,
+//! declared once, connected with the operator's stored credentials. An API client's
+//! document never touches it: its servers are known by name *and* settings together,
+//! connected on their own as the engine's [`Policy`] allows ([`Access::of`]: pinned to
+//! the addresses checked, without the operator's credentials unless
+//! `--allow-credentials` names the server) — so it cannot use a connection the
+//! operator's document opened, cannot take a name before the operator's document
+//! declares it, and reaches only the servers its own document declares.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 
-use claij_core::Fsm;
+use claij_core::{Fsm, Owner};
+use claij_engine::Policy;
 
+use crate::access::Access;
 use crate::connection::{ClientHooks, Connection};
 use crate::error::McpError;
 use crate::process::Ending;
@@ -16,8 +28,12 @@ use crate::spec::ServerSpec;
 /// engine (held by the `mcp` action and the schema provider), never in a run's context.
 pub struct McpClient {
     hooks: ClientHooks,
+    /// The operator's servers, by name.
     declared: Mutex<BTreeMap<String, ServerSpec>>,
+    /// The operator's connections, by name.
     connections: RwLock<BTreeMap<String, Arc<Connection>>>,
+    /// API clients' documents' connections, each known by its name and settings.
+    theirs: RwLock<Vec<Arc<Connection>>>,
     connecting: tokio::sync::Mutex<()>,
 }
 
@@ -37,6 +53,7 @@ impl McpClient {
             hooks,
             declared: Mutex::new(BTreeMap::new()),
             connections: RwLock::new(BTreeMap::new()),
+            theirs: RwLock::new(Vec::new()),
             connecting: tokio::sync::Mutex::new(()),
         })
     }
@@ -58,23 +75,87 @@ impl McpClient {
         }
     }
 
-    /// Declares the servers of a loaded document (its `servers`, hats included).
+    /// Declares the servers of a loaded document (its `servers`, hats included): the
+    /// operator's in the shared namespace; an API client's are only checked (they are
+    /// connected on their own, see the module's text).
     pub fn declare_fsm(&self, fsm: &Fsm) -> Result<Vec<String>, McpError> {
         let mut names = Vec::new();
         for (name, value) in &fsm.servers {
-            self.declare(name, ServerSpec::from_value(name, value)?)?;
+            let spec = ServerSpec::from_value(name, value)?;
+            if fsm.owner == Owner::Operator {
+                self.declare(name, spec)?;
+            }
             names.push(name.clone());
         }
         Ok(names)
     }
 
     /// Declares and connects every server of `fsm`, so its dynamic schemas resolve
-    /// before the first state asks for them.
+    /// before the first state asks for them. An API client's document's servers are
+    /// refused here: [`connect_document`](Self::connect_document) takes the policy that
+    /// allows them.
     pub async fn connect_fsm(&self, fsm: &Fsm) -> Result<(), McpError> {
+        self.connect_document(fsm, &Policy::nothing()).await
+    }
+
+    /// Declares and connects every server of `fsm` as its owner may reach them by
+    /// `policy`.
+    pub async fn connect_document(&self, fsm: &Fsm, policy: &Policy) -> Result<(), McpError> {
         for name in self.declare_fsm(fsm)? {
-            self.connect(&name).await?;
+            self.connect_for(fsm, &name, policy).await?;
         }
         Ok(())
+    }
+
+    /// The live connection to the server `name` of `fsm`, for its owner: the operator's
+    /// by name ([`connect`](Self::connect)); an API client's own, as `policy` allows.
+    pub async fn connect_for(
+        &self,
+        fsm: &Fsm,
+        name: &str,
+        policy: &Policy,
+    ) -> Result<Arc<Connection>, McpError> {
+        if fsm.owner == Owner::Operator {
+            return self.connect(name).await;
+        }
+        let value = fsm
+            .servers
+            .get(name)
+            .ok_or_else(|| McpError::UnknownServer(name.to_owned()))?;
+        let spec = ServerSpec::from_value(name, value)?;
+        // Asked again at every connection: the policy, and what a name resolves to, may
+        // have changed.
+        let access = Access::of(fsm.owner, policy, name, &spec).await?;
+        let _one_at_a_time = self.connecting.lock().await;
+        let live = {
+            let theirs = self.theirs.read().unwrap_or_else(|p| p.into_inner());
+            theirs
+                .iter()
+                .find(|c| c.name() == name && *c.spec() == spec && !c.is_closed())
+                .cloned()
+        };
+        if let Some(c) = live {
+            return Ok(c);
+        }
+        let gone: Vec<Arc<Connection>> = {
+            let mut theirs = self.theirs.write().unwrap_or_else(|p| p.into_inner());
+            let (gone, kept) = std::mem::take(&mut *theirs)
+                .into_iter()
+                .partition(|c| c.is_closed());
+            *theirs = kept;
+            gone
+        };
+        for old in gone {
+            // Reap what is left of an old process before starting a new one.
+            old.shutdown().await;
+        }
+        let connection =
+            Arc::new(Connection::connect_as(name, &spec, self.hooks.clone(), &access).await?);
+        self.theirs
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(connection.clone());
+        Ok(connection)
     }
 
     /// The live connection to `name`, connecting (or reconnecting, when the last one went
@@ -107,32 +188,54 @@ impl McpClient {
         Ok(connection)
     }
 
-    /// The connection to `name`, if connected.
+    /// The connection to `name`, if connected: the operator's, else the newest open one
+    /// of an API client's document (for the `mcp:…` schemas, which are named by server).
     pub fn connection(&self, name: &str) -> Option<Arc<Connection>> {
-        self.connections
+        let operators = self
+            .connections
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(name)
-            .cloned()
+            .cloned();
+        operators.or_else(|| {
+            self.theirs
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .rev()
+                .find(|c| c.name() == name && !c.is_closed())
+                .cloned()
+        })
     }
 
     /// The names of the connected servers.
     pub fn connected_names(&self) -> Vec<String> {
-        self.connections
+        let mut names: Vec<String> = self
+            .connections
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .keys()
             .cloned()
-            .collect()
+            .collect();
+        for c in self.theirs.read().unwrap_or_else(|p| p.into_inner()).iter() {
+            if !names.iter().any(|n| n == c.name()) {
+                names.push(c.name().to_owned());
+            }
+        }
+        names
     }
 
     /// Shuts every connection down (see [`Connection::shutdown`]); the processes are
     /// reaped when this returns.
     pub async fn shutdown(&self) -> Vec<(String, Option<Ending>)> {
         let all = std::mem::take(&mut *self.connections.write().unwrap_or_else(|p| p.into_inner()));
+        let theirs = std::mem::take(&mut *self.theirs.write().unwrap_or_else(|p| p.into_inner()));
         let mut out = Vec::new();
         for (name, connection) in all {
             out.push((name, connection.shutdown().await));
+        }
+        for connection in theirs {
+            out.push((connection.name().to_owned(), connection.shutdown().await));
         }
         out
     }

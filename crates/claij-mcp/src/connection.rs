@@ -14,6 +14,7 @@ use std::sync::RwLock;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::access::Access;
 use crate::catalog::Catalog;
 use crate::error::McpError;
 use crate::handler::{Handler, Shared};
@@ -134,6 +135,17 @@ impl Connection {
         spec: &ServerSpec,
         hooks: ClientHooks,
     ) -> Result<Self, McpError> {
+        Self::connect_as(name, spec, hooks, &Access::operator()).await
+    }
+
+    /// [`connect`](Self::connect) as `access` allows (an API client's document's server:
+    /// see [`Access::of`]).
+    pub async fn connect_as(
+        name: &str,
+        spec: &ServerSpec,
+        hooks: ClientHooks,
+        access: &Access,
+    ) -> Result<Self, McpError> {
         let (generation_tx, generation) = watch::channel(0);
         let shared = Arc::new(Shared {
             name: name.to_owned(),
@@ -151,7 +163,7 @@ impl Connection {
         let handler = Handler {
             shared: shared.clone(),
         };
-        let (service, process) = handshake(name, spec, &handler).await?;
+        let (service, process) = handshake(name, spec, &handler, access).await?;
         let peer = service.peer().clone();
         let info = peer
             .peer_info()

@@ -39,6 +39,15 @@ pub enum McpError {
         /// Its `WWW-Authenticate` challenge.
         challenge: String,
     },
+    /// The policy does not let the document's owner reach the server as its entry says
+    /// (an API client's document: see [`crate::Access`]).
+    #[error("server `{server}` is not reached: {message}")]
+    Refused {
+        /// The server's name.
+        server: String,
+        /// Why.
+        message: String,
+    },
     /// No server of that name is declared or connected.
     #[error("no MCP server named `{0}`")]
     UnknownServer(String),

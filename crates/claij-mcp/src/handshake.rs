@@ -9,6 +9,7 @@ use rmcp::service::{
     ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService,
 };
 
+use crate::access::Access;
 use crate::error::McpError;
 use crate::handler::Handler;
 use crate::process::{ServerProcess, StderrTail};
@@ -40,6 +41,7 @@ pub(crate) async fn handshake(
     name: &str,
     spec: &ServerSpec,
     handler: &Handler,
+    access: &Access,
 ) -> Result<Started, McpError> {
     let connect_error = |failure: HandshakeFailure| McpError::Connect {
         server: name.to_owned(),
@@ -50,7 +52,7 @@ pub(crate) async fn handshake(
             .map(StderrTail::text)
             .unwrap_or_default(),
     };
-    let legacy = match start(spec, handler, ClientLifecycleMode::Initialize).await {
+    let legacy = match start(spec, handler, ClientLifecycleMode::Initialize, access).await {
         Ok(started) => return Ok(started),
         Err(failure) if failure.answered => failure,
         Err(failure) => return Err(connect_error(failure)),
@@ -58,7 +60,7 @@ pub(crate) async fn handshake(
     let discover = ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::LATEST],
     };
-    match start(spec, handler, discover).await {
+    match start(spec, handler, discover, access).await {
         Ok(started) => Ok(started),
         Err(failure) => Err(connect_error(HandshakeFailure {
             message: format!(
@@ -71,11 +73,13 @@ pub(crate) async fn handshake(
     }
 }
 
-/// Connects once with `lifecycle` (starting the process for a stdio server).
+/// Connects once with `lifecycle` (starting the process for a stdio server), as `access`
+/// allows.
 async fn start(
     spec: &ServerSpec,
     handler: &Handler,
     lifecycle: ClientLifecycleMode,
+    access: &Access,
 ) -> Result<Started, HandshakeFailure> {
     let failed = |message: String, stderr: Option<StderrTail>, answered: bool| HandshakeFailure {
         message,
@@ -90,8 +94,9 @@ async fn start(
     };
     match &spec.transport {
         Transport::Stdio { command, .. } => {
-            let (mut process, stdout, stdin) = ServerProcess::spawn(&spec.transport)
-                .map_err(|e| failed(format!("cannot run `{command}`: {e}"), None, false))?;
+            let (mut process, stdout, stdin) =
+                ServerProcess::spawn_with(&spec.transport, access)
+                    .map_err(|e| failed(format!("cannot run `{command}`: {e}"), None, false))?;
             let started = tokio::time::timeout(
                 CONNECT_TIMEOUT,
                 handler
@@ -117,16 +122,29 @@ async fn start(
         Transport::Http { url } => {
             install_crypto_provider();
             let credentials = crate::auth::CredentialsFile::default_location();
-            let authorized = crate::auth::authorized_client(url, &credentials)
-                .await
-                .map_err(|e| failed(e.to_string(), None, false))?;
-            let started = match authorized {
-                Some(client) => {
+            // An API client's connection: to the addresses checked, nowhere else.
+            let pinned = access.pinned_client().map_err(|e| failed(e, None, false))?;
+            let authorized = if access.credentials {
+                crate::auth::authorized_client(url, &credentials, pinned.clone())
+                    .await
+                    .map_err(|e| failed(e.to_string(), None, false))?
+            } else {
+                None
+            };
+            let target = access
+                .route
+                .as_ref()
+                .map_or(url.as_str(), |r| r.url.as_str());
+            let config = || {
+                rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                    target,
+                )
+            };
+            let started = match (authorized, pinned) {
+                (Some(client), _) => {
                     let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
                         client,
-                        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
-                            url.as_str(),
-                        ),
+                        config(),
                     );
                     tokio::time::timeout(
                         CONNECT_TIMEOUT,
@@ -134,9 +152,20 @@ async fn start(
                     )
                     .await
                 }
-                None => {
+                (None, Some(client)) => {
+                    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+                        client,
+                        config(),
+                    );
+                    tokio::time::timeout(
+                        CONNECT_TIMEOUT,
+                        handler.clone().serve_with_lifecycle(transport, lifecycle),
+                    )
+                    .await
+                }
+                (None, None) => {
                     let transport =
-                        rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
+                        rmcp::transport::StreamableHttpClientTransport::from_uri(target);
                     tokio::time::timeout(
                         CONNECT_TIMEOUT,
                         handler.clone().serve_with_lifecycle(transport, lifecycle),
@@ -146,6 +175,13 @@ async fn start(
             };
             match started {
                 Ok(Ok(service)) => Ok((service, None)),
+                Ok(Err(e)) if e.auth_challenge().is_some() && !access.credentials => Err(failed(
+                    format!(
+                        "{url} requires authorization; a document registered over the API reaches it without the operator's stored credentials (unless `--allow-credentials` names it)"
+                    ),
+                    None,
+                    false,
+                )),
                 Ok(Err(e)) if e.auth_challenge().is_some() => Err(failed(
                     format!(
                         "{url} requires authorization: run `claij mcp login {url}` once (tokens kept in {})",

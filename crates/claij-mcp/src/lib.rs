@@ -10,6 +10,7 @@
 //! with [`McpClient::connect_fsm`] after loading it, and [`McpClient::shutdown`] at the
 //! end. See docs/MCP-CLIENT.md.
 
+pub mod access;
 pub mod action;
 mod assertion;
 pub mod auth;
@@ -29,6 +30,7 @@ use std::sync::Arc;
 
 use claij_engine::ActionRegistry;
 
+pub use access::Access;
 pub use action::McpAction;
 pub use catalog::Catalog;
 pub use client::McpClient;

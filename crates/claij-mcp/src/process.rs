@@ -12,6 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::task::JoinHandle;
 
+use crate::access::Access;
 use crate::spec::Transport;
 
 /// How much of a server's stderr is kept (the end of it).
@@ -67,6 +68,16 @@ impl ServerProcess {
     /// (and discarding) after the transport lets go, so a server writing its last words
     /// during shutdown is not killed by a broken pipe.
     pub fn spawn(transport: &Transport) -> std::io::Result<(Self, DuplexStream, ChildStdin)> {
+        Self::spawn_with(transport, &Access::operator())
+    }
+
+    /// [`spawn`](Self::spawn) as `access` allows: the program the policy found (its name
+    /// as written kept as `argv[0]`), and, for an API client's document, none of this
+    /// process's variables but those a program needs to run.
+    pub fn spawn_with(
+        transport: &Transport,
+        access: &Access,
+    ) -> std::io::Result<(Self, DuplexStream, ChildStdin)> {
         let Transport::Stdio {
             command,
             args,
@@ -76,7 +87,17 @@ impl ServerProcess {
         else {
             return Err(std::io::Error::other("not a child-process server"));
         };
-        let mut cmd = Command::new(command);
+        let mut cmd = match &access.program {
+            Some(program) => {
+                let mut cmd = Command::new(program);
+                cmd.arg0(command);
+                cmd
+            }
+            None => Command::new(command),
+        };
+        if let Some(passed) = access.passed_environment() {
+            cmd.env_clear().envs(passed);
+        }
         cmd.args(args)
             .envs(env)
             .stdin(Stdio::piped())

@@ -5,15 +5,26 @@
 //! outcome kept in the store and shown at `GET /runs/{id}/deliveries`. Deliveries run on
 //! tasks of their own: a slow or dead receiver never slows a run, and a delivery still
 //! pending when the server stops is taken up again by the next one.
+//!
+//! A callback is an API client's: each attempt goes where the engine's egress policy
+//! allows ([`claij_engine::Policy::egress`]: no internal address unless `--allow-connect`
+//! names the host), to the addresses checked and nowhere else (resolved once, pinned, no
+//! redirect, no proxy). What a receiver answered stays in the server's log: a delivery's
+//! record says only `delivered`, `refused`, or not taken — never the target's status or
+//! error, which would make callbacks a port scanner.
+//!
+//! A `run.suspended` body's resume link is never stored: its secret is derived from the
+//! webhook secret (which the store never holds) and the delivery's id, the store keeps
+//! only its hash (as for every link), and the link is put into the body at each attempt.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine as _;
-use claij_core::RunStatus;
 use claij_core::store::{Delivery, DeliveryStatus, RunRecord};
-use claij_engine::{DeliveryOutcome, DeliverySite};
+use claij_core::{Owner, RunStatus};
+use claij_engine::{DeliveryOutcome, DeliverySite, Policy, Route};
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
@@ -83,28 +94,38 @@ impl WebhookSecret {
             base64::engine::general_purpose::STANDARD.encode(signature)
         )
     }
+
+    /// The secret of the resume link the callback `delivery_id` carries (64 hex digits,
+    /// as every link's): HMAC-SHA256, under a key derived from this secret for links
+    /// alone, of the delivery's id. Made again at each attempt, so only its hash is
+    /// stored; without the webhook secret, nothing in the store makes it.
+    pub(crate) fn link_secret(&self, delivery_id: &str) -> String {
+        let mac = |key: &[u8], message: &[u8]| {
+            Hmac::<Sha256>::new_from_slice(key).map(|mut mac| {
+                mac.update(message);
+                mac.finalize().into_bytes().to_vec()
+            })
+        };
+        let secret = mac(&self.key, b"claij resume links")
+            .and_then(|links_key| mac(&links_key, delivery_id.as_bytes()))
+            .unwrap_or_default();
+        secret.iter().map(|b| format!("{b:02x}")).collect()
+    }
 }
 
 /// The callbacks of this server: the URLs of runs being started (known before the run
-/// is in the store) and the HTTP client that posts.
+/// is in the store).
 #[derive(Clone)]
 pub(crate) struct Callbacks {
     starting: Arc<Mutex<HashMap<String, String>>>,
-    client: reqwest::Client,
 }
 
 impl Callbacks {
     pub(crate) fn new() -> Self {
         // Callbacks may go to https URLs; reqwest's rustls takes the process's provider.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .timeout(ATTEMPT_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap_or_default();
         Callbacks {
             starting: Arc::default(),
-            client,
         }
     }
 
@@ -183,12 +204,13 @@ async fn queue(
     {
         data["result"] = last.event.clone();
     }
+    let id = format!("msg_{}_{}", record.id, record.trail_len);
     if let Some(wait) = &record.wait {
-        data["wait"] = wait_data(state, &record, wait).await;
+        data["wait"] = wait_data(state, &record, wait, &id).await;
     }
     let now = SystemTime::now();
     let delivery = Delivery {
-        id: format!("msg_{}_{}", record.id, record.trail_len),
+        id,
         run_id: record.id.clone(),
         url,
         kind: kind.clone(),
@@ -205,8 +227,14 @@ async fn queue(
     Ok(delivery)
 }
 
-/// What a suspended run waits for, with a resume link to answer it.
-async fn wait_data(state: &AppState, record: &RunRecord, wait: &claij_core::store::Wait) -> Value {
+/// What a suspended run waits for. Its resume link is made for the delivery `id` (its
+/// hash stored) and put into the body only as it is sent ([`with_link`]).
+async fn wait_data(
+    state: &AppState,
+    record: &RunRecord,
+    wait: &claij_core::store::Wait,
+    id: &str,
+) -> Value {
     let mut data = json!({
         "state": wait.state,
         "prompt": wait.prompt,
@@ -216,32 +244,69 @@ async fn wait_data(state: &AppState, record: &RunRecord, wait: &claij_core::stor
     if let Some(pause) = &wait.budget {
         data["budget"] = json!(pause);
     }
-    if wait.takes_input() {
-        match crate::routes::hooks::mint(state, record).await {
-            Ok(hook) => data["hook_url"] = json!(format!("{}{}", state.public_url(), hook.url)),
-            Err(p) => tracing::warn!(
-                "run {}: no resume link for its callback: {}",
-                record.id,
-                p.detail
-            ),
-        }
+    if wait.takes_input()
+        && let Some(secret) = &state.config.webhook_secret
+        && let Err(p) = crate::routes::hooks::keep(state, record, &secret.link_secret(id)).await
+    {
+        tracing::warn!(
+            "run {}: no resume link for its callback: {}",
+            record.id,
+            p.detail
+        );
     }
     data
 }
 
+/// The body of `delivery` as it is sent: a `run.suspended` one with its resume link,
+/// made again from the webhook secret, when the store holds that link's hash for the run.
+async fn with_link(state: &AppState, secret: &WebhookSecret, delivery: &Delivery) -> Value {
+    let mut payload = delivery.payload.clone();
+    if delivery.kind != "run.suspended" || !payload["data"]["wait"].is_object() {
+        return payload;
+    }
+    let link = secret.link_secret(&delivery.id);
+    match crate::routes::hooks::stored(state, &link).await {
+        Some(hook) if hook.run_id == delivery.run_id => {
+            payload["data"]["wait"]["hook_url"] =
+                json!(format!("{}/hooks/{link}", state.public_url()));
+        }
+        _ => {}
+    }
+    payload
+}
+
+/// An HTTP client for one attempt along `route`: to its addresses only (a name pinned to
+/// those checked), no redirect followed, no proxy.
+fn client_for(route: &Route) -> Result<reqwest::Client, reqwest::Error> {
+    let mut builder = reqwest::Client::builder()
+        .timeout(ATTEMPT_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy();
+    if route.pinned() && route.host_is_name() {
+        builder = builder.resolve_to_addrs(&route.host, &route.addrs);
+    }
+    builder.build()
+}
+
+/// What a delivery's record says of an attempt that was not taken: nothing of what the
+/// receiver answered, or whether it answered at all.
+const NOT_TAKEN: &str = "not taken: no 2xx answer within 10 s";
+
 /// Attempts `delivery` until a receiver takes it or the attempts run out, each outcome
-/// kept.
+/// kept; refused at once (and not tried again) where the egress policy does not allow
+/// its URL.
 pub(crate) async fn deliver(state: AppState, mut delivery: Delivery) {
     let Some(secret) = state.config.webhook_secret.clone() else {
         return;
     };
-    let body = serde_json::to_vec(&delivery.payload).unwrap_or_default();
+    let engine = state.engines.engine(None).ok();
     // The engine's observers (telemetry) are told of each attempt; none when no engine is.
-    let observers = state
-        .engines
-        .engine(None)
+    let observers = engine
+        .as_ref()
         .map(|e| e.observers().to_vec())
         .unwrap_or_default();
+    let nothing = Policy::nothing();
+    let policy = engine.as_ref().map_or(&nothing, |e| e.policy());
     let host = reqwest::Url::parse(&delivery.url)
         .ok()
         .and_then(|u| {
@@ -258,6 +323,43 @@ pub(crate) async fn deliver(state: AppState, mut delivery: Delivery) {
                 () = state.shutdown.cancelled() => return,
             }
         }
+        let (began, clock) = (SystemTime::now(), Instant::now());
+        delivery.attempts += 1;
+        // Checked again at each attempt: the policy may have changed since the run
+        // started, and a name may resolve elsewhere now.
+        let route = match policy.egress(Owner::Client, &delivery.url).await {
+            Ok(route) => route,
+            Err(refused) => {
+                tracing::warn!("delivery {}: refused: {refused}", delivery.id);
+                delivery.updated_at = SystemTime::now();
+                delivery.status = DeliveryStatus::Failed;
+                delivery.last_status = None;
+                delivery.last_error = Some(format!("refused: {}", refused.why));
+                delivery.next_at = None;
+                let told = DeliveryOutcome {
+                    host: &host,
+                    began,
+                    took: clock.elapsed(),
+                    status: None,
+                    error: delivery.last_error.as_deref(),
+                };
+                let site = DeliverySite {
+                    run_id: &delivery.run_id,
+                    id: &delivery.id,
+                    kind: &delivery.kind,
+                    attempt: delivery.attempts,
+                };
+                for o in &observers {
+                    o.delivery_made(&site, &told);
+                }
+                if let Err(e) = state.store.put_delivery(&delivery).await {
+                    tracing::warn!("delivery {}: its outcome was not kept: {e}", delivery.id);
+                }
+                return;
+            }
+        };
+        let body =
+            serde_json::to_vec(&with_link(&state, &secret, &delivery).await).unwrap_or_default();
         let timestamp = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -267,52 +369,60 @@ pub(crate) async fn deliver(state: AppState, mut delivery: Delivery) {
             run_id: &delivery.run_id,
             id: &delivery.id,
             kind: &delivery.kind,
-            attempt: delivery.attempts + 1,
+            attempt: delivery.attempts,
         };
-        let mut request = state
-            .callbacks
-            .client
-            .post(&delivery.url)
-            .header("content-type", "application/json")
-            .header("webhook-id", &delivery.id)
-            .header("webhook-timestamp", timestamp.to_string())
-            .header("webhook-signature", signature);
-        if let Some(traceparent) = observers.iter().find_map(|o| o.delivery_context(&site)) {
-            request = request.header("traceparent", traceparent);
-        }
-        let (began, clock) = (SystemTime::now(), Instant::now());
-        let outcome = request.body(body.clone()).send().await;
+        // What the receiver answered: its status, or why there was none (for the log and
+        // the operator's telemetry, never for the record).
+        let (status, error) = match client_for(&route) {
+            Ok(client) => {
+                let mut request = client
+                    .post(&route.url)
+                    .header("content-type", "application/json")
+                    .header("webhook-id", &delivery.id)
+                    .header("webhook-timestamp", timestamp.to_string())
+                    .header("webhook-signature", signature);
+                if let Some(traceparent) = observers.iter().find_map(|o| o.delivery_context(&site))
+                {
+                    request = request.header("traceparent", traceparent);
+                }
+                match request.body(body).send().await {
+                    Ok(response) if response.status().is_success() => {
+                        (Some(response.status().as_u16()), None)
+                    }
+                    Ok(response) => (
+                        Some(response.status().as_u16()),
+                        Some(format!("the receiver answered {}", response.status())),
+                    ),
+                    Err(e) => (None, Some(format!("no answer: {e}"))),
+                }
+            }
+            Err(e) => (None, Some(format!("no HTTP client: {e}"))),
+        };
         let took = clock.elapsed();
-        delivery.attempts += 1;
         delivery.updated_at = SystemTime::now();
-        match outcome {
-            Ok(response) if response.status().is_success() => {
+        match &error {
+            None => {
                 delivery.status = DeliveryStatus::Delivered;
-                delivery.last_status = Some(response.status().as_u16());
+                delivery.last_status = status;
                 delivery.last_error = None;
                 delivery.next_at = None;
             }
-            Ok(response) => {
-                delivery.last_status = Some(response.status().as_u16());
-                delivery.last_error = Some(format!("the receiver answered {}", response.status()));
-            }
-            Err(e) => {
+            Some(why) => {
+                tracing::warn!(
+                    "delivery {} to {host}: attempt {} not taken: {why}",
+                    delivery.id,
+                    delivery.attempts
+                );
                 delivery.last_status = None;
-                delivery.last_error = Some(format!("no answer: {e}"));
+                delivery.last_error = Some(NOT_TAKEN.to_owned());
             }
         }
         let told = DeliveryOutcome {
             host: &host,
             began,
             took,
-            status: delivery.last_status,
-            error: delivery.last_error.as_deref(),
-        };
-        let site = DeliverySite {
-            run_id: &delivery.run_id,
-            id: &delivery.id,
-            kind: &delivery.kind,
-            attempt: delivery.attempts,
+            status,
+            error: error.as_deref(),
         };
         for o in &observers {
             o.delivery_made(&site, &told);
@@ -353,6 +463,25 @@ mod tests {
             signature.as_deref(),
             Some("v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
         );
+    }
+
+    #[test]
+    fn a_links_secret_is_the_keys_and_the_deliverys_alone() {
+        let key = |text: &str| WebhookSecret::new(text).ok();
+        let (a, b) = (
+            key("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
+            key("whsec_c2Vjb25kIHNlY3JldCBmb3IgdGhlIHRlc3Q="),
+        );
+        let link = |k: &Option<WebhookSecret>, id: &str| k.as_ref().map(|k| k.link_secret(id));
+        let first = link(&a, "msg_r_2");
+        assert_eq!(first, link(&a, "msg_r_2"), "made again the same");
+        assert!(
+            first
+                .as_ref()
+                .is_some_and(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+        );
+        assert_ne!(first, link(&a, "msg_r_3"));
+        assert_ne!(first, link(&b, "msg_r_2"));
     }
 
     #[test]

@@ -519,16 +519,18 @@ pub(crate) struct DeliveryView {
     pub status: String,
     /// Attempts made.
     pub attempts: u32,
-    /// The HTTP status of the last attempt, when one was answered.
+    /// The 2xx status of the attempt that delivered it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_status: Option<u16>,
-    /// Why the last attempt failed.
+    /// Why the last attempt did not deliver it: `refused: …` (the egress policy), or `not
+    /// taken` — nothing of what the receiver answered (the server's log keeps that).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     /// When the next attempt is due.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_at: Option<String>,
-    /// The body posted.
+    /// The body posted (a `run.suspended` one without its resume link, which is never
+    /// stored).
     #[schema(value_type = Object)]
     pub payload: Value,
     /// When it was queued.

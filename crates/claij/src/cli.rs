@@ -565,8 +565,10 @@ pub(crate) struct PolicyArgs {
     /// programs (`cwd`); repeatable.
     #[arg(long = "allow-folder", value_name = "DIR")]
     pub allow_folders: Vec<String>,
-    /// A host API clients' documents may connect to (MCP servers over HTTP): `name`, or
-    /// `name:port`; repeatable.
+    /// A host API clients' documents may connect to (MCP servers over HTTP) and callbacks
+    /// may be posted to though it is internal (loopback, private, link-local, …): `name`,
+    /// `address`, or either with `:port`, as URLs write it (a name allows whatever it
+    /// resolves to); repeatable. Callbacks to public addresses need none.
     #[arg(long = "allow-connect", value_name = "HOST")]
     pub allow_connect: Vec<String>,
     /// An environment variable API clients' documents may set for their programs;

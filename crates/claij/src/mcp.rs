@@ -91,12 +91,22 @@ pub(crate) fn register(registry: &mut ActionRegistry, layer: &Arc<LlmLayer>) {
     }
 }
 
-/// Starts the servers `fsm` declares (none: nothing to do).
+/// Starts the servers `fsm` declares (none: nothing to do); an API client's document's
+/// are refused (see [`connect_governed`]).
 pub(crate) async fn connect(fsm: &Fsm) -> Result<(), claij_mcp::McpError> {
+    connect_governed(fsm, &claij_engine::Policy::nothing()).await
+}
+
+/// Starts the servers `fsm` declares as its owner may reach them by `policy`: an API
+/// client's document on connections of its own (see `claij_mcp::client`).
+pub(crate) async fn connect_governed(
+    fsm: &Fsm,
+    policy: &claij_engine::Policy,
+) -> Result<(), claij_mcp::McpError> {
     if fsm.servers.is_empty() {
         return Ok(());
     }
-    client().connect_fsm(fsm).await
+    client().connect_document(fsm, policy).await
 }
 
 /// Shuts every server down.

@@ -1220,9 +1220,16 @@ async fn callbacks_are_signed_retried_recorded_and_carry_a_resume_link() {
     let dir = tempfile::tempdir().unwrap();
     let receiver = Webhooks::start(dir.path(), "r", &["--plan", "500,503"]);
     let secret = secret_file(dir.path());
+    // The receiver is on loopback: callbacks go there only where the operator allows.
     let server = Served::start(
         &dir.path().join("claij.db"),
-        &[&approval(), "--webhook-secret-file", &secret],
+        &[
+            &approval(),
+            "--webhook-secret-file",
+            &secret,
+            "--allow-connect",
+            "127.0.0.1",
+        ],
     );
     let http = client();
     let started = post(
@@ -1301,7 +1308,13 @@ async fn a_slow_receiver_never_slows_a_run_and_a_pending_callback_survives_a_res
     // Takes 30 s to answer anything.
     let slow = Webhooks::start(dir.path(), "slow", &["--delay", "30"]);
     let secret = secret_file(dir.path());
-    let args = [flow.to_str().unwrap(), "--webhook-secret-file", &secret];
+    let args = [
+        flow.to_str().unwrap(),
+        "--webhook-secret-file",
+        &secret,
+        "--allow-connect",
+        "127.0.0.1",
+    ];
     let server = Served::start(&store, &args);
     let http = client();
     let done = post(

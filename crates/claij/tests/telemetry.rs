@@ -634,7 +634,13 @@ async fn a_callback_delivery_and_the_commits_are_spans_of_the_runs_trace() {
     let endpoint = format!("http://127.0.0.1:{}", otlp.port);
     let server = served::Served::start_env(
         &dir.path().join("claij.db"),
-        &[&served::approval(), "--webhook-secret-file", &secret],
+        &[
+            &served::approval(),
+            "--webhook-secret-file",
+            &secret,
+            "--allow-connect",
+            "127.0.0.1",
+        ],
         &[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
             ("OTEL_BSP_SCHEDULE_DELAY", "100"),

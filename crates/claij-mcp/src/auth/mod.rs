@@ -244,10 +244,11 @@ pub async fn login_as_client(
 }
 
 /// An HTTP client that sends the tokens `file` keeps for the server at `url` (refreshing
-/// them as they expire), when it keeps any.
+/// them as they expire), when it keeps any: `client` (default: reqwest's) with them.
 pub(crate) async fn authorized_client(
     url: &str,
     file: &CredentialsFile,
+    client: Option<reqwest::Client>,
 ) -> Result<Option<AuthClient<reqwest::Client>>, McpError> {
     if !file.has(url) {
         return Ok(None);
@@ -260,7 +261,7 @@ pub(crate) async fn authorized_client(
     {
         return Ok(None);
     }
-    Ok(Some(AuthClient::new(reqwest::Client::default(), manager)))
+    Ok(Some(AuthClient::new(client.unwrap_or_default(), manager)))
 }
 
 /// rmcp's authorization manager for the server at `url`, keeping its tokens in `file`.

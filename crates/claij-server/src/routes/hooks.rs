@@ -5,7 +5,8 @@
 //! A link's secret is 256 bits from the operating system's random source, shown once
 //! (when the link is made) and kept only as its SHA-256: the store is searched by that
 //! hash, so the secret is never compared byte by byte and a copy of the store gives no
-//! link away. A link answers the wait it was made for while that wait lasts: once the run
+//! link away. (A callback's link is derived from the webhook secret, never stored either:
+//! see `callbacks`.) A link answers the wait it was made for while that wait lasts: once the run
 //! moves on (answered here, through the API or the CLI), is interrupted, or its wait
 //! expires (even before the run acts on the expiry), the link answers nothing, ever again.
 //! Used links are kept (to tell a reused link from a forged one) until a link to a later
@@ -91,6 +92,19 @@ fn hex(bytes: &[u8]) -> String {
 
 /// Makes a resume link for the wait `record` is in.
 pub(crate) async fn mint(state: &AppState, record: &RunRecord) -> Result<NewHook, Problem> {
+    let mut secret = [0u8; SECRET_BYTES];
+    getrandom::fill(&mut secret)
+        .map_err(|e| Problem::internal(format!("no randomness from the OS: {e}")))?;
+    keep(state, record, &hex(&secret)).await
+}
+
+/// Makes `secret` (64 hex digits: random, or derived from a key the server holds) a
+/// resume link for the wait `record` is in: only its hash is stored.
+pub(crate) async fn keep(
+    state: &AppState,
+    record: &RunRecord,
+    secret: &str,
+) -> Result<NewHook, Problem> {
     let Some(wait) = record
         .wait
         .as_ref()
@@ -113,10 +127,6 @@ pub(crate) async fn mint(state: &AppState, record: &RunRecord) -> Result<NewHook
             record.id
         )));
     }
-    let mut secret = [0u8; SECRET_BYTES];
-    getrandom::fill(&mut secret)
-        .map_err(|e| Problem::internal(format!("no randomness from the OS: {e}")))?;
-    let secret = hex(&secret);
     let hook = Hook {
         run_id: record.id.clone(),
         wait_seq: record.trail_len,
@@ -124,7 +134,7 @@ pub(crate) async fn mint(state: &AppState, record: &RunRecord) -> Result<NewHook
     };
     state
         .store
-        .put_hook(&hash(&secret), &hook)
+        .put_hook(&hash(secret), &hook)
         .await
         .map_err(|e| Problem::from_store(&e))?;
     // Links to the run's earlier waits answer nothing any more: forget them.
@@ -136,6 +146,11 @@ pub(crate) async fn mint(state: &AppState, record: &RunRecord) -> Result<NewHook
         run: record.id.clone(),
         state: wait.state.clone(),
     })
+}
+
+/// The stored link whose secret is `secret`, if there is one.
+pub(crate) async fn stored(state: &AppState, secret: &str) -> Option<Hook> {
+    state.store.hook(&hash(secret)).await.ok().flatten()
 }
 
 /// The link's run, if the link still answers its wait.

@@ -80,11 +80,10 @@ pub(crate) async fn start(
         )
         .with_errors(vec![PlacedError::at("$.context", "not an object")]));
     }
-    let webhook = body
-        .webhook
-        .as_deref()
-        .map(|url| webhook_url(&state, url))
-        .transpose()?;
+    let webhook = match body.webhook.as_deref() {
+        Some(url) => Some(webhook_url(&state, url).await?),
+        None => None,
+    };
     let run_id = claij_engine::new_run_id();
     let options = RunOptions {
         run_id: Some(run_id.clone()),
@@ -120,8 +119,10 @@ pub(crate) async fn start(
     .await
 }
 
-/// A callback URL checked: http or https, and a secret to sign with.
-fn webhook_url(state: &AppState, url: &str) -> Result<String, Problem> {
+/// A callback URL checked: a secret to sign with, and a URL the egress policy allows an
+/// API client (http or https, no credentials, no internal address unless
+/// `--allow-connect` names its host). Checked again at each delivery.
+async fn webhook_url(state: &AppState, url: &str) -> Result<String, Problem> {
     let refused = |why: String| {
         Problem::refused("bad-webhook", "Bad webhook", why.clone())
             .with_errors(vec![PlacedError::at("$.webhook", why)])
@@ -132,11 +133,14 @@ fn webhook_url(state: &AppState, url: &str) -> Result<String, Problem> {
                 .into(),
         ));
     }
-    let parsed = reqwest::Url::parse(url).map_err(|e| refused(format!("not a URL: {e}")))?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
-        return Err(refused(format!("`{url}` is not an http(s) URL")));
-    }
-    Ok(parsed.to_string())
+    let nothing = claij_engine::Policy::nothing();
+    let engine = state.default_engine().ok();
+    let policy = engine.as_ref().map_or(&nothing, |e| e.policy());
+    let route = policy
+        .egress(claij_core::Owner::Client, url)
+        .await
+        .map_err(|e| refused(e.to_string()))?;
+    Ok(route.url)
 }
 
 /// A run's callback deliveries, oldest first: each event posted and how its attempts went.

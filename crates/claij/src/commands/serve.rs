@@ -83,7 +83,9 @@ impl Engines for ServeEngines {
             if let Some((need, why)) = refused.first() {
                 return Err(format!("at {}: {why}", need.path));
             }
-            crate::mcp::connect(fsm).await.map_err(|e| e.to_string())
+            crate::mcp::connect_governed(fsm, &self.policy)
+                .await
+                .map_err(|e| e.to_string())
         })
     }
 }
