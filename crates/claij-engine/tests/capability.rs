@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use claij_core::{Fsm, Owner};
 use claij_engine::{ActionRegistry, Engine, Policy, RunOptions, RunOutcome, RunStatus};
+use claij_testkit::process::which;
 use serde_json::{Value, json};
 
 fn engine(policy: Policy) -> Engine {
@@ -44,14 +45,6 @@ fn failure(outcome: &RunOutcome) -> String {
         .rev()
         .find_map(|e| e.failure.as_ref().map(|f| f.message.clone()))
         .unwrap_or_default()
-}
-
-fn which(name: &str) -> String {
-    let out = std::process::Command::new("sh")
-        .args(["-c", &format!("command -v {name}")])
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
 #[tokio::test]

@@ -17,23 +17,7 @@ use serde_json::{Value, json};
 
 /// `ask` answers itself (a self-loop) for the first [`LOOPS`] waits, then `ask` and
 /// `check` wait one after the other until `check` ends the run after [`WAITS`] waits.
-const LOOPING: &str = r#"
-id: looping
-states:
-  - {id: ask, action: human, config: {prompt: "Again?"}}
-  - {id: check, action: human, config: {prompt: "Checked?"}}
-  - {id: done, action: end}
-xitions:
-  - id: [start, ask]
-  - id: [ask, ask]
-    schema: {type: object, required: [by, wait], properties: {by: {type: string}, wait: {type: integer}}}
-  - id: [ask, check]
-    schema: {type: object, required: [by, wait], properties: {by: {type: string}, wait: {type: integer}}}
-  - id: [check, ask]
-    schema: {type: object, required: [by, wait], properties: {by: {type: string}, wait: {type: integer}}}
-  - id: [check, done]
-    schema: {type: object, required: [by, wait], properties: {by: {type: string}, wait: {type: integer}}}
-"#;
+const LOOPING: &str = include_str!("../../../tests/security/looping.yaml");
 
 /// Waits answered by the self-loop `[ask, ask]`.
 const LOOPS: u64 = 30;

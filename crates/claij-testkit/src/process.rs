@@ -13,3 +13,14 @@ pub fn alive(pid: i32) -> bool {
         Err(_) => false,
     }
 }
+
+/// The absolute path of the program `name` as this process's `PATH` finds it (what a
+/// policy allowing programs by path is given); empty when there is none.
+pub fn which(name: &str) -> String {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+        .map(|found| found.display().to_string())
+        .unwrap_or_default()
+}

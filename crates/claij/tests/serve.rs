@@ -16,25 +16,14 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use claij_testkit::process::which;
 use serde_json::{Value, json};
 use served::{
-    CLAIJ, Reply, Served, Webhooks, approval, client, eventually, get, post, repo, secret_file,
-    send,
+    CLAIJ, Reply, Served, Webhooks, approval, client, eventually, get, local_callbacks, places,
+    post, repo, secret_file, send,
 };
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef-test-token";
-
-fn places(problem: &Value) -> Vec<String> {
-    problem["errors"]
-        .as_array()
-        .map(|errors| {
-            errors
-                .iter()
-                .map(|e| e["place"].as_str().unwrap_or("").to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 fn assert_problem(reply: &Reply, status: u16) {
     assert_eq!(reply.status, status, "{}", reply.body);
@@ -315,15 +304,6 @@ const PRIVILEGED: &[(&str, &str)] = &[
         "$.states[0].config.fsm",
     ),
 ];
-
-/// The absolute path of the program `name` on PATH.
-fn which(name: &str) -> String {
-    let out = Command::new("sh")
-        .args(["-c", &format!("command -v {name}")])
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
 
 #[tokio::test]
 async fn documents_registered_over_http_are_checked_and_never_start_programs() {
@@ -1223,13 +1203,7 @@ async fn callbacks_are_signed_retried_recorded_and_carry_a_resume_link() {
     // The receiver is on loopback: callbacks go there only where the operator allows.
     let server = Served::start(
         &dir.path().join("claij.db"),
-        &[
-            &approval(),
-            "--webhook-secret-file",
-            &secret,
-            "--allow-connect",
-            "127.0.0.1",
-        ],
+        &local_callbacks(&approval(), &secret),
     );
     let http = client();
     let started = post(
@@ -1308,13 +1282,7 @@ async fn a_slow_receiver_never_slows_a_run_and_a_pending_callback_survives_a_res
     // Takes 30 s to answer anything.
     let slow = Webhooks::start(dir.path(), "slow", &["--delay", "30"]);
     let secret = secret_file(dir.path());
-    let args = [
-        flow.to_str().unwrap(),
-        "--webhook-secret-file",
-        &secret,
-        "--allow-connect",
-        "127.0.0.1",
-    ];
+    let args = local_callbacks(flow.to_str().unwrap(), &secret);
     let server = Served::start(&store, &args);
     let http = client();
     let done = post(

@@ -15,23 +15,7 @@ use crate::served::{Served, client, eventually, get, post, send};
 
 /// `ask` answers itself for the first [`LOOPS`] waits, then `ask` and `check` wait one
 /// after the other; `check` ends the run at the last of [`WAITS`] waits.
-const LOOPING: &str = r#"
-id: looping
-states:
-  - {id: ask, action: human, config: {prompt: "Again?"}}
-  - {id: check, action: human, config: {prompt: "Checked?"}}
-  - {id: done, action: end}
-xitions:
-  - id: [start, ask]
-  - id: [ask, ask]
-    schema: {type: object, required: [by, wait], properties: {by: {type: string}, wait: {type: integer}}}
-  - id: [ask, check]
-    schema: {type: object, required: [by, wait], properties: {by: {type: string}, wait: {type: integer}}}
-  - id: [check, ask]
-    schema: {type: object, required: [by, wait], properties: {by: {type: string}, wait: {type: integer}}}
-  - id: [check, done]
-    schema: {type: object, required: [by, wait], properties: {by: {type: string}, wait: {type: integer}}}
-"#;
+const LOOPING: &str = include_str!("../../../../tests/security/looping.yaml");
 
 /// Waits answered by the self-loop `[ask, ask]`.
 const LOOPS: u64 = 8;

@@ -7,26 +7,9 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::served::{CLAIJ, Served, approval, client, get, post, send};
+use claij_testkit::process::which;
 
-/// The absolute path of the program `name` on PATH.
-fn which(name: &str) -> String {
-    let out = Command::new("sh")
-        .args(["-c", &format!("command -v {name}")])
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
-/// Where a problem's errors are placed.
-fn places(problem: &Value) -> Vec<String> {
-    problem["errors"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e["place"].as_str().map(str::to_owned))
-        .collect()
-}
+use crate::served::{CLAIJ, Served, approval, client, get, places, post, send};
 
 /// A fork whose branches are the FSM files `files`.
 fn fork_of(id: &str, files: &[&str]) -> Value {

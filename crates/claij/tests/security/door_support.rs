@@ -5,13 +5,13 @@
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::served::{CLAIJ, Reply, Served, post, send};
+use crate::served::{Reply, Served, claij, post, send};
 
 /// An API token for the tests (at least 32 characters).
 pub(crate) const TOKEN: &str = "0123456789abcdef0123456789abcdef-door-token";
@@ -117,22 +117,14 @@ impl McpServed {
     // Waited for by `Drop`; a panic before that ends the test process, which reaps it.
     #[allow(clippy::zombie_processes)]
     pub(crate) fn start(store: &Path, files: &[&str], args: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut command = Command::new(CLAIJ);
+        let mut command = claij(env);
         command
             .args(["mcp", "serve"])
             .args(files)
             .arg("--store")
             .arg(store)
             .args(["--http", "127.0.0.1:0"])
-            .args(args)
-            .env_remove("CLAIJ_API_TOKEN")
-            .env_remove("CLAIJ_STORE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        for (k, v) in env {
-            command.env(k, v);
-        }
+            .args(args);
         let mut child = command.spawn().expect("claij mcp serve starts");
         let stderr = child.stderr.take().expect("stderr");
         let (tx, rx) = mpsc::channel();
@@ -169,18 +161,7 @@ impl Drop for McpServed {
 /// Runs `claij ARGS` to its end (at most 30 s: a server that keeps running is killed) and
 /// gives its exit code (`None`: killed) and stderr.
 pub(crate) fn run_to_end(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
-    let mut command = Command::new(CLAIJ);
-    command
-        .args(args)
-        .env_remove("CLAIJ_API_TOKEN")
-        .env_remove("CLAIJ_STORE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    let mut child = command.spawn().expect("claij starts");
+    let mut child = claij(env).args(args).spawn().expect("claij starts");
     let deadline = Instant::now() + Duration::from_secs(30);
     let code = loop {
         if let Some(status) = child.try_wait().expect("wait") {

@@ -12,17 +12,11 @@
 
 use serde_json::{Value, json};
 
-use crate::served::{Served, Webhooks, approval, client, eventually, get, post, secret_file, send};
+use crate::served::{
+    Served, Webhooks, approval, client, eventually, get, local_callbacks, places, post,
+    secret_file, send,
+};
 use crate::tap::{Tap, closed_port};
-
-fn places(problem: &Value) -> Vec<String> {
-    problem["errors"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e["place"].as_str().map(str::to_owned))
-        .collect()
-}
 
 fn approval_input() -> Value {
     json!({"id": ["start", "summarise"], "service": "billing", "version": "2.4.1", "changes": 14})
@@ -176,16 +170,7 @@ async fn a_callback_the_policy_no_longer_allows_is_refused_at_delivery_and_not_s
     let store = dir.path().join("claij.db");
     let secret = secret_file(dir.path());
     let receiver = Webhooks::start(dir.path(), "r", &[]);
-    let server = Served::start(
-        &store,
-        &[
-            &approval(),
-            "--webhook-secret-file",
-            &secret,
-            "--allow-connect",
-            "127.0.0.1",
-        ],
-    );
+    let server = Served::start(&store, &local_callbacks(&approval(), &secret));
     let http = client();
     let started = post(
         &http,
@@ -238,13 +223,7 @@ async fn deliveries_say_whether_a_receiver_took_them_and_nothing_of_its_answer()
     let silent = Tap::start("127.0.0.1", b"");
     let server = Served::start(
         &dir.path().join("claij.db"),
-        &[
-            &flow,
-            "--webhook-secret-file",
-            &secret,
-            "--allow-connect",
-            "127.0.0.1",
-        ],
+        &local_callbacks(&flow, &secret),
     );
     let http = client();
     let targets = [

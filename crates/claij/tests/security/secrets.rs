@@ -8,7 +8,9 @@ use std::collections::BTreeSet;
 
 use serde_json::json;
 
-use crate::served::{Served, Webhooks, approval, client, eventually, get, secret_file, send};
+use crate::served::{
+    Served, Webhooks, approval, client, eventually, get, local_callbacks, secret_file, send,
+};
 
 /// Every string in `bytes` that could be a link's secret: what follows `/hooks/`, and
 /// every 64 hex digits in a row.
@@ -51,16 +53,7 @@ async fn a_copy_of_the_store_answers_no_wait() {
     let store = dir.path().join("claij.db");
     let secret = secret_file(dir.path());
     let receiver = Webhooks::start(dir.path(), "r", &[]);
-    let server = Served::start(
-        &store,
-        &[
-            &approval(),
-            "--webhook-secret-file",
-            &secret,
-            "--allow-connect",
-            "127.0.0.1",
-        ],
-    );
+    let server = Served::start(&store, &local_callbacks(&approval(), &secret));
     let http = client();
     let started = send(http.post(server.url("/runs?wait=30")).json(&json!({
         "fsm": "human-approval",

@@ -28,6 +28,22 @@ pub(crate) fn approval() -> String {
         .to_string()
 }
 
+/// The `claij` binary as the server tests start it: no token or store from the test's
+/// environment, `env` set, stdin and stdout empty, stderr piped for the caller to read.
+pub(crate) fn claij(env: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(CLAIJ);
+    command
+        .env_remove("CLAIJ_API_TOKEN")
+        .env_remove("CLAIJ_STORE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command
+}
+
 /// A `claij serve` process; killed (SIGKILL) when dropped.
 pub(crate) struct Served {
     child: Child,
@@ -52,20 +68,12 @@ impl Served {
     // before that ends the test process, which reaps it.
     #[allow(clippy::zombie_processes)]
     pub(crate) fn start_at(store: &Path, args: &[&str], env: &[(&str, &str)], bind: &str) -> Self {
-        let mut command = Command::new(CLAIJ);
+        let mut command = claij(env);
         command
             .arg("serve")
             .args(args)
             .args(["--bind", bind, "--store"])
-            .arg(store)
-            .env_remove("CLAIJ_API_TOKEN")
-            .env_remove("CLAIJ_STORE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        for (k, v) in env {
-            command.env(k, v);
-        }
+            .arg(store);
         let mut child = command.spawn().expect("claij serve starts");
         let (tx, rx) = mpsc::channel();
         let stderr = child.stderr.take().expect("stderr");
@@ -118,6 +126,16 @@ impl Drop for Served {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Where a problem's errors are placed (`$.states[0].config.argv[0]`, `header.host`).
+pub(crate) fn places(problem: &Value) -> Vec<String> {
+    problem["errors"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| e["place"].as_str().unwrap_or("").to_owned())
+        .collect()
 }
 
 pub(crate) fn client() -> reqwest::Client {
@@ -196,6 +214,19 @@ where
         assert!(Instant::now() < deadline, "{what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// `claij serve` options for runs whose callbacks go to receivers on this machine:
+/// `document`, the webhook secret's file, and loopback allowed as a callback's target (the
+/// operator's word: callbacks go to no internal address without it).
+pub(crate) fn local_callbacks<'a>(document: &'a str, secret: &'a str) -> [&'a str; 5] {
+    [
+        document,
+        "--webhook-secret-file",
+        secret,
+        "--allow-connect",
+        "127.0.0.1",
+    ]
 }
 
 /// The signing secret of the callback tests (Standard Webhooks form).
