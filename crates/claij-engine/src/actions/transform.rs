@@ -88,7 +88,7 @@ impl Action for Transform {
     /// A template renders the run's own values; it reads no file (the environment has no
     /// loader) and touches nothing else.
     fn touches(&self) -> &'static [Field] {
-        const FIELDS: &[Field] = &[Field::inert("/template")];
+        const FIELDS: &[Field] = &[Field::inert("/template"), Field::inert("/fuel")];
         FIELDS
     }
 
