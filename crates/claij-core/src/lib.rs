@@ -60,7 +60,7 @@ pub use known_actions::{BuiltinNames, ConfigIssue, KnownActions};
 pub use load::{load_definition, load_file, load_str, load_value};
 pub use metaschema::META_SCHEMA;
 pub use prompts::{
-    Message, Projection, PromptOptions, Role, project, system_message, task_message,
+    Message, Projection, PromptOptions, Prompting, Role, project, system_message, task_message,
     trail_to_prompts,
 };
 pub use question::{Answer, Question};

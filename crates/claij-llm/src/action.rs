@@ -147,6 +147,7 @@ impl LlmAction {
                 dynamic: Some(input.schemas),
                 constrained: mode == Mode::Grammar,
                 max_tool_rounds: Some(max_rounds),
+                prompting: self.layer.prompting(),
             },
         );
         let budget = prompt_budget(&config, &model);

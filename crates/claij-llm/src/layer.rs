@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use claij_core::prompts::Prompting;
 use claij_engine::TextSink;
 
 use crate::config::{
@@ -104,6 +105,9 @@ pub struct LlmLayer {
     /// fetched catalog models other than the default, as `embedded/NAME` (one provider per
     /// file, each loaded on first use, once).
     embedded_files: BTreeMap<String, Arc<dyn Provider>>,
+    /// How models are asked: claij's projection, or the plain baseline (`claij eval
+    /// --baseline plain`).
+    prompting: Prompting,
 }
 
 impl std::fmt::Debug for LlmLayer {
@@ -265,7 +269,18 @@ impl LlmLayer {
         }
     }
 
-    /// Records every exchange to, or replays every exchange from, a file.
+    /// Asks models through this layer as `prompting` says: claij's projection (the
+    /// default) or the plain baseline `claij eval --baseline plain` compares it with.
+    pub fn set_prompting(&mut self, prompting: Prompting) {
+        self.prompting = prompting;
+    }
+
+    /// How models are asked through this layer ([`set_prompting`](Self::set_prompting)).
+    pub fn prompting(&self) -> Prompting {
+        self.prompting
+    }
+
+    /// Records or replays every exchange through `tape`.
     pub fn set_tape(&mut self, tape: Tape) {
         self.tape = Some(tape);
     }

@@ -1016,6 +1016,13 @@ pub(crate) struct ExchangeArgs {
     pub replay: Option<PathBuf>,
 }
 
+/// What `claij eval --baseline` runs beside claij's own prompts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Baseline {
+    /// Each model step asked plainly (claij_core::prompts::Prompting::Plain).
+    Plain,
+}
+
 /// The options of `claij eval`.
 #[derive(Debug, Args)]
 pub(crate) struct EvalArgs {
@@ -1041,6 +1048,12 @@ pub(crate) struct EvalArgs {
     /// The model judges run on (default: the default model).
     #[arg(long, value_name = "MODEL")]
     pub judge_model: Option<String>,
+    /// Also runs every case on every model asked plainly — one system message, one user
+    /// message with the state's instruction, the input and the answer's JSON Schema, the
+    /// same constraint and decoding — as `MODEL (plain)` rows beside claij's
+    /// (docs/EVAL.md, "The plain baseline").
+    #[arg(long, value_enum, value_name = "BASELINE")]
+    pub baseline: Option<Baseline>,
     /// A deadline per run (e.g. 2m); overrides the document's.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub deadline: Option<std::time::Duration>,
@@ -1092,9 +1105,10 @@ pub(crate) struct PromptArgs {
     /// the system message (to measure what sharing saves).
     #[arg(long)]
     pub inline_schemas: bool,
-    /// Which projection of the trail to show: claij's (what the llm action sends), or the
-    /// one claij's design seeds describe, to measure against (`seed`: one system message
-    /// with the full primer, every schema inlined in every message, nothing collapsed).
+    /// Which projection of the trail to show: claij's (what the llm action sends), the
+    /// plain baseline (`plain`: what `claij eval --baseline plain` sends), or the one
+    /// claij's design seeds describe, to measure against (`seed`: one system message with
+    /// the full primer, every schema inlined in every message, nothing collapsed).
     #[arg(long, value_enum, default_value_t = ProjectionKind::Claij)]
     pub projection: ProjectionKind,
     /// The enforcement mode the model answers in (prompt, json_schema, tools, grammar):
@@ -1119,6 +1133,10 @@ pub(crate) enum ProjectionKind {
     Claij,
     /// The design seeds': every schema inlined in every message, for comparison.
     Seed,
+    /// The plain baseline `claij eval --baseline plain` measures claij against: one
+    /// system message, one user message with the instruction, the input and the answer's
+    /// JSON Schema.
+    Plain,
 }
 
 #[cfg(test)]

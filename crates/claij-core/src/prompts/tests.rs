@@ -603,6 +603,7 @@ fn dynamic_schemas_are_resolved_or_named() {
         max_tool_rounds: None,
         dynamic: Some(&provider),
         constrained: false,
+        prompting: Prompting::Claij,
     };
     let resolved = trail_to_prompts(&fsm, &trail, "a", &opts);
     assert!(
@@ -731,4 +732,72 @@ fn a_constrained_answer_s_request_leaves_out_the_template() {
     );
     // Everything else is the same.
     assert!(shown.starts_with(&left_out));
+}
+
+fn plain() -> PromptOptions<'static> {
+    PromptOptions {
+        prompting: Prompting::Plain,
+        ..PromptOptions::default()
+    }
+}
+
+#[test]
+fn plain_asks_once_with_the_instruction_the_input_and_the_schema() {
+    let fsm = fsm();
+    let trail = [hop(0, "start", "asker", json!({"n": 1}))];
+    let messages = trail_to_prompts(&fsm, &trail, "asker", &plain());
+    assert_eq!(roles(&messages), [Role::System, Role::User]);
+    assert_eq!(messages[0].content, "FSM-PROMPT");
+    let request = &messages[1].content;
+    assert!(
+        request.starts_with("STATE-PROMPT\n\nENTRY-PROMPT\n\nInput:\n{\"n\":1}\n\n"),
+        "{request}"
+    );
+    // The schema the answer is held to, and none of claij's conversation.
+    assert!(
+        request.contains("JSON Schema:\n{\"oneOf\":[") && request.contains("[\"asker\",\"done\"]"),
+        "{request}"
+    );
+    for claij_only in [
+        "DOCUMENT",
+        "INPUT-SCHEMA",
+        "OUTPUT-SCHEMA",
+        "[\"start\",\"asker\"]",
+    ] {
+        assert!(!request.contains(claij_only), "{claij_only} in {request}");
+    }
+}
+
+#[test]
+fn plain_shows_the_run_s_input_and_the_document_the_state_was_entered_with() {
+    let fsm = fsm();
+    let messages = trail_to_prompts(&fsm, &round_trip(), "asker", &plain());
+    assert_eq!(roles(&messages), [Role::System, Role::User]);
+    let request = &messages[1].content;
+    assert!(request.contains("BACK-PROMPT"), "{request}");
+    assert!(
+        request.contains("Input:\n{\"n\":1}\n\nPrevious result:\n{\"thing\":{\"n\":2}}"),
+        "{request}"
+    );
+}
+
+#[test]
+fn plain_answers_a_rejection_with_the_rejected_answer_and_why() {
+    let fsm = fsm();
+    let trail = [
+        hop(0, "start", "asker", json!({"n": 1})),
+        failed(1, "asker", json!({"arg": 5}), FailureKind::Validation),
+    ];
+    let messages = trail_to_prompts(&fsm, &trail, "asker", &plain());
+    assert_eq!(
+        roles(&messages),
+        [Role::System, Role::User, Role::Assistant, Role::User]
+    );
+    assert_eq!(messages[2].content, "{\"arg\":5}");
+    let why = &messages[3].content;
+    assert!(
+        why.starts_with("That answer was rejected: the answer was rejected\n- /arg: 5 is not"),
+        "{why}"
+    );
+    assert!(why.ends_with("Answer again with one JSON object that satisfies the schema."));
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use claij_core::prompts::Prompting;
 use claij_engine::{CancellationToken, Engine};
 use claij_eval::{CaseResult, Eval, ModelUnderTest, Progress, Report};
 use claij_llm::providers::embedded::{EMBEDDED_PROVIDER, default_model_file};
@@ -18,8 +19,11 @@ use serde_json::{Value, json};
 
 use super::load;
 use super::run::engine_with;
-use crate::cli::EvalArgs;
+use crate::cli::{Baseline, EvalArgs};
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
+
+/// What names a model's rows asked plainly (`--baseline plain`): `MODEL (plain)`.
+const PLAIN_SUFFIX: &str = "(plain)";
 
 /// How `--record` is done with one model layer per model: each layer records to a part
 /// file of its own; the parts are merged into the tape at the end.
@@ -191,13 +195,23 @@ async fn eval_inner(args: EvalArgs) -> Result<u8> {
     };
     let mut models = Vec::with_capacity(names.len());
     for name in names {
-        let (layer, model, provider) = layer(&args, name, recording.as_mut())
+        let (asked, model, provider) = layer(&args, name, recording.as_mut())
             .with_context(|| format!("model `{}`", name.unwrap_or("(the default)")))?;
         models.push(ModelUnderTest {
-            name: model,
-            provider,
-            engine: Arc::new(engine_with(store.is_some(), layer)),
+            name: model.clone(),
+            provider: provider.clone(),
+            engine: Arc::new(engine_with(store.is_some(), asked)),
         });
+        // The baseline: the same model, constraint and decoding, asked plainly.
+        if args.baseline == Some(Baseline::Plain) {
+            let (mut plain, _, _) = layer(&args, name, recording.as_mut())?;
+            plain.set_prompting(Prompting::Plain);
+            models.push(ModelUnderTest {
+                name: format!("{model} {PLAIN_SUFFIX}"),
+                provider,
+                engine: Arc::new(engine_with(store.is_some(), plain)),
+            });
+        }
     }
     let fsm = match load(&models[0].engine, &args.file) {
         Ok(f) => Arc::new(f),

@@ -3,7 +3,7 @@
 use std::time::SystemTime;
 
 use anyhow::{Context, bail};
-use claij_core::prompts::{Message, PromptOptions, project};
+use claij_core::prompts::{Message, PromptOptions, Prompting, project};
 use claij_core::{Fsm, TrailEntry};
 use claij_engine::Engine;
 use claij_llm::action::{DEFAULT_MAX_TOOL_ROUNDS, LlmStateConfig, prompt_budget};
@@ -43,6 +43,7 @@ pub(super) async fn prompt(
         dynamic: Some(engine.registry()),
         constrained: false,
         max_tool_rounds: None,
+        prompting: Prompting::Claij,
     };
     // The model and mode a state's first attempt uses (None: no model configured, and
     // the request is shown as a model without a grammar reads it).
@@ -175,7 +176,8 @@ pub(super) async fn prompt(
 }
 
 /// The messages of the projection asked for: claij's (fitted to the state's
-/// `max_prompt_tokens`, as the llm action fits them) or the seed-style one.
+/// `max_prompt_tokens`, as the llm action fits them), the plain baseline's (`claij eval
+/// --baseline plain`) or the seed-style one.
 async fn messages_for(
     args: &PromptArgs,
     engine: &Engine,
@@ -187,7 +189,16 @@ async fn messages_for(
 ) -> Vec<Message> {
     match args.projection {
         ProjectionKind::Seed => seed_style(fsm, earlier, state, engine.registry()),
-        ProjectionKind::Claij => {
+        ProjectionKind::Claij | ProjectionKind::Plain => {
+            let opts = PromptOptions {
+                prompting: if args.projection == ProjectionKind::Plain {
+                    Prompting::Plain
+                } else {
+                    Prompting::Claij
+                },
+                ..*opts
+            };
+            let opts = &opts;
             let config = state_config(fsm, state);
             let budget = match model {
                 Some(model) => prompt_budget(&config, model),
