@@ -1,11 +1,14 @@
 //! The project's labelled set (examples/evals/labelled/, docs/EVAL.md "The labelled
-//! set"): enough cases per category, balanced between their answers, none copied from
-//! the older sets; every FSM it runs validates through the real binary; every case's
-//! input is accepted by its FSM's entry; every expectation names something the FSM can
-//! produce (a terminal state, a route into it, a field of the final event whose schema
-//! admits the expected value); and every file a tool-use question reads holds the
-//! answer the case expects. No model runs here: the set's figures are measured with
-//! `claij eval`.
+//! set"), read from its manifest (examples/evals/labelled/MANIFEST: a development part,
+//! tuned on, and a test part, held out): every category's FSM and cases exist, enough
+//! cases per category (150 in all, at least half of them held out), balanced between
+//! their answers, none copied from the older sets or from another category; every FSM
+//! it runs validates through the real binary; every case's input is accepted by its
+//! FSM's entry; every expectation names something the FSM can produce (a terminal
+//! state, a route into it, a field of the final event whose schema admits the expected
+//! value); and every file a tool-use question reads holds the answer the case expects
+//! (a held-out token in that one file only). No model runs here: the set's figures are
+//! measured with `claij eval`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test reports failure
 
@@ -23,43 +26,77 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// One file of the set: the FSM it runs, its cases, and the least number of cases.
+/// One category of the set, a line of the manifest: its part, its name, the FSM it runs
+/// and its cases.
 struct Category {
-    fsm: &'static str,
-    cases: &'static str,
-    at_least: usize,
+    part: Part,
+    name: String,
+    fsm: String,
+    cases: String,
 }
 
-const SET: [Category; 5] = [
-    Category {
-        fsm: "examples/person.yaml",
-        cases: "examples/evals/labelled/extraction.jsonl",
-        at_least: 15,
-    },
-    Category {
-        fsm: "examples/triage.yaml",
-        cases: "examples/evals/labelled/routing.jsonl",
-        at_least: 15,
-    },
-    Category {
-        fsm: "examples/sentiment.yaml",
-        cases: "examples/evals/labelled/classification.jsonl",
-        at_least: 10,
-    },
-    Category {
-        fsm: "examples/file-question.yaml",
-        cases: "examples/evals/labelled/file-question.jsonl",
-        at_least: 10,
-    },
-    Category {
-        fsm: "examples/expense.yaml",
-        cases: "examples/evals/labelled/multi-step.jsonl",
-        at_least: 10,
-    },
-];
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Part {
+    /// The development part: prompts may be tuned on it.
+    Dev,
+    /// The test part: held out, run once per prompt change and reported, never tuned on.
+    Test,
+}
+
+const MANIFEST: &str = "examples/evals/labelled/MANIFEST";
+
+/// The least number of cases of a category: 10, and 15 for the two first categories.
+fn at_least(category: &Category) -> usize {
+    match category.name.as_str() {
+        "extraction" | "routing" => 15,
+        _ => 10,
+    }
+}
+
+/// The manifest's categories (`PART CATEGORY FSM CASES` a line, `#` comments).
+fn manifest() -> Vec<Category> {
+    let text = std::fs::read_to_string(root().join(MANIFEST))
+        .unwrap_or_else(|e| panic!("{MANIFEST}: {e}"));
+    let mut set: Vec<Category> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or_default().trim();
+        if line.is_empty() {
+            continue;
+        }
+        let at = format!("{MANIFEST}:{}", n + 1);
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [part, name, fsm, cases] = fields[..] else {
+            panic!("{at}: `PART CATEGORY FSM CASES` wanted, got `{line}`");
+        };
+        let part = match part {
+            "dev" => Part::Dev,
+            "test" => Part::Test,
+            other => panic!("{at}: part `{other}`: `dev` or `test` wanted"),
+        };
+        assert!(
+            !name.is_empty()
+                && name.len() <= 20
+                && name
+                    .split('-')
+                    .all(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_lowercase())),
+            "{at}: category `{name}`: a short kebab-case name wanted"
+        );
+        assert!(
+            set.iter().all(|c| c.name != name),
+            "{at}: category `{name}` listed twice"
+        );
+        set.push(Category {
+            part,
+            name: name.to_owned(),
+            fsm: fsm.to_owned(),
+            cases: cases.to_owned(),
+        });
+    }
+    set
+}
 
 fn cases(category: &Category) -> Vec<Case> {
-    load_cases(&root().join(category.cases))
+    load_cases(&root().join(&category.cases))
         .unwrap_or_else(|e| panic!("{} does not load: {e}", category.cases))
 }
 
@@ -102,24 +139,62 @@ fn answer(case: &Case) -> String {
 }
 
 #[test]
+fn the_manifest_names_files_that_exist_in_both_parts() {
+    let set = manifest();
+    for category in &set {
+        for file in [&category.fsm, &category.cases] {
+            assert!(
+                root().join(file).is_file(),
+                "{MANIFEST}: category `{}`: {file} does not exist",
+                category.name
+            );
+        }
+        // The held-out part keeps to its own folder, so nothing in it is shared with
+        // what is tuned on.
+        if category.part == Part::Test {
+            for file in [&category.fsm, &category.cases] {
+                assert!(
+                    file.starts_with("examples/evals/labelled/test/"),
+                    "{MANIFEST}: test category `{}`: {file} is not under examples/evals/labelled/test/",
+                    category.name
+                );
+            }
+        }
+    }
+    for part in [Part::Dev, Part::Test] {
+        assert!(
+            set.iter().filter(|c| c.part == part).count() >= 2,
+            "{MANIFEST}: too few {part:?} categories"
+        );
+    }
+}
+
+#[test]
 fn the_set_has_enough_cases_in_every_category_balanced_between_answers() {
-    let mut total = 0;
-    for category in &SET {
+    let (mut total, mut held_out) = (0, 0);
+    for category in &manifest() {
         let cases = cases(category);
         assert!(
-            cases.len() >= category.at_least,
+            cases.len() >= at_least(category),
             "{}: {} cases, at least {} wanted",
             category.cases,
             cases.len(),
-            category.at_least
+            at_least(category)
         );
         total += cases.len();
-        if category.cases.ends_with("file-question.jsonl") {
-            continue; // every answer is a different fact
+        if category.part == Part::Test {
+            held_out += cases.len();
         }
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         for case in &cases {
             *counts.entry(answer(case)).or_default() += 1;
+        }
+        let fsm = load(&category.fsm);
+        let ends = fsm.states.iter().filter(|s| s.is_terminal()).count();
+        if counts.len() == 1 && ends == 1 {
+            // No route and no label to choose: each answer is its own facts (a file's
+            // fact, an order's fields), nothing to balance.
+            continue;
         }
         assert!(
             counts.len() >= 2,
@@ -136,11 +211,18 @@ fn the_set_has_enough_cases_in_every_category_balanced_between_answers() {
             category.cases
         );
     }
-    assert!(total >= 60, "{total} cases in the set, at least 60 wanted");
+    assert!(
+        total >= 150,
+        "{total} cases in the set, at least 150 wanted"
+    );
+    assert!(
+        2 * held_out >= total,
+        "{held_out} of {total} cases in the test part, at least half wanted"
+    );
 }
 
 #[test]
-fn no_case_is_copied_from_the_older_sets() {
+fn no_case_is_copied_from_the_older_sets_or_another_category() {
     let older: Vec<Value> = [
         "examples/evals/triage.jsonl",
         "examples/evals/file-question.jsonl",
@@ -149,7 +231,8 @@ fn no_case_is_copied_from_the_older_sets() {
     .flat_map(|f| load_cases(&root().join(f)).unwrap())
     .map(|c| c.input)
     .collect();
-    for category in &SET {
+    let mut seen: Vec<(Value, String)> = Vec::new();
+    for category in &manifest() {
         for case in cases(category) {
             assert!(
                 !older.contains(&case.input),
@@ -157,13 +240,24 @@ fn no_case_is_copied_from_the_older_sets() {
                 category.cases,
                 case.name
             );
+            if let Some((_, other)) = seen.iter().find(|(input, _)| *input == case.input) {
+                panic!(
+                    "{} case `{}`: its input is also in {other}",
+                    category.cases, case.name
+                );
+            }
+            seen.push((
+                case.input,
+                format!("{} case `{}`", category.cases, case.name),
+            ));
         }
     }
 }
 
 #[test]
 fn every_fsm_of_the_set_validates() {
-    let fsms: Vec<&str> = SET.iter().map(|c| c.fsm).collect();
+    let set = manifest();
+    let fsms: Vec<&str> = set.iter().map(|c| c.fsm.as_str()).collect();
     let out = Command::new(env!("CARGO_BIN_EXE_claij"))
         .current_dir(root())
         .arg("validate")
@@ -333,49 +427,99 @@ fn check_case(fsm: &Fsm, file: &str, case: &Case) {
 
 #[test]
 fn every_case_fits_its_fsm() {
-    for category in &SET {
-        let fsm = load(category.fsm);
+    for category in &manifest() {
+        let fsm = load(&category.fsm);
         let cases = cases(category);
         for case in &cases {
-            check_case(&fsm, category.cases, case);
+            check_case(&fsm, &category.cases, case);
         }
     }
 }
 
-#[test]
-fn every_file_question_is_answered_by_its_file_and_not_by_the_question() {
-    let category = SET
-        .iter()
-        .find(|c| c.cases.ends_with("file-question.jsonl"))
-        .unwrap();
-    for case in cases(category) {
-        let file = case.input["file"].as_str().unwrap();
-        let question = case.input["question"].as_str().unwrap();
-        let text = std::fs::read_to_string(root().join(file))
-            .unwrap_or_else(|e| panic!("case `{}`: {file}: {e}", case.name));
-        let mut patterns = 0;
-        for check in &case.expect.values {
-            if let ValueTest::Pattern(p) = &check.test {
-                patterns += 1;
-                let holding: Vec<&str> = text.lines().filter(|l| p.is_match(l)).collect();
-                assert_eq!(
-                    holding.len(),
-                    1,
-                    "case `{}`: one line of {file} should hold /{p}/: {holding:?}",
-                    case.name
-                );
-                assert!(
-                    !p.is_match(question),
-                    "case `{}`: the question gives the answer away",
-                    case.name
-                );
+/// Every file a tool-use question may read: the `.txt` files under the set's folder.
+fn tool_files() -> Vec<(String, String)> {
+    fn walk(dir: &Path, into: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, into);
+            } else if path.extension().is_some_and(|e| e == "txt") {
+                into.push(path);
             }
         }
-        assert!(patterns > 0, "case `{}`: no answer checked", case.name);
-        assert!(
-            text.lines().count() >= 3,
-            "case `{}`: {file} should hold facts beside the answer",
-            case.name
-        );
     }
+    let mut paths = Vec::new();
+    walk(&root().join("examples/evals/labelled"), &mut paths);
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            let name = p.strip_prefix(root()).unwrap_or(&p).display().to_string();
+            (name, text)
+        })
+        .collect()
+}
+
+#[test]
+fn every_file_question_is_answered_by_its_file_and_not_by_the_question() {
+    let all_files = tool_files();
+    let mut questions = 0;
+    for category in &manifest() {
+        for case in cases(category) {
+            let Some(file) = case.input.get("file").and_then(Value::as_str) else {
+                continue;
+            };
+            questions += 1;
+            let at = format!("{} case `{}`", category.cases, case.name);
+            let question = case.input["question"].as_str().unwrap();
+            let text = std::fs::read_to_string(root().join(file))
+                .unwrap_or_else(|e| panic!("{at}: {file}: {e}"));
+            if category.part == Part::Test {
+                assert!(
+                    file.starts_with("examples/evals/labelled/test/files/"),
+                    "{at}: a held-out question reads {file}, outside examples/evals/labelled/test/files/"
+                );
+            }
+            let mut patterns = 0;
+            for check in &case.expect.values {
+                if let ValueTest::Pattern(p) = &check.test {
+                    patterns += 1;
+                    let holding: Vec<&str> = text.lines().filter(|l| p.is_match(l)).collect();
+                    assert_eq!(
+                        holding.len(),
+                        1,
+                        "{at}: one line of {file} should hold /{p}/: {holding:?}",
+                    );
+                    assert!(
+                        !p.is_match(question),
+                        "{at}: the question gives the answer away"
+                    );
+                    if category.part == Part::Test {
+                        // The held-out token is in its file and in no other: only reading
+                        // that file gives it.
+                        let holders: Vec<&str> = all_files
+                            .iter()
+                            .filter(|(_, t)| p.is_match(t))
+                            .map(|(n, _)| n.as_str())
+                            .collect();
+                        assert_eq!(
+                            holders,
+                            [file],
+                            "{at}: /{p}/ should be in {file} and in no other file"
+                        );
+                    }
+                }
+            }
+            assert!(patterns > 0, "{at}: no answer checked");
+            assert!(
+                text.lines().count() >= 3,
+                "{at}: {file} should hold facts beside the answer"
+            );
+        }
+    }
+    assert!(
+        questions >= 20,
+        "{questions} file questions, at least 20 wanted"
+    );
 }
