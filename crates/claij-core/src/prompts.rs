@@ -89,7 +89,8 @@
 //!   no schemas, which belong to the other FSM.
 //!
 //! Visits, their forms and the tool loop's rounds are history.rs; the shrinkable
-//! conversation is projection.rs.
+//! conversation is projection.rs; the plain baseline claij's projection is measured
+//! against ([`Prompting::Plain`], `claij eval --baseline plain`) is plain.rs.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -214,13 +215,6 @@ pub fn system_message(fsm: &Fsm) -> String {
         push_json(&mut out, &fsm.schemas);
     }
     paragraph(&mut out);
-    if experiment() >= 1 {
-        out.push_str(
-            "Answer each request with exactly one JSON object and nothing else (no prose, no \
-             code fences).",
-        );
-        return out;
-    }
     out.push_str(
         "User messages show a DOCUMENT and the INPUT-SCHEMA it satisfies, a FAILURE saying \
          why an answer was rejected, or a request: what to do, the `id` values the answer \
@@ -293,13 +287,11 @@ fn write_task_message(
             out.push_str(d);
         }
     }
-    out.push_str(
-        if routes.len() > 1 && output.schema.starts_with("{\"oneOf\"") {
-            "\nIt must satisfy the option of this OUTPUT-SCHEMA whose `id` it carries:"
-        } else {
-            "\nIt must satisfy this OUTPUT-SCHEMA:"
-        },
-    );
+    out.push_str(if routes.len() > 1 {
+        "\nIt must satisfy the option of this OUTPUT-SCHEMA whose `id` it carries:"
+    } else {
+        "\nIt must satisfy this OUTPUT-SCHEMA:"
+    });
     out.push_str("\nOUTPUT-SCHEMA: ");
     out.push_str(&output.schema);
     if !output.shape.is_empty() {
@@ -460,15 +452,6 @@ impl Projector<'_, '_> {
             out.push_str(text.trim_end());
             return Some(Message::user(out));
         }
-        if experiment() >= 1 {
-            out.push_str("DOCUMENT: ");
-            let mut shown = entry.event.clone();
-            if let Value::Object(map) = &mut shown {
-                map.shift_remove("id");
-            }
-            push_json(&mut out, &shown);
-            return Some(Message::user(out));
-        }
         if let (Some(i), Some(t)) = (idx, transition) {
             out.push_str("INPUT-SCHEMA: ");
             let opts = self.opts;
@@ -576,12 +559,8 @@ struct Output {
 fn render_output(fsm: &Fsm, state: &str, opts: &PromptOptions) -> Option<Output> {
     let routes = shown_outgoing(fsm, state);
     let schemas: Vec<Cow<Value>> = routes.iter().map(|t| transition_schema(t, opts)).collect();
-    let merged = (experiment() >= 2 && opts.constrained)
-        .then(|| merged_routes(&schemas))
-        .flatten();
     let schema = match schemas.as_slice() {
         [] => return None,
-        _ if merged.is_some() => merged.unwrap_or_default(),
         [only] => only.to_string(),
         many => {
             let mut out = String::from("{\"oneOf\":[");
@@ -615,47 +594,6 @@ fn render_output(fsm: &Fsm, state: &str, opts: &PromptOptions) -> Option<Output>
             .collect()
     };
     Some(Output { schema, shape })
-}
-
-/// EXPERIMENT (to be removed): which variant of the projection is measured.
-fn experiment() -> u8 {
-    std::env::var("CLAIJ_PROMPT_EXPERIMENT")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
-/// The routes' schemas as one, when they differ only by their `id`: the shared schema
-/// with `id` one of the routes' (`None` when they differ otherwise).
-fn merged_routes(schemas: &[Cow<Value>]) -> Option<String> {
-    if schemas.len() < 2 {
-        return None;
-    }
-    let without_id = |s: &Value| {
-        let mut s = s.clone();
-        let id = s
-            .get_mut("properties")
-            .and_then(Value::as_object_mut)
-            .and_then(|p| p.shift_remove("id"))?;
-        Some((s, id.get("const").cloned()?))
-    };
-    let mut ids = Vec::new();
-    let mut first: Option<Value> = None;
-    for s in schemas {
-        let (body, id) = without_id(s)?;
-        match &first {
-            None => first = Some(body),
-            Some(f) if *f == body => {}
-            Some(_) => return None,
-        }
-        ids.push(id);
-    }
-    let mut merged = first?;
-    merged
-        .get_mut("properties")
-        .and_then(Value::as_object_mut)?
-        .insert("id".into(), json!({"enum": ids}));
-    Some(merged.to_string())
 }
 
 /// The transitions leaving `state` that prompts show: those not marked `omit`, or all of

@@ -1,11 +1,14 @@
 //! The default embedded model gets the answers right where they matter: the README demo's
-//! triage (an app that crashes goes to the technical team), and three categories of the
-//! labelled set (examples/evals/labelled/: routing, extraction, classification) at 90 % or
-//! better, through `claij eval`. The real default model runs, as a user's first
+//! triage (an app that crashes goes to the technical team), and a sample of the labelled
+//! set's held-out test part (examples/evals/labelled/MANIFEST: cases no prompt was tuned
+//! on) through `claij eval`, at the bar measured for it. The real default model runs, as a user's first
 //! `claij run` does: fetched by scripts/setup/model into the cache, found by the binary
 //! with nothing configured.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test reports failure
+
+/// The least share (in %) of the held-out sample the default model must get right.
+const HELD_OUT_BAR: u64 = 55;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -138,35 +141,37 @@ fn sample(fsm: &str, cases: &str, step: usize) -> Tally {
     tally
 }
 
-/// Three whole categories of the labelled set — routing customer messages to a team,
-/// extracting a person's facts and routing on their age, the sentiment of a review: 46
-/// cases — held together to 90 %, the bar the default model is chosen by. The other two
-/// categories (a tool loop over files, a multi-step workflow) are slower and left to
-/// `bench/labelled-set`, which measures the whole set (docs/EMBEDDED-MODEL.md).
+/// The held-out test part of the labelled set (examples/evals/labelled/MANIFEST, never
+/// tuned on): half of each single-step category's cases — a four-way and a five-way
+/// route with the rule only in the state's prompt, a route by days late, one by counting
+/// items, an extraction with negation, decimals and dates: 37 cases — held together to
+/// HELD_OUT_BAR, what the default model was measured to get on this sample less a margin
+/// (docs/EMBEDDED-MODEL.md). The whole set, claij against the plain baseline, is
+/// `bash bench/labelled-set`.
 #[test]
-fn the_default_model_gets_nine_in_ten_of_the_labelled_set_right() {
-    let tallies = [
-        sample(
-            "examples/triage.yaml",
-            "examples/evals/labelled/routing.jsonl",
-            1,
-        ),
-        sample(
-            "examples/person.yaml",
-            "examples/evals/labelled/extraction.jsonl",
-            1,
-        ),
-        sample(
-            "examples/sentiment.yaml",
-            "examples/evals/labelled/classification.jsonl",
-            1,
-        ),
+fn the_default_model_gets_the_held_out_part_right() {
+    let categories = [
+        "it-helpdesk",
+        "shipping-issue",
+        "late-delivery",
+        "order-count",
+        "order-details",
     ];
+    let tallies: Vec<Tally> = categories
+        .iter()
+        .map(|c| {
+            sample(
+                &format!("examples/evals/labelled/test/{c}.yaml"),
+                &format!("examples/evals/labelled/test/{c}.jsonl"),
+                2,
+            )
+        })
+        .collect();
     let passed: u64 = tallies.iter().map(|t| t.passed).sum();
     let runs: u64 = tallies.iter().map(|t| t.runs).sum();
     assert!(
-        passed * 10 >= runs * 9,
-        "{passed}/{runs} right, under 90 % (the tables above)"
+        passed * 100 >= runs * HELD_OUT_BAR,
+        "{passed}/{runs} right, under {HELD_OUT_BAR} % (the tables above)"
     );
 }
 
