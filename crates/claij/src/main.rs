@@ -18,6 +18,7 @@ macro_rules! out {
     }};
 }
 
+mod app;
 #[cfg(test)]
 mod classified;
 mod cli;
@@ -45,10 +46,13 @@ const EXIT_SUSPENDED: u8 = 3;
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     logs::start(cli.log_format);
-    if let Err(e) = telemetry::start() {
-        note!("claij: {e}");
-        return ExitCode::from(EXIT_USAGE);
-    }
+    let app = match app::App::start() {
+        Ok(app) => app,
+        Err(e) => {
+            note!("claij: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     // One worker thread per core (tokio's default; `TOKIO_WORKER_THREADS` overrides it).
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -60,9 +64,13 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let code = runtime.block_on(commands::dispatch(cli));
+    let code = runtime.block_on(async {
+        let code = commands::dispatch(&app, cli).await;
+        app.shutdown().await;
+        code
+    });
     // Do not wait for blocking readers (a person who never answered) to finish.
     runtime.shutdown_background();
-    telemetry::finish();
+    app.finish();
     ExitCode::from(code)
 }

@@ -11,17 +11,14 @@ use claij_engine::Engine;
 use claij_engine::migrate::VersionPolicy;
 use serde_json::json;
 
+use crate::app::App;
 use crate::cli::DefsCommand;
 use crate::{EXIT_FAILED, EXIT_OK};
 
 /// Runs a `claij defs` subcommand against `store`.
-pub(super) async fn defs(
-    engine: &Engine,
-    store: Arc<dyn RunStore>,
-    command: DefsCommand,
-) -> Result<u8> {
+pub(super) async fn defs(app: &App, store: Arc<dyn RunStore>, command: DefsCommand) -> Result<u8> {
     match command {
-        DefsCommand::Add { files, json } => add(engine, &store, &files, json).await,
+        DefsCommand::Add { files, json } => add(&app.default_engine(), &store, &files, json).await,
         DefsCommand::List { json } => {
             let all = store.definitions().await?;
             if !json {
@@ -179,7 +176,7 @@ async fn add(
 ) -> Result<u8> {
     let mut failed = false;
     for file in files {
-        let fsm = match super::load(engine, file) {
+        let fsm = match super::load(engine.registry(), file) {
             Ok(fsm) => fsm,
             Err(d) => {
                 note!("claij: {d}");

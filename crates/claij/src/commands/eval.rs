@@ -11,13 +11,13 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use claij_engine::{CancellationToken, Engine};
 use claij_eval::{CaseResult, Eval, ModelUnderTest, Progress, Report};
-use claij_llm::providers::embedded::{EMBEDDED_PROVIDER, default_model_file};
+use claij_llm::providers::embedded::EMBEDDED_PROVIDER;
 use claij_llm::{LlmLayer, Tape};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
 use super::load;
-use super::run::engine_with;
+use crate::app::App;
 use crate::cli::EvalArgs;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
 
@@ -67,9 +67,8 @@ fn layer(
     model: Option<&str>,
     recording: Option<&mut Recording>,
 ) -> Result<(LlmLayer, String, String)> {
-    let mut layer = LlmLayer::discover(args.exchanges.config.as_deref())?;
-    layer.set_run_model(model.map(str::to_owned));
-    layer.default_to_embedded(default_model_file());
+    let mut layer =
+        crate::app::models(args.exchanges.config.as_deref(), model.map(str::to_owned))?.layer;
     let resolved = layer.run_or_default().map_err(anyhow::Error::msg)?;
     if let Some(recording) = recording {
         layer.set_tape(recording.part());
@@ -161,8 +160,8 @@ fn write(path: &Path, what: &str, text: &str) -> Result<()> {
 }
 
 /// Runs `claij eval`.
-pub(super) async fn eval(args: EvalArgs) -> u8 {
-    match eval_inner(args).await {
+pub(super) async fn eval(app: &App, args: EvalArgs) -> u8 {
+    match eval_inner(app, args).await {
         Ok(code) => code,
         Err(e) => {
             note!("claij: {e:#}");
@@ -171,7 +170,7 @@ pub(super) async fn eval(args: EvalArgs) -> u8 {
     }
 }
 
-async fn eval_inner(args: EvalArgs) -> Result<u8> {
+async fn eval_inner(app: &App, args: EvalArgs) -> Result<u8> {
     let store = store::open(&args.store).await?;
     let mut recording = args.exchanges.record.clone().map(|tape| Recording {
         tape,
@@ -196,18 +195,19 @@ async fn eval_inner(args: EvalArgs) -> Result<u8> {
         models.push(ModelUnderTest {
             name: model,
             provider,
-            engine: Arc::new(engine_with(store.is_some(), layer)),
+            engine: Arc::new(app.engine(store.is_some(), Arc::new(layer))),
         });
     }
-    let fsm = match load(&models[0].engine, &args.file) {
+    let fsm = match load(models[0].engine.registry(), &args.file) {
         Ok(f) => Arc::new(f),
         Err(d) => anyhow::bail!("{d}"),
     };
-    crate::mcp::connect(&fsm).await?;
+    let mcp = app.mcp();
+    mcp.connect(&fsm).await?;
     let cases = claij_eval::load_cases(&args.cases)?;
     let judges = claij_eval::load_judges(&cases, models[0].engine.registry())?;
     for judge in judges.values() {
-        crate::mcp::connect(judge).await?;
+        mcp.connect(judge).await?;
     }
     // Judges run on --judge-model, else on the default model: the engine of that model
     // when it is under test, one of its own otherwise.
@@ -218,7 +218,7 @@ async fn eval_inner(args: EvalArgs) -> Result<u8> {
             .context("the judge's model")?;
         Some(match models.iter().find(|m| m.name == name) {
             Some(m) => Arc::clone(&m.engine),
-            None => Arc::new(engine_with(store.is_some(), layer)),
+            None => Arc::new(app.engine(store.is_some(), Arc::new(layer))),
         })
     };
     let mut provider_limits: HashMap<String, usize> = HashMap::new();

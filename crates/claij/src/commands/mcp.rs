@@ -7,9 +7,9 @@ use claij_mcp::auth::{ClientIdentity, ClientKey, Consent, CredentialsFile, Signi
 use crate::cli::McpCommand;
 
 /// Runs a `claij mcp` subcommand.
-pub(super) async fn mcp(command: McpCommand) -> u8 {
+pub(super) async fn mcp(app: &crate::app::App, command: McpCommand) -> u8 {
     match command {
-        McpCommand::Serve(args) => mcp_serve::serve(args).await,
+        McpCommand::Serve(args) => mcp_serve::serve(app, args).await,
         McpCommand::Tools { url, json, command } => mcp_tools::tools(url, json, command).await,
         McpCommand::Call {
             tool,

@@ -6,12 +6,12 @@ use claij_mcp_server::{BotHost, HttpSettings, McpServer, Runtime, serve_http, se
 use tokio_util::sync::CancellationToken;
 
 use super::load;
-use super::run::engine;
+use crate::app::App;
 use crate::cli::McpServeArgs;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
 
 /// `claij mcp serve`.
-pub(super) async fn serve(args: McpServeArgs) -> u8 {
+pub(super) async fn serve(app: &App, args: McpServeArgs) -> u8 {
     crate::logs::for_servers();
     // Over HTTP: the token, and an address beyond loopback refused without one, before
     // anything else is opened.
@@ -36,13 +36,13 @@ pub(super) async fn serve(args: McpServeArgs) -> u8 {
         }
     };
     let runtime = Runtime {
-        engine: Arc::new(engine(true)),
+        engine: Arc::new(app.default_engine()),
         store,
     };
     let mut fsms = Vec::new();
     let mut refused = false;
     for file in &args.files {
-        match load(&runtime.engine, file) {
+        match load(runtime.engine.registry(), file) {
             Ok(fsm) => fsms.push(Arc::new(fsm)),
             Err(d) => {
                 note!("claij: {d}");
@@ -53,8 +53,9 @@ pub(super) async fn serve(args: McpServeArgs) -> u8 {
     // The MCP servers the FSMs use are started now, as `claij run` starts them: their
     // `mcp:…` schemas resolve before the first call, and a server that cannot start is
     // said at once.
+    let mcp = app.mcp();
     for fsm in &fsms {
-        if let Err(e) = crate::mcp::connect(fsm).await {
+        if let Err(e) = mcp.connect(fsm).await {
             note!("claij: {e}");
             refused = true;
         }

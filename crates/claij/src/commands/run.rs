@@ -4,75 +4,19 @@ use std::path::Path;
 use std::sync::Arc;
 
 use claij_core::{Budget, BudgetPause, Limit, RunStore, Spend};
-use claij_engine::{
-    ActionRegistry, Engine, Observer, RunError, RunOptions, RunOutcome, RunStatus, Submission,
-};
+use claij_engine::{Observer, RunError, RunOptions, RunOutcome, RunStatus, Submission};
 use serde_json::{Value, json};
 
 use super::load;
+use crate::app::{App, Models};
 use crate::cli::RunArgs;
 use crate::progress::{Progress, TrailFile};
 use claij_llm::providers::embedded::default_model_file;
 
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_SUSPENDED, EXIT_USAGE, input, store};
 
-/// An engine whose `human` states suspend the run when there is a store to wait in, and
-/// ask at the terminal when there is not. Its `llm` states use the model configuration
-/// found in the documented places (none when it cannot be read).
-pub(super) fn engine(durable: bool) -> Engine {
-    let mut layer = claij_llm::LlmLayer::discover(None).unwrap_or_default();
-    layer.default_to_embedded(default_model_file());
-    engine_with(durable, layer)
-}
-
-/// [`engine`] with the given model layer.
-pub(super) fn engine_with(durable: bool, layer: claij_llm::LlmLayer) -> Engine {
-    engine_sharing(durable, Arc::new(layer))
-}
-
-/// [`engine_with`] a model layer the caller keeps too.
-pub(crate) fn engine_sharing(durable: bool, layer: Arc<claij_llm::LlmLayer>) -> Engine {
-    let mut registry = if durable {
-        ActionRegistry::durable()
-    } else {
-        ActionRegistry::with_builtins()
-    };
-    crate::mcp::register(&mut registry, &layer);
-    claij_llm::register(&mut registry, layer);
-    crate::telemetry::install(Engine::new(Arc::new(registry)))
-}
-
-/// The model layer of `claij run` (the configuration from --config or the documented
-/// places, the run's model, record or replay), and the embedded model's name when it is
-/// the model `llm` states use because nothing else is configured.
-pub(super) fn llm_layer(
-    args: &crate::cli::LlmArgs,
-) -> anyhow::Result<(claij_llm::LlmLayer, Option<String>)> {
-    let mut layer = claij_llm::LlmLayer::discover(args.exchanges.config.as_deref())?;
-    layer.set_run_model(args.model.clone());
-    let embedded = layer
-        .default_to_embedded(default_model_file())
-        .filter(|_| !layer.has_run_model());
-    if let Some(path) = &args.exchanges.record {
-        layer.set_tape(claij_llm::Tape::record(path));
-    }
-    if let Some(path) = &args.exchanges.replay {
-        layer.set_tape(claij_llm::Tape::replay(path)?);
-    }
-    Ok((layer, embedded))
-}
-
-/// The model layer of `claij prompt`: the configuration from --config or the documented
-/// places, the run's model (--model), the embedded default when nothing is configured.
-pub(super) fn prompt_layer(args: &crate::cli::PromptArgs) -> anyhow::Result<claij_llm::LlmLayer> {
-    let mut layer = claij_llm::LlmLayer::discover(args.config.as_deref())?;
-    layer.set_run_model(args.model.clone());
-    layer.default_to_embedded(default_model_file());
-    Ok(layer)
-}
-
 /// Runs the FSM in `args.file`.
-pub(super) async fn run(args: RunArgs) -> u8 {
+pub(super) async fn run(app: &App, args: RunArgs) -> u8 {
     let store = match store::open(&args.store).await {
         Ok(s) => s,
         Err(e) => {
@@ -80,17 +24,18 @@ pub(super) async fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let (layer, embedded) = match llm_layer(&args.llm) {
-        Ok(l) => l,
+    let Models { layer, embedded } = match crate::app::run_models(&args.llm) {
+        Ok(m) => m,
         Err(e) => {
             note!("claij: {e:#}");
             return EXIT_USAGE;
         }
     };
-    let engine = engine_with(store.is_some(), layer);
+    let engine = app.engine(store.is_some(), Arc::new(layer));
+    let mcp = app.mcp();
     let mut fsms = Vec::with_capacity(1 + args.then.len());
     for file in std::iter::once(&args.file).chain(&args.then) {
-        match load(&engine, file) {
+        match load(engine.registry(), file) {
             Ok(fsm) => fsms.push(Arc::new(fsm)),
             Err(d) => {
                 note!("claij: {d}");
@@ -109,7 +54,7 @@ pub(super) async fn run(args: RunArgs) -> u8 {
         );
     }
     for fsm in &fsms {
-        if let Err(e) = crate::mcp::connect(fsm).await {
+        if let Err(e) = mcp.connect(fsm).await {
             note!("claij: {e}");
             return EXIT_USAGE;
         }

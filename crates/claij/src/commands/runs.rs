@@ -9,12 +9,14 @@ use claij_core::{Budget, FailureKind, Fsm, RunStatus, Spend, TrailEntry};
 use claij_engine::{Engine, RunError, RunOptions, is_dead_local_owner};
 use serde_json::{Value, json};
 
-use super::run::{below, engine, interrupt_on_ctrl_c, observers, raised, report, settled};
+use super::run::{below, interrupt_on_ctrl_c, observers, raised, report, settled};
+use crate::app::App;
 use crate::cli::RunsCommand;
+use crate::mcp::Mcp;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, input};
 
 /// Runs a `claij runs` subcommand against `store`.
-pub(super) async fn runs(store: Arc<dyn RunStore>, command: RunsCommand) -> Result<u8> {
+pub(super) async fn runs(app: &App, store: Arc<dyn RunStore>, command: RunsCommand) -> Result<u8> {
     match command {
         RunsCommand::List {
             statuses,
@@ -38,7 +40,7 @@ pub(super) async fn runs(store: Arc<dyn RunStore>, command: RunsCommand) -> Resu
             submit: true,
             quiet,
             ..
-        } => super::worker::answer(store, &run, &input, quiet).await,
+        } => super::worker::answer(app, store, &run, &input, quiet).await,
         RunsCommand::Wait {
             run,
             timeout,
@@ -61,11 +63,11 @@ pub(super) async fn runs(store: Arc<dyn RunStore>, command: RunsCommand) -> Resu
                 llm: &llm,
                 quiet,
             };
-            resume_one(store, &run, how).await
+            resume_one(app, store, &run, how).await
         }
-        RunsCommand::Resume { quiet, .. } => resume_all(store, quiet).await,
+        RunsCommand::Resume { quiet, .. } => resume_all(app, store, quiet).await,
         RunsCommand::Interrupt { run, wait } => interrupt(store.as_ref(), &run, wait).await,
-        RunsCommand::Migrate(args) => super::migrate::migrate(store, args).await,
+        RunsCommand::Migrate(args) => super::migrate::migrate(app, store, args).await,
         RunsCommand::Prune {
             older_than,
             statuses,
@@ -439,9 +441,14 @@ fn clip(text: &str, max: usize) -> String {
 
 /// The definition a run is pinned to, loaded and checked like any document (the engine
 /// caches it by content hash), with the MCP servers it declares connected.
-async fn pinned_fsm(store: &dyn RunStore, engine: &Engine, record: &RunRecord) -> Result<Arc<Fsm>> {
+async fn pinned_fsm(
+    store: &dyn RunStore,
+    engine: &Engine,
+    mcp: &Mcp,
+    record: &RunRecord,
+) -> Result<Arc<Fsm>> {
     let fsm = engine.stored_fsm(store, record).await?;
-    crate::mcp::connect(&fsm).await?;
+    mcp.connect(&fsm).await?;
     Ok(fsm)
 }
 
@@ -459,7 +466,7 @@ struct Resume<'a> {
     quiet: bool,
 }
 
-async fn resume_one(store: Arc<dyn RunStore>, run: &str, how: Resume<'_>) -> Result<u8> {
+async fn resume_one(app: &App, store: Arc<dyn RunStore>, run: &str, how: Resume<'_>) -> Result<u8> {
     let Resume {
         input,
         trail,
@@ -474,8 +481,8 @@ async fn resume_one(store: Arc<dyn RunStore>, run: &str, how: Resume<'_>) -> Res
             return Ok(EXIT_USAGE);
         }
     };
-    let engine = match super::run::llm_layer(llm) {
-        Ok((layer, _)) => super::run::engine_with(true, layer),
+    let engine = match crate::app::run_models(llm) {
+        Ok(models) => app.engine(true, Arc::new(models.layer)),
         Err(e) => {
             note!("claij: {e:#}");
             return Ok(EXIT_USAGE);
@@ -488,7 +495,7 @@ async fn resume_one(store: Arc<dyn RunStore>, run: &str, how: Resume<'_>) -> Res
         note!("claij: {}", refusal.message);
         return Ok(refusal.code);
     }
-    let fsm = pinned_fsm(store.as_ref(), &engine, &record).await?;
+    let fsm = pinned_fsm(store.as_ref(), &engine, &app.mcp(), &record).await?;
     if let Some(given) = budget {
         let budget = record.budget.unwrap_or_default().overridden_by(given);
         store.set_budget(run, Some(&budget)).await?;
@@ -696,13 +703,14 @@ fn refuse_budget(record: &RunRecord) -> Option<Refusal> {
     })
 }
 
-async fn resume_all(store: Arc<dyn RunStore>, quiet: bool) -> Result<u8> {
+async fn resume_all(app: &App, store: Arc<dyn RunStore>, quiet: bool) -> Result<u8> {
     let candidates = claij_engine::runs_to_continue(store.as_ref()).await?;
     if candidates.is_empty() {
         note!("claij: nothing to resume in {}", store.describe());
         return Ok(EXIT_OK);
     }
-    let engine = engine(true);
+    let engine = app.default_engine();
+    let mcp = app.mcp();
     let mut worst = EXIT_OK;
     for record in candidates {
         if !quiet {
@@ -713,7 +721,7 @@ async fn resume_all(store: Arc<dyn RunStore>, quiet: bool) -> Result<u8> {
                 record.state
             );
         }
-        let fsm = match pinned_fsm(store.as_ref(), &engine, &record).await {
+        let fsm = match pinned_fsm(store.as_ref(), &engine, &mcp, &record).await {
             Ok(f) => f,
             Err(e) => {
                 note!("claij: run {}: {e:#}", record.id);

@@ -14,14 +14,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::load;
 use super::mcp_serve::stop_on_signals;
-use super::run::{engine_sharing, engine_with};
+use crate::app::App;
 use crate::cli::{ServeArgs, TokenArgs};
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
-use claij_llm::providers::embedded::default_model_file;
 
 /// The engines of this process: the default one, and one per run model asked for (built
 /// on first use, then kept).
 struct ServeEngines {
+    app: App,
     config: Option<PathBuf>,
     policy: Arc<Policy>,
     default: Arc<Engine>,
@@ -31,26 +31,21 @@ struct ServeEngines {
 
 impl ServeEngines {
     fn new(
+        app: &App,
         config: Option<PathBuf>,
         model: Option<String>,
         policy: Arc<Policy>,
     ) -> anyhow::Result<Self> {
-        let layer = Arc::new(Self::layer(config.as_deref(), model)?);
-        let default = Arc::new(engine_sharing(true, layer.clone()).governed_by(policy.clone()));
+        let layer = Arc::new(crate::app::models(config.as_deref(), model)?.layer);
+        let default = Arc::new(app.engine(true, layer.clone()).governed_by(policy.clone()));
         Ok(ServeEngines {
+            app: app.clone(),
             config,
             policy,
             default,
             layer,
             by_model: Mutex::new(HashMap::new()),
         })
-    }
-
-    fn layer(config: Option<&Path>, model: Option<String>) -> anyhow::Result<claij_llm::LlmLayer> {
-        let mut layer = claij_llm::LlmLayer::discover(config)?;
-        layer.set_run_model(model);
-        layer.default_to_embedded(default_model_file());
-        Ok(layer)
     }
 }
 
@@ -68,9 +63,14 @@ impl Engines for ServeEngines {
         if let Some(engine) = by_model.get(model) {
             return Ok(engine.clone());
         }
-        let layer = Self::layer(self.config.as_deref(), Some(model.to_owned()))
-            .map_err(|e| format!("{e:#}"))?;
-        let engine = Arc::new(engine_with(true, layer).governed_by(self.policy.clone()));
+        let layer = crate::app::models(self.config.as_deref(), Some(model.to_owned()))
+            .map_err(|e| format!("{e:#}"))?
+            .layer;
+        let engine = Arc::new(
+            self.app
+                .engine(true, Arc::new(layer))
+                .governed_by(self.policy.clone()),
+        );
         by_model.insert(model.to_owned(), engine.clone());
         Ok(engine)
     }
@@ -83,7 +83,9 @@ impl Engines for ServeEngines {
             if let Some((need, why)) = refused.first() {
                 return Err(format!("at {}: {why}", need.path));
             }
-            crate::mcp::connect_governed(fsm, &self.policy)
+            self.app
+                .mcp()
+                .connect_governed(fsm, &self.policy)
                 .await
                 .map_err(|e| e.to_string())
         })
@@ -140,7 +142,7 @@ fn webhook_secret(args: &ServeArgs) -> anyhow::Result<Option<WebhookSecret>> {
 }
 
 /// `claij serve`.
-pub(super) async fn serve(args: ServeArgs) -> u8 {
+pub(super) async fn serve(app: &App, args: ServeArgs) -> u8 {
     crate::logs::for_servers();
     let store = match store::open(&args.store).await {
         Ok(Some(s)) => s,
@@ -169,7 +171,7 @@ pub(super) async fn serve(args: ServeArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let engines = match ServeEngines::new(args.config.clone(), args.model.clone(), policy) {
+    let engines = match ServeEngines::new(app, args.config.clone(), args.model.clone(), policy) {
         Ok(e) => Arc::new(e),
         Err(e) => {
             note!("claij: {e:#}");
@@ -186,7 +188,7 @@ pub(super) async fn serve(args: ServeArgs) -> u8 {
     let mut fsms = Vec::new();
     let mut refused = false;
     for file in &files {
-        match load(&engines.default, file) {
+        match load(engines.default.registry(), file) {
             Ok(fsm) => fsms.push(Arc::new(fsm)),
             Err(d) => {
                 note!("claij: {d}");

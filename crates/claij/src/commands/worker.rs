@@ -14,13 +14,13 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::mcp_serve::stop_on_signals;
-use super::run::{below, engine, engine_with, report};
+use super::run::{below, report};
+use crate::app::App;
 use crate::cli::{EventsCommand, WorkerArgs, WorkersCommand};
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_SUSPENDED, EXIT_USAGE, input, store};
-use claij_llm::providers::embedded::default_model_file;
 
 /// `claij worker`.
-pub(super) async fn worker(args: WorkerArgs) -> u8 {
+pub(super) async fn worker(app: &App, args: WorkerArgs) -> u8 {
     crate::logs::for_servers();
     let store = match store::open(&args.store).await {
         Ok(Some(s)) => s,
@@ -35,12 +35,8 @@ pub(super) async fn worker(args: WorkerArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let layer = match claij_llm::LlmLayer::discover(args.config.as_deref()) {
-        Ok(mut layer) => {
-            layer.set_run_model(args.model.clone());
-            layer.default_to_embedded(default_model_file());
-            layer
-        }
+    let layer = match crate::app::models(args.config.as_deref(), args.model.clone()) {
+        Ok(models) => models.layer,
         Err(e) => {
             note!("claij: {e:#}");
             return EXIT_USAGE;
@@ -53,7 +49,7 @@ pub(super) async fn worker(args: WorkerArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let engine = Arc::new(engine_with(true, layer).governed_by(policy));
+    let engine = Arc::new(app.engine(true, Arc::new(layer)).governed_by(policy));
     // The documents named: their triggers subscribe them to topics.
     let files = match super::serve::documents(&args.files) {
         Ok(f) => f,
@@ -63,7 +59,7 @@ pub(super) async fn worker(args: WorkerArgs) -> u8 {
         }
     };
     for file in &files {
-        let fsm = match super::load(&engine, file) {
+        let fsm = match super::load(engine.registry(), file) {
             Ok(fsm) => fsm,
             Err(d) => {
                 note!("claij: {d}");
@@ -382,6 +378,7 @@ pub(super) async fn submit_lines(
 /// `claij runs resume RUN --input … --submit`: the answer checked and recorded, the run
 /// left to the workers.
 pub(super) async fn answer(
+    app: &App,
     store: Arc<dyn RunStore>,
     run: &str,
     input_text: &str,
@@ -394,7 +391,7 @@ pub(super) async fn answer(
             return Ok(EXIT_USAGE);
         }
     };
-    let engine = engine(true);
+    let engine = app.default_engine();
     let record = store.run(run).await?;
     let fsm = engine.stored_fsm(store.as_ref(), &record).await?;
     let options = RunOptions {
