@@ -27,6 +27,8 @@ mod input;
 mod logs;
 mod mcp;
 mod progress;
+mod report;
+mod serving;
 mod store;
 mod telemetry;
 

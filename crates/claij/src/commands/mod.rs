@@ -1,18 +1,15 @@
-//! The subcommands, one module each.
+//! The subcommands, one module each (a command's own subcommands below it, e.g.
+//! `mcp/serve.rs`, `runs/migrate.rs`). No command's module uses another's: what several
+//! share lives beside them (`crate::app`, `crate::report`, `crate::serving`).
 
 mod defs;
 mod eval;
 mod graph;
 mod mcp;
-mod mcp_call;
-mod mcp_serve;
-mod mcp_tools;
-mod migrate;
 mod model;
 mod prompt;
 mod run;
 mod runs;
-mod seed_projection;
 mod serve;
 mod validate;
 mod worker;

@@ -11,11 +11,13 @@ use claij_llm::tokens::{count_for, fit};
 use claij_llm::{LlmLayer, Mode, ResolvedModel};
 use serde_json::Value;
 
+mod seed_projection;
+
 use super::load;
-use super::seed_projection::seed_style;
 use crate::app::App;
 use crate::cli::{ProjectionKind, PromptArgs};
 use crate::{EXIT_OK, EXIT_USAGE, input};
+use seed_projection::seed_style;
 
 /// Runs `claij prompt`: the engine reads the document; `layer` (the model configuration,
 /// the run's model, the embedded default) says which model a state uses, so the request

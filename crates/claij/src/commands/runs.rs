@@ -1,4 +1,5 @@
-//! `claij runs`: list, show, trail, resume, interrupt, migrate and prune stored runs.
+//! `claij runs`: list, show, trail, resume (or answer for the workers: `--submit`), wait
+//! for, interrupt, migrate and prune stored runs.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -6,14 +7,16 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Result;
 use claij_core::store::{RunFilter, RunRecord, RunStore, StoreError};
 use claij_core::{Budget, FailureKind, Fsm, RunStatus, Spend, TrailEntry};
-use claij_engine::{Engine, RunError, RunOptions, is_dead_local_owner};
+use claij_engine::{Engine, RunError, RunOptions, RunOutcome, is_dead_local_owner};
 use serde_json::{Value, json};
 
-use super::run::{below, interrupt_on_ctrl_c, observers, raised, report, settled};
+mod migrate;
+
 use crate::app::App;
 use crate::cli::RunsCommand;
 use crate::mcp::Mcp;
-use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, input};
+use crate::report::{below, interrupt_on_ctrl_c, observers, queue_line, raised, report, settled};
+use crate::{EXIT_FAILED, EXIT_OK, EXIT_SUSPENDED, EXIT_USAGE, input};
 
 /// Runs a `claij runs` subcommand against `store`.
 pub(super) async fn runs(app: &App, store: Arc<dyn RunStore>, command: RunsCommand) -> Result<u8> {
@@ -40,13 +43,13 @@ pub(super) async fn runs(app: &App, store: Arc<dyn RunStore>, command: RunsComma
             submit: true,
             quiet,
             ..
-        } => super::worker::answer(app, store, &run, &input, quiet).await,
+        } => answer(app, store, &run, &input, quiet).await,
         RunsCommand::Wait {
             run,
             timeout,
             until_suspended,
             json,
-        } => super::worker::wait(store, &run, timeout, until_suspended, json).await,
+        } => wait(store, &run, timeout, until_suspended, json).await,
         RunsCommand::Resume {
             run: Some(run),
             input,
@@ -67,7 +70,7 @@ pub(super) async fn runs(app: &App, store: Arc<dyn RunStore>, command: RunsComma
         }
         RunsCommand::Resume { quiet, .. } => resume_all(app, store, quiet).await,
         RunsCommand::Interrupt { run, wait } => interrupt(store.as_ref(), &run, wait).await,
-        RunsCommand::Migrate(args) => super::migrate::migrate(app, store, args).await,
+        RunsCommand::Migrate(args) => migrate::migrate(app, store, args).await,
         RunsCommand::Prune {
             older_than,
             statuses,
@@ -181,7 +184,7 @@ async fn list(store: &dyn RunStore, filter: &RunFilter, as_json: bool) -> Result
     // The work waiting for `claij worker` processes, when there is any.
     let queue = store.queue().await?;
     if queue != claij_core::store::QueueStats::default() {
-        note!("{}", super::worker::queue_line(&queue));
+        note!("{}", queue_line(&queue));
     }
     Ok(EXIT_OK)
 }
@@ -766,4 +769,109 @@ async fn interrupt(store: &dyn RunStore, run: &str, wait: Duration) -> Result<u8
         );
         Ok(EXIT_FAILED)
     }
+}
+
+/// `claij runs resume RUN --input … --submit`: the answer checked and recorded, the run
+/// left to the workers.
+async fn answer(
+    app: &App,
+    store: Arc<dyn RunStore>,
+    run: &str,
+    input_text: &str,
+    quiet: bool,
+) -> Result<u8> {
+    let input = match input::json_argument("input", input_text) {
+        Ok(i) => i,
+        Err(e) => {
+            note!("claij: {e:#}");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let engine = app.default_engine();
+    let record = store.run(run).await?;
+    let fsm = engine.stored_fsm(store.as_ref(), &record).await?;
+    let options = RunOptions {
+        store: Some(store.clone()),
+        ..RunOptions::default()
+    };
+    match engine.answer(fsm, run, input, options).await {
+        Ok(()) => {
+            if !quiet {
+                note!(
+                    "claij: run {run} answered and queued for a worker (follow it: claij runs wait {run})"
+                );
+            }
+            Ok(EXIT_OK)
+        }
+        Err(e @ RunError::Input(_)) => {
+            note!("claij: {e}");
+            Ok(EXIT_USAGE)
+        }
+        Err(RunError::Store(StoreError::Conflict { reason, .. })) => {
+            note!("claij: run `{run}` {reason}; this input was not used");
+            Ok(EXIT_FAILED)
+        }
+        Err(e) => {
+            note!("claij: {e}");
+            Ok(EXIT_FAILED)
+        }
+    }
+}
+
+/// Whether `record` is suspended for a budget, or waits for runs below it that are: it
+/// goes on only once someone raises that budget, so `claij runs wait` stops waiting.
+async fn stopped_for_budget(store: &dyn RunStore, record: &claij_core::store::RunRecord) -> bool {
+    let Some(wait) = record
+        .wait
+        .as_ref()
+        .filter(|_| record.status == RunStatus::Suspended)
+    else {
+        return false;
+    };
+    wait.budget.is_some()
+        || (!wait.children.is_empty() && !below(store, &wait.children).await.stopped.is_empty())
+}
+
+/// How often `claij runs wait` looks at the run.
+const WAIT_POLL: Duration = Duration::from_millis(200);
+
+/// `claij runs wait RUN`: follows the run until it ends (or suspends, when asked), then
+/// reports it as `claij run` does.
+async fn wait(
+    store: Arc<dyn RunStore>,
+    run: &str,
+    timeout: Option<Duration>,
+    until_suspended: bool,
+    as_json: bool,
+) -> Result<u8> {
+    let give_up = timeout.map(|t| tokio::time::Instant::now() + t);
+    let record = loop {
+        let record = store.run(run).await?;
+        let done = record.status.is_final()
+            || (until_suspended && record.status == RunStatus::Suspended)
+            || stopped_for_budget(store.as_ref(), &record).await;
+        if done {
+            break record;
+        }
+        if give_up.is_some_and(|at| tokio::time::Instant::now() >= at) {
+            note!(
+                "claij: run {run} is still {} in `{}` after {}",
+                record.status,
+                record.state,
+                humantime::format_duration(timeout.unwrap_or_default())
+            );
+            return Ok(EXIT_SUSPENDED);
+        }
+        tokio::time::sleep(WAIT_POLL).await;
+    };
+    if as_json {
+        out!("{}", serde_json::to_string(&record)?)?;
+        return Ok(match record.status {
+            RunStatus::Completed => EXIT_OK,
+            RunStatus::Suspended => EXIT_SUSPENDED,
+            _ => EXIT_FAILED,
+        });
+    }
+    let outcome = RunOutcome::stored(store.as_ref(), record).await?;
+    Ok(report(Ok(outcome), false, Some(store.as_ref()), "").await)
 }

@@ -2,20 +2,20 @@
 //! the engines and the store assembled here.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use claij_core::Fsm;
 use claij_engine::Policy;
 use claij_engine::{BoxFuture, Engine};
 use claij_mcp_server::{McpServer, Runtime};
-use claij_server::{ApiToken, Engines, Server, ServerConfig, WebhookSecret};
+use claij_server::{Engines, Server, ServerConfig, WebhookSecret};
 use tokio_util::sync::CancellationToken;
 
 use super::load;
-use super::mcp_serve::stop_on_signals;
 use crate::app::App;
-use crate::cli::{ServeArgs, TokenArgs};
+use crate::cli::ServeArgs;
+use crate::serving::{documents, secret, stop_on_signals, token};
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
 
 /// The engines of this process: the default one, and one per run model asked for (built
@@ -92,45 +92,6 @@ impl Engines for ServeEngines {
     }
 }
 
-/// The documents named: files, and the `*.yaml`, `*.yml` and `*.json` files of folders.
-pub(super) fn documents(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    for path in paths {
-        if path.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(path)?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.is_file()
-                        && p.extension()
-                            .and_then(|e| e.to_str())
-                            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
-                })
-                .collect();
-            found.sort();
-            files.extend(found);
-        } else {
-            files.push(path.clone());
-        }
-    }
-    Ok(files)
-}
-
-/// A secret from its file (`--…-file`) or its environment variable, if given.
-fn secret(file: Option<&Path>, env: Option<&String>, what: &str) -> anyhow::Result<Option<String>> {
-    match (file, env) {
-        (Some(file), _) => std::fs::read_to_string(file)
-            .map(Some)
-            .map_err(|e| anyhow::anyhow!("cannot read the {what} file {}: {e}", file.display())),
-        (None, env) => Ok(env.cloned()),
-    }
-}
-
-/// The API token from --token-file or CLAIJ_API_TOKEN (`claij serve`, `claij mcp serve`).
-pub(super) fn token(args: &TokenArgs) -> anyhow::Result<Option<ApiToken>> {
-    let secret = secret(args.token_file.as_deref(), args.token_env.as_ref(), "token")?;
-    Ok(secret.map(|s| ApiToken::new(&s)).transpose()?)
-}
-
 /// The webhook secret from --webhook-secret-file or CLAIJ_WEBHOOK_SECRET.
 fn webhook_secret(args: &ServeArgs) -> anyhow::Result<Option<WebhookSecret>> {
     let secret = secret(
@@ -199,7 +160,7 @@ pub(super) async fn serve(app: &App, args: ServeArgs) -> u8 {
     if refused {
         return EXIT_USAGE;
     }
-    if let Err(e) = super::defs::register_served(&engines.default, &store, &fsms).await {
+    if let Err(e) = crate::serving::register_served(&engines.default, &store, &fsms).await {
         note!("claij: {e:#}");
         return EXIT_FAILED;
     }

@@ -95,8 +95,8 @@ pub(super) async fn migrate(app: &App, store: Arc<dyn RunStore>, args: MigrateAr
 async fn target(store: &dyn RunStore, engine: &Engine, to: &str) -> Result<Arc<Fsm>> {
     let path = Path::new(to);
     if path.is_file() {
-        let fsm =
-            super::load(engine.registry(), path).map_err(|d| anyhow::anyhow!("--to {to}:\n{d}"))?;
+        let fsm = crate::commands::load(engine.registry(), path)
+            .map_err(|d| anyhow::anyhow!("--to {to}:\n{d}"))?;
         return Ok(Arc::new(fsm));
     }
     let (id, version) = match to.rsplit_once('@') {

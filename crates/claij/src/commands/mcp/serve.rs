@@ -5,9 +5,10 @@ use std::sync::Arc;
 use claij_mcp_server::{BotHost, HttpSettings, McpServer, Runtime, serve_http, serve_stdio};
 use tokio_util::sync::CancellationToken;
 
-use super::load;
 use crate::app::App;
 use crate::cli::McpServeArgs;
+use crate::commands::load;
+use crate::serving::stop_on_signals;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
 
 /// `claij mcp serve`.
@@ -61,7 +62,8 @@ pub(super) async fn serve(app: &App, args: McpServeArgs) -> u8 {
         }
     }
     if !refused
-        && let Err(e) = super::defs::register_served(&runtime.engine, &runtime.store, &fsms).await
+        && let Err(e) =
+            crate::serving::register_served(&runtime.engine, &runtime.store, &fsms).await
     {
         note!("claij: {e:#}");
         return EXIT_FAILED;
@@ -137,7 +139,7 @@ fn http_settings(
     args: &McpServeArgs,
     addr: std::net::SocketAddr,
 ) -> anyhow::Result<(std::net::SocketAddr, HttpSettings)> {
-    let token = super::serve::token(&args.token)?;
+    let token = crate::serving::token(&args.token)?;
     claij_door::check_exposure(addr, token.as_ref())?;
     Ok((
         addr,
@@ -150,23 +152,4 @@ fn http_settings(
             max_streams: args.door.max_streams,
         },
     ))
-}
-
-/// Ctrl-C or SIGTERM stop the HTTP server gracefully.
-pub(super) fn stop_on_signals(shutdown: CancellationToken) {
-    tokio::spawn(async move {
-        let term = async {
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(mut s) => {
-                    s.recv().await;
-                }
-                Err(_) => std::future::pending::<()>().await,
-            }
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term => {}
-        }
-        shutdown.cancel();
-    });
 }
