@@ -48,6 +48,11 @@ const EXIT_SUSPENDED: u8 = 3;
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     logs::start(cli.log_format);
+    // Process-wide TLS, set here and nowhere else: ring as rustls's provider, for every
+    // HTTPS client of the process (MCP servers over HTTP and their authorization,
+    // callbacks, trace export; reqwest is built with `rustls-no-provider`). Err: one is
+    // installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let app = match app::App::start() {
         Ok(app) => app,
         Err(e) => {
