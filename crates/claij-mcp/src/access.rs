@@ -112,7 +112,6 @@ impl Access {
         let Some(route) = &self.route else {
             return Ok(None);
         };
-        crate::handshake::install_crypto_provider();
         let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy();

@@ -18,18 +18,45 @@ use serde_json::{Value, json};
 use crate::client::McpClient;
 use crate::connection::Reply;
 use crate::error::McpError;
-use crate::hooks::Caller;
+use crate::hooks::{Caller, SamplingHandler};
 
 /// The `mcp` action over an [`McpClient`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct McpAction {
     client: Arc<McpClient>,
+    /// Answers the sampling requests servers make during this action's calls, when not
+    /// the client's hook: the model layer of the engine the action is registered in.
+    sampling: Option<Arc<dyn SamplingHandler>>,
+}
+
+impl std::fmt::Debug for McpAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpAction")
+            .field("client", &self.client)
+            .field("sampling", &self.sampling.is_some())
+            .finish()
+    }
 }
 
 impl McpAction {
-    /// The action, using `client`'s connections.
+    /// The action, using `client`'s connections; servers' sampling requests during its
+    /// calls go to the client's hook.
     pub fn new(client: Arc<McpClient>) -> Self {
-        Self { client }
+        Self {
+            client,
+            sampling: None,
+        }
+    }
+
+    /// The action with servers' sampling requests during its calls answered by
+    /// `sampling` (the model layer of the engine it serves) rather than the client's
+    /// hook. The client must offer sampling (a hook in its [`ClientHooks`]) for servers
+    /// to ask.
+    ///
+    /// [`ClientHooks`]: crate::ClientHooks
+    pub fn answering_sampling_with(mut self, sampling: Arc<dyn SamplingHandler>) -> Self {
+        self.sampling = Some(sampling);
+        self
     }
 }
 
@@ -203,7 +230,13 @@ impl Action for McpAction {
                     traceparent: input.trace_context(Call::Request(results.len())),
                 };
                 let exchange = connection
-                    .request_for(&method, params, input.cancel, Some(caller))
+                    .request_answered_by(
+                        &method,
+                        params,
+                        input.cancel,
+                        Some(caller),
+                        self.sampling.clone(),
+                    )
                     .await
                     .map_err(|e| match e {
                         // Asking again with the same tokens cannot help: a person must

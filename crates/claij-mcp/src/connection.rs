@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::access::Access;
 use crate::catalog::Catalog;
 use crate::error::McpError;
-use crate::handler::{Handler, Shared};
+use crate::handler::{Handler, OnBehalf, Shared};
 use crate::handshake::handshake;
 use crate::hooks::{Caller, ElicitationHandler, SamplingHandler};
 use crate::process::{DEFAULT_GRACE, Ending, ServerProcess, StderrTail};
@@ -77,14 +77,22 @@ struct CallerGuard {
 }
 
 impl CallerGuard {
-    fn push(shared: &Arc<Shared>, caller: Caller) -> Self {
+    fn push(
+        shared: &Arc<Shared>,
+        caller: Caller,
+        sampling: Option<Arc<dyn SamplingHandler>>,
+    ) -> Self {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         shared
             .callers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push((id, caller));
+            .push(OnBehalf {
+                id,
+                caller,
+                sampling,
+            });
         Self {
             shared: shared.clone(),
             id,
@@ -98,7 +106,7 @@ impl Drop for CallerGuard {
             .callers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .retain(|(id, _)| *id != self.id);
+            .retain(|on| on.id != self.id);
     }
 }
 
@@ -314,6 +322,21 @@ impl Connection {
         cancel: &CancellationToken,
         caller: Option<Caller>,
     ) -> Result<Exchange, McpError> {
+        self.request_answered_by(method, params, cancel, caller, None)
+            .await
+    }
+
+    /// [`request_for`](Self::request_for) with the sampling requests the server makes
+    /// while it is in flight answered by `sampling` (the caller's model layer), not by
+    /// the client's hook; `None`: by the hook.
+    pub async fn request_answered_by(
+        &self,
+        method: &str,
+        params: Value,
+        cancel: &CancellationToken,
+        caller: Option<Caller>,
+        sampling: Option<Arc<dyn SamplingHandler>>,
+    ) -> Result<Exchange, McpError> {
         let mut options = PeerRequestOptions::with_timeout(self.spec.timeout);
         if let Some(traceparent) = caller.as_ref().and_then(|c| c.traceparent.clone()) {
             let mut meta = rmcp::model::RequestMetaObject::default();
@@ -321,7 +344,7 @@ impl Connection {
                 .insert("traceparent".to_owned(), Value::String(traceparent));
             options.meta = Some(meta);
         }
-        let _on_behalf = caller.map(|caller| CallerGuard::push(&self.shared, caller));
+        let _on_behalf = caller.map(|caller| CallerGuard::push(&self.shared, caller, sampling));
         let request: ClientRequest =
             serde_json::from_value(json!({"method": method, "params": params}))
                 .map_err(|e| McpError::BadRequest(format!("`{method}`: {e}")))?;

@@ -44,10 +44,18 @@ pub(crate) struct Shared {
     pub generation: watch::Sender<u64>,
     /// Notifications (progress, logs) not yet collected by a request.
     pub notes: Mutex<Vec<Value>>,
-    /// On whose behalf the requests in flight were made (id, caller), oldest first.
-    pub callers: Mutex<Vec<(u64, Caller)>>,
+    /// On whose behalf the requests in flight were made, oldest first.
+    pub callers: Mutex<Vec<OnBehalf>>,
     /// Serialises refreshes.
     pub refreshing: tokio::sync::Mutex<()>,
+}
+
+/// A request in flight: its id, its caller, and who answers the sampling requests the
+/// server makes meanwhile when not the connection's hook (the caller's model layer).
+pub(crate) struct OnBehalf {
+    pub id: u64,
+    pub caller: Caller,
+    pub sampling: Option<Arc<dyn SamplingHandler>>,
 }
 
 impl Shared {
@@ -197,23 +205,31 @@ impl ClientHandler for Handler {
         params: CreateMessageRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        let Some(sampling) = &self.shared.sampling else {
+        if self.shared.sampling.is_none() {
             return Err(ErrorData::invalid_request(
                 "sampling is not supported",
                 None,
             ));
-        };
+        }
         let request = serde_json::to_value(&params)
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         self.shared
             .note(json!({"kind": "sampling", "at": now(), "request": request}));
-        let caller = self
+        let (caller, answering) = self
             .shared
             .callers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .last()
-            .map(|(_, c)| c.clone());
+            .map(|on| (Some(on.caller.clone()), on.sampling.clone()))
+            .unwrap_or_default();
+        // The caller's own model layer when it has one, else the connection's.
+        let Some(sampling) = answering.or_else(|| self.shared.sampling.clone()) else {
+            return Err(ErrorData::invalid_request(
+                "sampling is not supported",
+                None,
+            ));
+        };
         let answer = sampling
             .create_message(&self.shared.name, caller.as_ref(), request)
             .await
@@ -255,7 +271,7 @@ impl ClientHandler for Handler {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .last()
-            .map(|(_, c)| (c.questions.clone(), c.deadline))
+            .map(|on| (on.caller.questions.clone(), on.caller.deadline))
             .filter(|(q, _)| q.wait_for_answers());
         let answer = match caller {
             // A durable run: answered from the run's answers, or the run waits on it while

@@ -1,6 +1,7 @@
 //! The handshake with a server: `initialize` first, `server/discover` on a fresh
 //! connection for a server that answers it with anything else; the process of a stdio
-//! server started for each try, the TLS provider installed for HTTP.
+//! server started for each try. Over HTTP, reqwest (built with `rustls-no-provider`)
+//! takes the process's TLS provider: the binary installs it, this crate never does.
 
 use std::time::Duration;
 
@@ -120,7 +121,6 @@ async fn start(
             }
         }
         Transport::Http { url } => {
-            install_crypto_provider();
             let credentials = crate::auth::CredentialsFile::default_location();
             // An API client's connection: to the addresses checked, nowhere else.
             let pinned = access.pinned_client().map_err(|e| failed(e, None, false))?;
@@ -202,18 +202,4 @@ async fn start(
             }
         }
     }
-}
-
-/// Makes ring the process's rustls crypto provider, once, unless one is installed.
-///
-/// reqwest, built with `rustls-no-provider` (the model layer's choice, unified across the
-/// workspace), refuses to build a client until a provider is installed, and rmcp builds
-/// its own client for streamable HTTP: without this, connecting over HTTP panics in any
-/// binary that also links the model layer.
-pub(crate) fn install_crypto_provider() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        // Err: another provider was installed first, which serves as well.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
 }

@@ -53,3 +53,20 @@ pub fn register(
     registry.register_schemas(Arc::new(McpSchemas::new(client)));
     Ok(())
 }
+
+/// [`register`] with the sampling requests servers make during the `mcp` action's calls
+/// answered by `sampling` (the model layer of the engine `registry` is for), not by the
+/// client's hook: engines on different model layers may share one client and its
+/// connections.
+pub fn register_answering_sampling(
+    registry: &mut ActionRegistry,
+    client: &Arc<McpClient>,
+    sampling: Arc<dyn SamplingHandler>,
+) -> Result<(), claij_core::SchemaError> {
+    registry.register(
+        "mcp",
+        Arc::new(McpAction::new(client.clone()).answering_sampling_with(sampling)),
+    )?;
+    registry.register_schemas(Arc::new(McpSchemas::new(client)));
+    Ok(())
+}

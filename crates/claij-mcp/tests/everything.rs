@@ -483,6 +483,8 @@ async fn a_server_that_is_not_there_or_dies_at_once_is_a_clear_error() {
 
 #[tokio::test]
 async fn streamable_http() {
+    // What a binary using this crate does first: ring as the process's TLS provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()

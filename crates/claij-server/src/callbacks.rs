@@ -122,8 +122,6 @@ pub(crate) struct Callbacks {
 
 impl Callbacks {
     pub(crate) fn new() -> Self {
-        // Callbacks may go to https URLs; reqwest's rustls takes the process's provider.
-        let _ = rustls::crypto::ring::default_provider().install_default();
         Callbacks {
             starting: Arc::default(),
         }

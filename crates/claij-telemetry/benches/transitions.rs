@@ -65,6 +65,9 @@ fn receiver() -> String {
 }
 
 fn bench(c: &mut Criterion) {
+    // What the binary does first: ring as the process's TLS provider (reqwest is built
+    // without one).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let telemetry = Telemetry::otlp_http(Some(Some(&receiver())), None).unwrap();
     let (plain, fsm) = common::ping_pong(TRANSITIONS);
     let (traced, _) = common::ping_pong(TRANSITIONS);

@@ -198,9 +198,6 @@ impl Telemetry {
         traces: Option<Export>,
         metrics: Option<Export>,
     ) -> Result<Telemetry, TelemetryError> {
-        // reqwest is built without a TLS provider here, and tonic's TLS wants one too. Err:
-        // another provider was installed first, which serves as well.
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let grpc = [&traces, &metrics]
             .into_iter()
             .flatten()

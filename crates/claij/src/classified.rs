@@ -12,7 +12,11 @@ use serde_json::{Map, Value, json};
 /// The registry `claij serve`, `claij worker` and `claij run` assemble.
 fn registry_of_the_binary() -> Arc<claij_engine::Engine> {
     let layer = Arc::new(claij_llm::LlmLayer::default());
-    Arc::new(crate::commands::run::engine_sharing(true, layer))
+    let app = match crate::app::App::start() {
+        Ok(app) => app,
+        Err(e) => panic!("the application starts: {e}"),
+    };
+    Arc::new(app.engine(true, layer))
 }
 
 /// A document with one MCP server `X`, for the needs of states that name servers.

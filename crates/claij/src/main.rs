@@ -18,6 +18,7 @@ macro_rules! out {
     }};
 }
 
+mod app;
 #[cfg(test)]
 mod classified;
 mod cli;
@@ -26,6 +27,8 @@ mod input;
 mod logs;
 mod mcp;
 mod progress;
+mod report;
+mod serving;
 mod store;
 mod telemetry;
 
@@ -45,10 +48,18 @@ const EXIT_SUSPENDED: u8 = 3;
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     logs::start(cli.log_format);
-    if let Err(e) = telemetry::start() {
-        note!("claij: {e}");
-        return ExitCode::from(EXIT_USAGE);
-    }
+    // Process-wide TLS, set here and nowhere else: ring as rustls's provider, for every
+    // HTTPS client of the process (MCP servers over HTTP and their authorization,
+    // callbacks, trace export; reqwest is built with `rustls-no-provider`). Err: one is
+    // installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let app = match app::App::start() {
+        Ok(app) => app,
+        Err(e) => {
+            note!("claij: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     // One worker thread per core (tokio's default; `TOKIO_WORKER_THREADS` overrides it).
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -60,9 +71,13 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let code = runtime.block_on(commands::dispatch(cli));
+    let code = runtime.block_on(async {
+        let code = commands::dispatch(&app, cli).await;
+        app.shutdown().await;
+        code
+    });
     // Do not wait for blocking readers (a person who never answered) to finish.
     runtime.shutdown_background();
-    telemetry::finish();
+    app.finish();
     ExitCode::from(code)
 }

@@ -1,10 +1,12 @@
-//! The MCP client of this process: one for every command, registered in every engine's
-//! registry (the `mcp` action and the `mcp:…` schemas), connected to a document's servers
-//! once it is loaded, shut down (processes reaped) before the process exits. Servers'
-//! sampling requests are answered by the model layer of the run; their elicitation
-//! requests ask at the terminal.
+//! The MCP client of a command: one for the whole command (its connections shared by every
+//! engine the command assembles, see [`crate::app`]), registered in each engine's registry
+//! (the `mcp` action and the `mcp:…` schemas), connected to a document's servers once it
+//! is loaded, shut down (processes reaped) before the process exits. Servers' sampling
+//! requests during a run's call are answered by the model layer of the engine that made
+//! the call (its configuration, its run's model, its tape); their elicitation requests ask
+//! at the terminal.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use claij_core::Fsm;
 use claij_engine::{ActionRegistry, BoxFuture, Meter};
@@ -15,24 +17,77 @@ use claij_mcp::{
 };
 use serde_json::Value;
 
-fn client() -> &'static Arc<McpClient> {
-    static CLIENT: OnceLock<Arc<McpClient>> = OnceLock::new();
-    CLIENT.get_or_init(|| {
-        McpClient::new(ClientHooks {
-            sampling: Some(Arc::new(ModelSampling)),
-            elicitation: Some(Arc::new(HumanElicitation::terminal())),
-        })
-    })
+/// A command's MCP client.
+#[derive(Debug, Clone)]
+pub(crate) struct Mcp {
+    client: Arc<McpClient>,
 }
 
-/// The model layer sampling requests go to: the first one an engine of this process was
-/// built with (a process runs one command).
-static SAMPLING_LAYER: OnceLock<Arc<LlmLayer>> = OnceLock::new();
+impl Mcp {
+    /// A client offering servers sampling when given `layer` (which answers the sampling
+    /// requests no engine's call is waiting on), and elicitation at the terminal.
+    pub(crate) fn new(layer: Option<Arc<LlmLayer>>) -> Mcp {
+        Mcp {
+            client: McpClient::new(ClientHooks {
+                sampling: layer
+                    .map(|layer| Arc::new(ModelSampling { layer }) as Arc<dyn SamplingHandler>),
+                elicitation: Some(Arc::new(HumanElicitation::terminal())),
+            }),
+        }
+    }
 
-/// Answers servers' sampling requests with the model layer: the asking state's
+    /// Adds the `mcp` action and the `mcp:…` schema provider to `registry`; `layer` (the
+    /// model layer of the engine `registry` is for) answers the sampling requests servers
+    /// make during the action's calls.
+    pub(crate) fn register(&self, registry: &mut ActionRegistry, layer: &Arc<LlmLayer>) {
+        let sampling = Arc::new(ModelSampling {
+            layer: layer.clone(),
+        });
+        if let Err(e) = claij_mcp::register_answering_sampling(registry, &self.client, sampling) {
+            note!("claij: the MCP client could not be registered: {e}");
+        }
+    }
+
+    /// Adds the `mcp` action and the `mcp:…` schema provider to `registry`, for reading
+    /// documents (no engine runs them).
+    pub(crate) fn register_for_reading(&self, registry: &mut ActionRegistry) {
+        if let Err(e) = claij_mcp::register(registry, &self.client) {
+            note!("claij: the MCP client could not be registered: {e}");
+        }
+    }
+
+    /// Starts the servers `fsm` declares (none: nothing to do); an API client's
+    /// document's are refused (see [`connect_governed`](Self::connect_governed)).
+    pub(crate) async fn connect(&self, fsm: &Fsm) -> Result<(), claij_mcp::McpError> {
+        self.connect_governed(fsm, &claij_engine::Policy::nothing())
+            .await
+    }
+
+    /// Starts the servers `fsm` declares as its owner may reach them by `policy`: an API
+    /// client's document on connections of its own (see `claij_mcp::client`).
+    pub(crate) async fn connect_governed(
+        &self,
+        fsm: &Fsm,
+        policy: &claij_engine::Policy,
+    ) -> Result<(), claij_mcp::McpError> {
+        if fsm.servers.is_empty() {
+            return Ok(());
+        }
+        self.client.connect_document(fsm, policy).await
+    }
+
+    /// Shuts every server down.
+    pub(crate) async fn shutdown(&self) {
+        self.client.shutdown().await;
+    }
+}
+
+/// Answers servers' sampling requests with a model layer: the asking state's
 /// `config.model` when it has one, else the first of the server's model hints that is a
-/// configured model, else the run's model or the default.
-struct ModelSampling;
+/// configured model, else the layer's run model or its default.
+struct ModelSampling {
+    layer: Arc<LlmLayer>,
+}
 
 impl SamplingHandler for ModelSampling {
     fn create_message<'a>(
@@ -42,9 +97,7 @@ impl SamplingHandler for ModelSampling {
         request: Value,
     ) -> BoxFuture<'a, Result<Value, String>> {
         Box::pin(async move {
-            let layer = SAMPLING_LAYER
-                .get()
-                .ok_or("this claij command runs no models")?;
+            let layer = &self.layer;
             let asked = SamplingRequest::from_params(&request)?;
             let unmetered = Meter::unmetered();
             let state_model = caller
@@ -80,36 +133,4 @@ impl SamplingHandler for ModelSampling {
             Ok(sampling_result(&answer.text, &answer.model))
         })
     }
-}
-
-/// Adds the `mcp` action and the `mcp:…` schema provider to `registry`; `layer` answers
-/// the servers' sampling requests.
-pub(crate) fn register(registry: &mut ActionRegistry, layer: &Arc<LlmLayer>) {
-    let _first_wins = SAMPLING_LAYER.set(layer.clone());
-    if let Err(e) = claij_mcp::register(registry, client()) {
-        note!("claij: the MCP client could not be registered: {e}");
-    }
-}
-
-/// Starts the servers `fsm` declares (none: nothing to do); an API client's document's
-/// are refused (see [`connect_governed`]).
-pub(crate) async fn connect(fsm: &Fsm) -> Result<(), claij_mcp::McpError> {
-    connect_governed(fsm, &claij_engine::Policy::nothing()).await
-}
-
-/// Starts the servers `fsm` declares as its owner may reach them by `policy`: an API
-/// client's document on connections of its own (see `claij_mcp::client`).
-pub(crate) async fn connect_governed(
-    fsm: &Fsm,
-    policy: &claij_engine::Policy,
-) -> Result<(), claij_mcp::McpError> {
-    if fsm.servers.is_empty() {
-        return Ok(());
-    }
-    client().connect_document(fsm, policy).await
-}
-
-/// Shuts every server down.
-pub(crate) async fn shutdown() {
-    client().shutdown().await;
 }

@@ -269,7 +269,6 @@ pub(crate) async fn manager(
     url: &str,
     file: &CredentialsFile,
 ) -> Result<AuthorizationManager, McpError> {
-    crate::handshake::install_crypto_provider();
     let mut manager = AuthorizationManager::new(url)
         .await
         .map_err(|e| auth_failed(url, e))?;
@@ -280,7 +279,6 @@ pub(crate) async fn manager(
 /// An HTTP client that follows no redirect: what it sends (a code's redirect read, a
 /// client's proof) goes to the address asked for and nowhere else.
 pub(crate) fn without_redirects() -> Result<reqwest::Client, String> {
-    crate::handshake::install_crypto_provider();
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()

@@ -42,7 +42,6 @@ pub(crate) fn insufficient_scope_in(
 /// after — from a `tools/list`. `None` when it challenged neither.
 pub(crate) async fn challenge(url: &str) -> Option<String> {
     use rmcp::ServiceExt as _;
-    crate::handshake::install_crypto_provider();
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url);
     let within = Duration::from_secs(30);
     match tokio::time::timeout(within, ().serve(transport)).await {

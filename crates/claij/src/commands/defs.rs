@@ -4,24 +4,20 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Result, bail};
-use claij_core::Fsm;
 use claij_core::diff::{Change, ChangeKind, diff_documents};
 use claij_core::store::{Definition, RunStore};
 use claij_engine::Engine;
-use claij_engine::migrate::VersionPolicy;
 use serde_json::json;
 
+use crate::app::App;
 use crate::cli::DefsCommand;
+use crate::serving::policy_lines;
 use crate::{EXIT_FAILED, EXIT_OK};
 
 /// Runs a `claij defs` subcommand against `store`.
-pub(super) async fn defs(
-    engine: &Engine,
-    store: Arc<dyn RunStore>,
-    command: DefsCommand,
-) -> Result<u8> {
+pub(super) async fn defs(app: &App, store: Arc<dyn RunStore>, command: DefsCommand) -> Result<u8> {
     match command {
-        DefsCommand::Add { files, json } => add(engine, &store, &files, json).await,
+        DefsCommand::Add { files, json } => add(&app.default_engine(), &store, &files, json).await,
         DefsCommand::List { json } => {
             let all = store.definitions().await?;
             if !json {
@@ -179,7 +175,7 @@ async fn add(
 ) -> Result<u8> {
     let mut failed = false;
     for file in files {
-        let fsm = match super::load(engine, file) {
+        let fsm = match super::load(engine.registry(), file) {
             Ok(fsm) => fsm,
             Err(d) => {
                 note!("claij: {d}");
@@ -211,51 +207,4 @@ async fn add(
         }
     }
     Ok(if failed { EXIT_FAILED } else { EXIT_OK })
-}
-
-/// What a registration's `on_new_version` policy did, as lines for people.
-pub(super) fn policy_lines(fsm: &Fsm, policy: &VersionPolicy) -> Vec<String> {
-    let mut lines = Vec::new();
-    if !policy.moved.is_empty() {
-        let runs: Vec<&str> = policy.moved.iter().map(|p| p.run.as_str()).collect();
-        lines.push(format!(
-            "moved {} parked run(s) to v{}: {}",
-            runs.len(),
-            fsm.version,
-            runs.join(", ")
-        ));
-    }
-    for plan in &policy.refused {
-        lines.push(format!(
-            "{} stays on v{}: {}",
-            plan.run,
-            plan.from.version,
-            plan.refusals
-                .iter()
-                .map(|r| format!("{}: {}", r.at, r.message))
-                .collect::<Vec<_>>()
-                .join("; ")
-        ));
-    }
-    lines
-}
-
-/// Registers the documents a server was started with whose `on_new_version` is
-/// `migrate`, so that their policy reaches the parked runs of older versions; what it did
-/// is said on stderr. Other documents are stored when their runs start, as before.
-pub(super) async fn register_served(
-    engine: &Engine,
-    store: &Arc<dyn RunStore>,
-    fsms: &[Arc<Fsm>],
-) -> Result<()> {
-    for fsm in fsms
-        .iter()
-        .filter(|f| f.settings.on_new_version == claij_core::OnNewVersion::Migrate)
-    {
-        let policy = engine.register_version(store, fsm).await?;
-        for line in policy_lines(fsm, &policy) {
-            note!("claij: {} v{}: {line}", fsm.id, fsm.version);
-        }
-    }
-    Ok(())
 }

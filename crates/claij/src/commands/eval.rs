@@ -12,13 +12,13 @@ use anyhow::{Context, Result};
 use claij_core::prompts::Prompting;
 use claij_engine::{CancellationToken, Engine};
 use claij_eval::{CaseResult, Eval, ModelUnderTest, Progress, Report};
-use claij_llm::providers::embedded::{EMBEDDED_PROVIDER, default_model_file};
+use claij_llm::providers::embedded::EMBEDDED_PROVIDER;
 use claij_llm::{LlmLayer, Tape};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
 use super::load;
-use super::run::engine_with;
+use crate::app::App;
 use crate::cli::{Baseline, EvalArgs};
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
 
@@ -71,9 +71,8 @@ fn layer(
     model: Option<&str>,
     recording: Option<&mut Recording>,
 ) -> Result<(LlmLayer, String, String)> {
-    let mut layer = LlmLayer::discover(args.exchanges.config.as_deref())?;
-    layer.set_run_model(model.map(str::to_owned));
-    layer.default_to_embedded(default_model_file());
+    let mut layer =
+        crate::app::models(args.exchanges.config.as_deref(), model.map(str::to_owned))?.layer;
     let resolved = layer.run_or_default().map_err(anyhow::Error::msg)?;
     if let Some(recording) = recording {
         layer.set_tape(recording.part());
@@ -165,8 +164,8 @@ fn write(path: &Path, what: &str, text: &str) -> Result<()> {
 }
 
 /// Runs `claij eval`.
-pub(super) async fn eval(args: EvalArgs) -> u8 {
-    match eval_inner(args).await {
+pub(super) async fn eval(app: &App, args: EvalArgs) -> u8 {
+    match eval_inner(app, args).await {
         Ok(code) => code,
         Err(e) => {
             note!("claij: {e:#}");
@@ -175,7 +174,7 @@ pub(super) async fn eval(args: EvalArgs) -> u8 {
     }
 }
 
-async fn eval_inner(args: EvalArgs) -> Result<u8> {
+async fn eval_inner(app: &App, args: EvalArgs) -> Result<u8> {
     let store = store::open(&args.store).await?;
     let mut recording = args.exchanges.record.clone().map(|tape| Recording {
         tape,
@@ -200,7 +199,7 @@ async fn eval_inner(args: EvalArgs) -> Result<u8> {
         models.push(ModelUnderTest {
             name: model.clone(),
             provider: provider.clone(),
-            engine: Arc::new(engine_with(store.is_some(), asked)),
+            engine: Arc::new(app.engine(store.is_some(), Arc::new(asked))),
         });
         // The baseline: the same model, constraint and decoding, asked plainly.
         if args.baseline == Some(Baseline::Plain) {
@@ -209,19 +208,20 @@ async fn eval_inner(args: EvalArgs) -> Result<u8> {
             models.push(ModelUnderTest {
                 name: format!("{model} {PLAIN_SUFFIX}"),
                 provider,
-                engine: Arc::new(engine_with(store.is_some(), plain)),
+                engine: Arc::new(app.engine(store.is_some(), Arc::new(plain))),
             });
         }
     }
-    let fsm = match load(&models[0].engine, &args.file) {
+    let fsm = match load(models[0].engine.registry(), &args.file) {
         Ok(f) => Arc::new(f),
         Err(d) => anyhow::bail!("{d}"),
     };
-    crate::mcp::connect(&fsm).await?;
+    let mcp = app.mcp();
+    mcp.connect(&fsm).await?;
     let cases = claij_eval::load_cases(&args.cases)?;
     let judges = claij_eval::load_judges(&cases, models[0].engine.registry())?;
     for judge in judges.values() {
-        crate::mcp::connect(judge).await?;
+        mcp.connect(judge).await?;
     }
     // Judges run on --judge-model, else on the default model: the engine of that model
     // when it is under test, one of its own otherwise.
@@ -232,7 +232,7 @@ async fn eval_inner(args: EvalArgs) -> Result<u8> {
             .context("the judge's model")?;
         Some(match models.iter().find(|m| m.name == name) {
             Some(m) => Arc::clone(&m.engine),
-            None => Arc::new(engine_with(store.is_some(), layer)),
+            None => Arc::new(app.engine(store.is_some(), Arc::new(layer))),
         })
     };
     let mut provider_limits: HashMap<String, usize> = HashMap::new();

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use claij_engine::Engine;
+use claij_engine::ActionRegistry;
 
 use super::load;
 use crate::cli::GraphFormat;
@@ -10,12 +10,12 @@ use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 
 /// Draws the FSM in `file`.
 pub(super) fn graph(
-    engine: &Engine,
+    registry: &ActionRegistry,
     file: &Path,
     format: GraphFormat,
     output: Option<&Path>,
 ) -> u8 {
-    let fsm = match load(engine, file) {
+    let fsm = match load(registry, file) {
         Ok(fsm) => fsm,
         Err(d) => {
             note!("claij: {d}");

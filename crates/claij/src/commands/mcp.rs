@@ -1,16 +1,19 @@
 //! `claij mcp …`: serve workflows as MCP tools, list what an MCP server offers, call one
 //! of its tools, or authorize claij with one (and forget it again).
 
-use super::{mcp_call, mcp_serve, mcp_tools};
+mod call;
+mod serve;
+mod tools;
+
 use claij_mcp::auth::{ClientIdentity, ClientKey, Consent, CredentialsFile, SigningAlgorithm};
 
 use crate::cli::McpCommand;
 
 /// Runs a `claij mcp` subcommand.
-pub(super) async fn mcp(command: McpCommand) -> u8 {
+pub(super) async fn mcp(app: &crate::app::App, command: McpCommand) -> u8 {
     match command {
-        McpCommand::Serve(args) => mcp_serve::serve(args).await,
-        McpCommand::Tools { url, json, command } => mcp_tools::tools(url, json, command).await,
+        McpCommand::Serve(args) => serve::serve(app, args).await,
+        McpCommand::Tools { url, json, command } => tools::tools(url, json, command).await,
         McpCommand::Call {
             tool,
             args,
@@ -20,18 +23,18 @@ pub(super) async fn mcp(command: McpCommand) -> u8 {
             headless,
             command,
         } => {
-            let spec = match mcp_tools::server_spec(url, command) {
+            let spec = match tools::server_spec(url, command) {
                 Some(spec) => spec,
                 None => return crate::EXIT_USAGE,
             };
-            let call = mcp_call::ToolCall {
+            let call = call::ToolCall {
                 tool: &tool,
                 args: args.as_deref(),
                 elicit: elicit.as_deref(),
                 as_json: json,
                 consent: consent(headless),
             };
-            mcp_call::call(spec, &call).await
+            call::call(spec, &call).await
         }
         McpCommand::Login {
             url,
@@ -82,7 +85,7 @@ fn consent(headless: bool) -> Consent {
 }
 
 /// The client secret: from `file` (its first line), else `$CLAIJ_MCP_CLIENT_SECRET`.
-pub(super) fn client_secret(file: Option<&std::path::Path>) -> Result<Option<String>, String> {
+fn client_secret(file: Option<&std::path::Path>) -> Result<Option<String>, String> {
     let secret = match file {
         Some(path) => std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read the client secret from {}: {e}", path.display()))?

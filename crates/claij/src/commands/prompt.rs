@@ -11,20 +11,24 @@ use claij_llm::tokens::{count_for, fit};
 use claij_llm::{LlmLayer, Mode, ResolvedModel};
 use serde_json::Value;
 
+mod seed_projection;
+
 use super::load;
-use super::seed_projection::seed_style;
+use crate::app::App;
 use crate::cli::{ProjectionKind, PromptArgs};
 use crate::{EXIT_OK, EXIT_USAGE, input};
+use seed_projection::seed_style;
 
 /// Runs `claij prompt`: the engine reads the document; `layer` (the model configuration,
 /// the run's model, the embedded default) says which model a state uses, so the request
 /// is shown as that model reads it and counted by its own tokenizer where known.
 pub(super) async fn prompt(
+    app: &App,
     engine: &Engine,
     layer: &LlmLayer,
     args: &PromptArgs,
 ) -> anyhow::Result<u8> {
-    let mut fsm = match load(engine, &args.file) {
+    let mut fsm = match load(engine.registry(), &args.file) {
         Ok(fsm) => fsm,
         Err(d) => {
             note!("claij: {d}");
@@ -33,7 +37,7 @@ pub(super) async fn prompt(
     };
     // The servers the document declares, started so that their tools' schemas show as
     // the model reads them (without them, a placeholder names each dynamic schema).
-    if let Err(e) = crate::mcp::connect(&fsm).await {
+    if let Err(e) = app.mcp().connect(&fsm).await {
         note!("claij: {e} (its schemas are shown as placeholders)");
     }
     if args.inline_schemas {

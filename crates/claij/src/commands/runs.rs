@@ -1,4 +1,5 @@
-//! `claij runs`: list, show, trail, resume, interrupt, migrate and prune stored runs.
+//! `claij runs`: list, show, trail, resume (or answer for the workers: `--submit`), wait
+//! for, interrupt, migrate and prune stored runs.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -6,15 +7,19 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Result;
 use claij_core::store::{RunFilter, RunRecord, RunStore, StoreError};
 use claij_core::{Budget, FailureKind, Fsm, RunStatus, Spend, TrailEntry};
-use claij_engine::{Engine, RunError, RunOptions, is_dead_local_owner};
+use claij_engine::{Engine, RunError, RunOptions, RunOutcome, is_dead_local_owner};
 use serde_json::{Value, json};
 
-use super::run::{below, engine, interrupt_on_ctrl_c, observers, raised, report, settled};
+mod migrate;
+
+use crate::app::App;
 use crate::cli::RunsCommand;
-use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, input};
+use crate::mcp::Mcp;
+use crate::report::{below, interrupt_on_ctrl_c, observers, queue_line, raised, report, settled};
+use crate::{EXIT_FAILED, EXIT_OK, EXIT_SUSPENDED, EXIT_USAGE, input};
 
 /// Runs a `claij runs` subcommand against `store`.
-pub(super) async fn runs(store: Arc<dyn RunStore>, command: RunsCommand) -> Result<u8> {
+pub(super) async fn runs(app: &App, store: Arc<dyn RunStore>, command: RunsCommand) -> Result<u8> {
     match command {
         RunsCommand::List {
             statuses,
@@ -38,13 +43,13 @@ pub(super) async fn runs(store: Arc<dyn RunStore>, command: RunsCommand) -> Resu
             submit: true,
             quiet,
             ..
-        } => super::worker::answer(store, &run, &input, quiet).await,
+        } => answer(app, store, &run, &input, quiet).await,
         RunsCommand::Wait {
             run,
             timeout,
             until_suspended,
             json,
-        } => super::worker::wait(store, &run, timeout, until_suspended, json).await,
+        } => wait(store, &run, timeout, until_suspended, json).await,
         RunsCommand::Resume {
             run: Some(run),
             input,
@@ -61,11 +66,11 @@ pub(super) async fn runs(store: Arc<dyn RunStore>, command: RunsCommand) -> Resu
                 llm: &llm,
                 quiet,
             };
-            resume_one(store, &run, how).await
+            resume_one(app, store, &run, how).await
         }
-        RunsCommand::Resume { quiet, .. } => resume_all(store, quiet).await,
+        RunsCommand::Resume { quiet, .. } => resume_all(app, store, quiet).await,
         RunsCommand::Interrupt { run, wait } => interrupt(store.as_ref(), &run, wait).await,
-        RunsCommand::Migrate(args) => super::migrate::migrate(store, args).await,
+        RunsCommand::Migrate(args) => migrate::migrate(app, store, args).await,
         RunsCommand::Prune {
             older_than,
             statuses,
@@ -179,7 +184,7 @@ async fn list(store: &dyn RunStore, filter: &RunFilter, as_json: bool) -> Result
     // The work waiting for `claij worker` processes, when there is any.
     let queue = store.queue().await?;
     if queue != claij_core::store::QueueStats::default() {
-        note!("{}", super::worker::queue_line(&queue));
+        note!("{}", queue_line(&queue));
     }
     Ok(EXIT_OK)
 }
@@ -439,9 +444,14 @@ fn clip(text: &str, max: usize) -> String {
 
 /// The definition a run is pinned to, loaded and checked like any document (the engine
 /// caches it by content hash), with the MCP servers it declares connected.
-async fn pinned_fsm(store: &dyn RunStore, engine: &Engine, record: &RunRecord) -> Result<Arc<Fsm>> {
+async fn pinned_fsm(
+    store: &dyn RunStore,
+    engine: &Engine,
+    mcp: &Mcp,
+    record: &RunRecord,
+) -> Result<Arc<Fsm>> {
     let fsm = engine.stored_fsm(store, record).await?;
-    crate::mcp::connect(&fsm).await?;
+    mcp.connect(&fsm).await?;
     Ok(fsm)
 }
 
@@ -459,7 +469,7 @@ struct Resume<'a> {
     quiet: bool,
 }
 
-async fn resume_one(store: Arc<dyn RunStore>, run: &str, how: Resume<'_>) -> Result<u8> {
+async fn resume_one(app: &App, store: Arc<dyn RunStore>, run: &str, how: Resume<'_>) -> Result<u8> {
     let Resume {
         input,
         trail,
@@ -474,8 +484,8 @@ async fn resume_one(store: Arc<dyn RunStore>, run: &str, how: Resume<'_>) -> Res
             return Ok(EXIT_USAGE);
         }
     };
-    let engine = match super::run::llm_layer(llm) {
-        Ok((layer, _)) => super::run::engine_with(true, layer),
+    let engine = match crate::app::run_models(llm) {
+        Ok(models) => app.engine(true, Arc::new(models.layer)),
         Err(e) => {
             note!("claij: {e:#}");
             return Ok(EXIT_USAGE);
@@ -488,7 +498,7 @@ async fn resume_one(store: Arc<dyn RunStore>, run: &str, how: Resume<'_>) -> Res
         note!("claij: {}", refusal.message);
         return Ok(refusal.code);
     }
-    let fsm = pinned_fsm(store.as_ref(), &engine, &record).await?;
+    let fsm = pinned_fsm(store.as_ref(), &engine, &app.mcp(), &record).await?;
     if let Some(given) = budget {
         let budget = record.budget.unwrap_or_default().overridden_by(given);
         store.set_budget(run, Some(&budget)).await?;
@@ -696,13 +706,14 @@ fn refuse_budget(record: &RunRecord) -> Option<Refusal> {
     })
 }
 
-async fn resume_all(store: Arc<dyn RunStore>, quiet: bool) -> Result<u8> {
+async fn resume_all(app: &App, store: Arc<dyn RunStore>, quiet: bool) -> Result<u8> {
     let candidates = claij_engine::runs_to_continue(store.as_ref()).await?;
     if candidates.is_empty() {
         note!("claij: nothing to resume in {}", store.describe());
         return Ok(EXIT_OK);
     }
-    let engine = engine(true);
+    let engine = app.default_engine();
+    let mcp = app.mcp();
     let mut worst = EXIT_OK;
     for record in candidates {
         if !quiet {
@@ -713,7 +724,7 @@ async fn resume_all(store: Arc<dyn RunStore>, quiet: bool) -> Result<u8> {
                 record.state
             );
         }
-        let fsm = match pinned_fsm(store.as_ref(), &engine, &record).await {
+        let fsm = match pinned_fsm(store.as_ref(), &engine, &mcp, &record).await {
             Ok(f) => f,
             Err(e) => {
                 note!("claij: run {}: {e:#}", record.id);
@@ -758,4 +769,109 @@ async fn interrupt(store: &dyn RunStore, run: &str, wait: Duration) -> Result<u8
         );
         Ok(EXIT_FAILED)
     }
+}
+
+/// `claij runs resume RUN --input … --submit`: the answer checked and recorded, the run
+/// left to the workers.
+async fn answer(
+    app: &App,
+    store: Arc<dyn RunStore>,
+    run: &str,
+    input_text: &str,
+    quiet: bool,
+) -> Result<u8> {
+    let input = match input::json_argument("input", input_text) {
+        Ok(i) => i,
+        Err(e) => {
+            note!("claij: {e:#}");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let engine = app.default_engine();
+    let record = store.run(run).await?;
+    let fsm = engine.stored_fsm(store.as_ref(), &record).await?;
+    let options = RunOptions {
+        store: Some(store.clone()),
+        ..RunOptions::default()
+    };
+    match engine.answer(fsm, run, input, options).await {
+        Ok(()) => {
+            if !quiet {
+                note!(
+                    "claij: run {run} answered and queued for a worker (follow it: claij runs wait {run})"
+                );
+            }
+            Ok(EXIT_OK)
+        }
+        Err(e @ RunError::Input(_)) => {
+            note!("claij: {e}");
+            Ok(EXIT_USAGE)
+        }
+        Err(RunError::Store(StoreError::Conflict { reason, .. })) => {
+            note!("claij: run `{run}` {reason}; this input was not used");
+            Ok(EXIT_FAILED)
+        }
+        Err(e) => {
+            note!("claij: {e}");
+            Ok(EXIT_FAILED)
+        }
+    }
+}
+
+/// Whether `record` is suspended for a budget, or waits for runs below it that are: it
+/// goes on only once someone raises that budget, so `claij runs wait` stops waiting.
+async fn stopped_for_budget(store: &dyn RunStore, record: &claij_core::store::RunRecord) -> bool {
+    let Some(wait) = record
+        .wait
+        .as_ref()
+        .filter(|_| record.status == RunStatus::Suspended)
+    else {
+        return false;
+    };
+    wait.budget.is_some()
+        || (!wait.children.is_empty() && !below(store, &wait.children).await.stopped.is_empty())
+}
+
+/// How often `claij runs wait` looks at the run.
+const WAIT_POLL: Duration = Duration::from_millis(200);
+
+/// `claij runs wait RUN`: follows the run until it ends (or suspends, when asked), then
+/// reports it as `claij run` does.
+async fn wait(
+    store: Arc<dyn RunStore>,
+    run: &str,
+    timeout: Option<Duration>,
+    until_suspended: bool,
+    as_json: bool,
+) -> Result<u8> {
+    let give_up = timeout.map(|t| tokio::time::Instant::now() + t);
+    let record = loop {
+        let record = store.run(run).await?;
+        let done = record.status.is_final()
+            || (until_suspended && record.status == RunStatus::Suspended)
+            || stopped_for_budget(store.as_ref(), &record).await;
+        if done {
+            break record;
+        }
+        if give_up.is_some_and(|at| tokio::time::Instant::now() >= at) {
+            note!(
+                "claij: run {run} is still {} in `{}` after {}",
+                record.status,
+                record.state,
+                humantime::format_duration(timeout.unwrap_or_default())
+            );
+            return Ok(EXIT_SUSPENDED);
+        }
+        tokio::time::sleep(WAIT_POLL).await;
+    };
+    if as_json {
+        out!("{}", serde_json::to_string(&record)?)?;
+        return Ok(match record.status {
+            RunStatus::Completed => EXIT_OK,
+            RunStatus::Suspended => EXIT_SUSPENDED,
+            _ => EXIT_FAILED,
+        });
+    }
+    let outcome = RunOutcome::stored(store.as_ref(), record).await?;
+    Ok(report(Ok(outcome), false, Some(store.as_ref()), "").await)
 }

@@ -2,26 +2,26 @@
 //! the engines and the store assembled here.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use claij_core::Fsm;
 use claij_engine::Policy;
 use claij_engine::{BoxFuture, Engine};
 use claij_mcp_server::{McpServer, Runtime};
-use claij_server::{ApiToken, Engines, Server, ServerConfig, WebhookSecret};
+use claij_server::{Engines, Server, ServerConfig, WebhookSecret};
 use tokio_util::sync::CancellationToken;
 
 use super::load;
-use super::mcp_serve::stop_on_signals;
-use super::run::{engine_sharing, engine_with};
-use crate::cli::{ServeArgs, TokenArgs};
+use crate::app::App;
+use crate::cli::ServeArgs;
+use crate::serving::{documents, secret, stop_on_signals, token};
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
-use claij_llm::providers::embedded::default_model_file;
 
 /// The engines of this process: the default one, and one per run model asked for (built
 /// on first use, then kept).
 struct ServeEngines {
+    app: App,
     config: Option<PathBuf>,
     policy: Arc<Policy>,
     default: Arc<Engine>,
@@ -31,26 +31,21 @@ struct ServeEngines {
 
 impl ServeEngines {
     fn new(
+        app: &App,
         config: Option<PathBuf>,
         model: Option<String>,
         policy: Arc<Policy>,
     ) -> anyhow::Result<Self> {
-        let layer = Arc::new(Self::layer(config.as_deref(), model)?);
-        let default = Arc::new(engine_sharing(true, layer.clone()).governed_by(policy.clone()));
+        let layer = Arc::new(crate::app::models(config.as_deref(), model)?.layer);
+        let default = Arc::new(app.engine(true, layer.clone()).governed_by(policy.clone()));
         Ok(ServeEngines {
+            app: app.clone(),
             config,
             policy,
             default,
             layer,
             by_model: Mutex::new(HashMap::new()),
         })
-    }
-
-    fn layer(config: Option<&Path>, model: Option<String>) -> anyhow::Result<claij_llm::LlmLayer> {
-        let mut layer = claij_llm::LlmLayer::discover(config)?;
-        layer.set_run_model(model);
-        layer.default_to_embedded(default_model_file());
-        Ok(layer)
     }
 }
 
@@ -68,9 +63,14 @@ impl Engines for ServeEngines {
         if let Some(engine) = by_model.get(model) {
             return Ok(engine.clone());
         }
-        let layer = Self::layer(self.config.as_deref(), Some(model.to_owned()))
-            .map_err(|e| format!("{e:#}"))?;
-        let engine = Arc::new(engine_with(true, layer).governed_by(self.policy.clone()));
+        let layer = crate::app::models(self.config.as_deref(), Some(model.to_owned()))
+            .map_err(|e| format!("{e:#}"))?
+            .layer;
+        let engine = Arc::new(
+            self.app
+                .engine(true, Arc::new(layer))
+                .governed_by(self.policy.clone()),
+        );
         by_model.insert(model.to_owned(), engine.clone());
         Ok(engine)
     }
@@ -83,50 +83,13 @@ impl Engines for ServeEngines {
             if let Some((need, why)) = refused.first() {
                 return Err(format!("at {}: {why}", need.path));
             }
-            crate::mcp::connect_governed(fsm, &self.policy)
+            self.app
+                .mcp()
+                .connect_governed(fsm, &self.policy)
                 .await
                 .map_err(|e| e.to_string())
         })
     }
-}
-
-/// The documents named: files, and the `*.yaml`, `*.yml` and `*.json` files of folders.
-pub(super) fn documents(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    for path in paths {
-        if path.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(path)?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.is_file()
-                        && p.extension()
-                            .and_then(|e| e.to_str())
-                            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
-                })
-                .collect();
-            found.sort();
-            files.extend(found);
-        } else {
-            files.push(path.clone());
-        }
-    }
-    Ok(files)
-}
-
-/// A secret from its file (`--…-file`) or its environment variable, if given.
-fn secret(file: Option<&Path>, env: Option<&String>, what: &str) -> anyhow::Result<Option<String>> {
-    match (file, env) {
-        (Some(file), _) => std::fs::read_to_string(file)
-            .map(Some)
-            .map_err(|e| anyhow::anyhow!("cannot read the {what} file {}: {e}", file.display())),
-        (None, env) => Ok(env.cloned()),
-    }
-}
-
-/// The API token from --token-file or CLAIJ_API_TOKEN (`claij serve`, `claij mcp serve`).
-pub(super) fn token(args: &TokenArgs) -> anyhow::Result<Option<ApiToken>> {
-    let secret = secret(args.token_file.as_deref(), args.token_env.as_ref(), "token")?;
-    Ok(secret.map(|s| ApiToken::new(&s)).transpose()?)
 }
 
 /// The webhook secret from --webhook-secret-file or CLAIJ_WEBHOOK_SECRET.
@@ -140,7 +103,7 @@ fn webhook_secret(args: &ServeArgs) -> anyhow::Result<Option<WebhookSecret>> {
 }
 
 /// `claij serve`.
-pub(super) async fn serve(args: ServeArgs) -> u8 {
+pub(super) async fn serve(app: &App, args: ServeArgs) -> u8 {
     crate::logs::for_servers();
     let store = match store::open(&args.store).await {
         Ok(Some(s)) => s,
@@ -169,7 +132,7 @@ pub(super) async fn serve(args: ServeArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let engines = match ServeEngines::new(args.config.clone(), args.model.clone(), policy) {
+    let engines = match ServeEngines::new(app, args.config.clone(), args.model.clone(), policy) {
         Ok(e) => Arc::new(e),
         Err(e) => {
             note!("claij: {e:#}");
@@ -186,7 +149,7 @@ pub(super) async fn serve(args: ServeArgs) -> u8 {
     let mut fsms = Vec::new();
     let mut refused = false;
     for file in &files {
-        match load(&engines.default, file) {
+        match load(engines.default.registry(), file) {
             Ok(fsm) => fsms.push(Arc::new(fsm)),
             Err(d) => {
                 note!("claij: {d}");
@@ -197,7 +160,7 @@ pub(super) async fn serve(args: ServeArgs) -> u8 {
     if refused {
         return EXIT_USAGE;
     }
-    if let Err(e) = super::defs::register_served(&engines.default, &store, &fsms).await {
+    if let Err(e) = crate::serving::register_served(&engines.default, &store, &fsms).await {
         note!("claij: {e:#}");
         return EXIT_FAILED;
     }

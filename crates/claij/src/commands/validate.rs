@@ -1,16 +1,20 @@
 //! `claij validate`: check documents, every problem located.
 
-use claij_engine::Engine;
+use claij_engine::ActionRegistry;
 use serde_json::json;
 
 use super::load;
 use crate::{EXIT_FAILED, EXIT_OK};
 
 /// Loads each file and reports every problem; exit 0 when all are valid, 1 otherwise.
-pub(super) fn validate(engine: &Engine, files: &[std::path::PathBuf], as_json: bool) -> u8 {
+pub(super) fn validate(
+    registry: &ActionRegistry,
+    files: &[std::path::PathBuf],
+    as_json: bool,
+) -> u8 {
     let mut all_valid = true;
     for file in files {
-        let result = load(engine, file);
+        let result = load(registry, file);
         all_valid &= result.is_ok();
         if as_json {
             let report = match &result {

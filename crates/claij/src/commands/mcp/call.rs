@@ -85,7 +85,7 @@ pub(super) async fn call(spec: ServerSpec, call: &ToolCall<'_>) -> u8 {
                 .unwrap_or_default()
         );
         let client = ClientIdentity {
-            client_secret: super::mcp::client_secret(None).unwrap_or_default(),
+            client_secret: super::client_secret(None).unwrap_or_default(),
             ..ClientIdentity::default()
         };
         let file = CredentialsFile::default_location();

@@ -12,6 +12,7 @@ use claij_engine::Engine;
 use claij_engine::migrate::{Moved, Plan};
 use serde_json::json;
 
+use crate::app::App;
 use crate::cli::MigrateArgs;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 
@@ -24,8 +25,8 @@ enum Verdict {
 }
 
 /// Runs `claij runs migrate`.
-pub(super) async fn migrate(store: Arc<dyn RunStore>, args: MigrateArgs) -> Result<u8> {
-    let engine = super::run::engine(true);
+pub(super) async fn migrate(app: &App, store: Arc<dyn RunStore>, args: MigrateArgs) -> Result<u8> {
+    let engine = app.default_engine();
     let target = match target(store.as_ref(), &engine, &args.to).await {
         Ok(found) => found,
         Err(e) => {
@@ -42,7 +43,7 @@ pub(super) async fn migrate(store: Arc<dyn RunStore>, args: MigrateArgs) -> Resu
         );
         return Ok(EXIT_USAGE);
     }
-    crate::mcp::connect(&target).await?;
+    app.mcp().connect(&target).await?;
     let runs = selected(store.as_ref(), &args).await?;
     if runs.is_empty() {
         note!("claij: no runs to move");
@@ -94,7 +95,8 @@ pub(super) async fn migrate(store: Arc<dyn RunStore>, args: MigrateArgs) -> Resu
 async fn target(store: &dyn RunStore, engine: &Engine, to: &str) -> Result<Arc<Fsm>> {
     let path = Path::new(to);
     if path.is_file() {
-        let fsm = super::load(engine, path).map_err(|d| anyhow::anyhow!("--to {to}:\n{d}"))?;
+        let fsm = crate::commands::load(engine.registry(), path)
+            .map_err(|d| anyhow::anyhow!("--to {to}:\n{d}"))?;
         return Ok(Arc::new(fsm));
     }
     let (id, version) = match to.rsplit_once('@') {

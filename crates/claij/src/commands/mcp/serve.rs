@@ -5,13 +5,14 @@ use std::sync::Arc;
 use claij_mcp_server::{BotHost, HttpSettings, McpServer, Runtime, serve_http, serve_stdio};
 use tokio_util::sync::CancellationToken;
 
-use super::load;
-use super::run::engine;
+use crate::app::App;
 use crate::cli::McpServeArgs;
+use crate::commands::load;
+use crate::serving::stop_on_signals;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
 
 /// `claij mcp serve`.
-pub(super) async fn serve(args: McpServeArgs) -> u8 {
+pub(super) async fn serve(app: &App, args: McpServeArgs) -> u8 {
     crate::logs::for_servers();
     // Over HTTP: the token, and an address beyond loopback refused without one, before
     // anything else is opened.
@@ -36,13 +37,13 @@ pub(super) async fn serve(args: McpServeArgs) -> u8 {
         }
     };
     let runtime = Runtime {
-        engine: Arc::new(engine(true)),
+        engine: Arc::new(app.default_engine()),
         store,
     };
     let mut fsms = Vec::new();
     let mut refused = false;
     for file in &args.files {
-        match load(&runtime.engine, file) {
+        match load(runtime.engine.registry(), file) {
             Ok(fsm) => fsms.push(Arc::new(fsm)),
             Err(d) => {
                 note!("claij: {d}");
@@ -53,14 +54,16 @@ pub(super) async fn serve(args: McpServeArgs) -> u8 {
     // The MCP servers the FSMs use are started now, as `claij run` starts them: their
     // `mcp:…` schemas resolve before the first call, and a server that cannot start is
     // said at once.
+    let mcp = app.mcp();
     for fsm in &fsms {
-        if let Err(e) = crate::mcp::connect(fsm).await {
+        if let Err(e) = mcp.connect(fsm).await {
             note!("claij: {e}");
             refused = true;
         }
     }
     if !refused
-        && let Err(e) = super::defs::register_served(&runtime.engine, &runtime.store, &fsms).await
+        && let Err(e) =
+            crate::serving::register_served(&runtime.engine, &runtime.store, &fsms).await
     {
         note!("claij: {e:#}");
         return EXIT_FAILED;
@@ -136,7 +139,7 @@ fn http_settings(
     args: &McpServeArgs,
     addr: std::net::SocketAddr,
 ) -> anyhow::Result<(std::net::SocketAddr, HttpSettings)> {
-    let token = super::serve::token(&args.token)?;
+    let token = crate::serving::token(&args.token)?;
     claij_door::check_exposure(addr, token.as_ref())?;
     Ok((
         addr,
@@ -149,23 +152,4 @@ fn http_settings(
             max_streams: args.door.max_streams,
         },
     ))
-}
-
-/// Ctrl-C or SIGTERM stop the HTTP server gracefully.
-pub(super) fn stop_on_signals(shutdown: CancellationToken) {
-    tokio::spawn(async move {
-        let term = async {
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(mut s) => {
-                    s.recv().await;
-                }
-                Err(_) => std::future::pending::<()>().await,
-            }
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term => {}
-        }
-        shutdown.cancel();
-    });
 }
