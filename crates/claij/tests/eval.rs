@@ -258,6 +258,85 @@ fn triage_eval_runs_on_the_embedded_model() {
     assert_eq!(strip(&again), strip(&report));
 }
 
+/// `--baseline plain`: each case also runs on the same model asked plainly, as a row of
+/// its own; the recording shows what each row sent — claij's conversation, and the plain
+/// one (one system and one user message: the instruction, the input without its `id`,
+/// the JSON Schema) — under the same constraint and decoding.
+#[test]
+fn the_plain_baseline_runs_beside_claij_on_the_same_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = dir.path().join("cases.jsonl");
+    std::fs::write(
+        &cases,
+        r#"{"name": "oslo", "input": {"text": "Tom Berg is 12 and lives in Oslo."}, "expect": {"state": "minor"}}"#,
+    )
+    .unwrap();
+    let (tape, report) = (dir.path().join("tape.json"), dir.path().join("report.json"));
+    let mut command = claij(dir.path(), &claij_testkit::cache::embedded_model());
+    command
+        .args([
+            "eval",
+            "examples/person.yaml",
+            "--baseline",
+            "plain",
+            "--cases",
+        ])
+        .arg(&cases)
+        .args(["--store", "memory", "--record"])
+        .arg(&tape)
+        .arg("--json")
+        .arg(&report);
+    let (out, stdout, stderr) = run(command);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("embedded/smollm2-135m (plain)"), "{stdout}");
+    let report = read_json(&report);
+    let rows: Vec<(&str, u64)> = report["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["model"].as_str().unwrap(), m["runs"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("embedded/smollm2-135m", 1),
+            ("embedded/smollm2-135m (plain)", 1)
+        ]
+    );
+    // One exchange per row (a first answer is always valid under the grammar).
+    let tape = read_json(&tape);
+    let exchanges = tape["exchanges"].as_array().unwrap();
+    let requests: Vec<&Value> = exchanges.iter().map(|e| &e["request"]).collect();
+    let user = |r: &Value| -> String {
+        r["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .map(|m| m["content"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let (plain, claij): (Vec<&Value>, Vec<&Value>) = requests
+        .iter()
+        .partition(|r| r["messages"].as_array().unwrap().len() == 2);
+    assert_eq!((plain.len(), claij.len()), (1, 1), "{requests:?}");
+    let (plain, claij) = (plain[0], claij[0]);
+    let asked = user(plain);
+    assert!(
+        asked.starts_with("Read the sentence and give the person's full name")
+            && asked.contains("Input:\n{\"text\":\"Tom Berg is 12 and lives in Oslo.\"}")
+            && asked.contains("JSON Schema:\n{\"oneOf\":[")
+            && !asked.contains("DOCUMENT"),
+        "{asked}"
+    );
+    assert!(user(claij).contains("DOCUMENT:"), "{}", user(claij));
+    // The same model, constraint and decoding.
+    assert_eq!(plain["model"], claij["model"]);
+    assert_eq!(plain["enforcement"], claij["enforcement"]);
+    assert_eq!(plain["sampling"], claij["sampling"]);
+}
+
 /// The code-review panel's recorded providers, replayed: `smol` (SmolLM2 behind
 /// llama-cpp-python, prompt mode) answered prose (each answer a `parse` failure; the
 /// chairman has three attempts, then its `on_failure` route): invalid output — or, if the

@@ -32,7 +32,7 @@ pub enum Prompting {
     #[default]
     Claij,
     /// The plain baseline: one system message, one user message with the instruction,
-    /// the input and the answer's JSON Schema ([this module](self)).
+    /// the input and the answer's JSON Schema (`claij eval --baseline plain`).
     Plain,
 }
 
