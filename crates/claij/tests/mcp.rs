@@ -4,6 +4,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
 
+#[path = "support/sampler.rs"]
+mod support;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -308,24 +311,7 @@ fn a_model_reads_a_file_through_the_filesystem_server_and_answers_from_it() {
 #[test]
 fn a_servers_sampling_request_is_answered_by_the_runs_model() {
     let dir = tempfile::tempdir().unwrap();
-    let template = r#"{% if event.results is defined %}{"id": ["asker", "done"], "results": {{ event.results | tojson }}}{% else %}{"id": ["asker", "call"], "requests": [{"server": "ev", "method": "tools/call", "params": {"name": "trigger-sampling-request", "arguments": {"prompt": "Name a colour.", "maxTokens": 12}}}]}{% endif %}"#;
-    let doc = json!({
-        "id": "sampler",
-        "servers": {"ev": {"command": claij_testkit::cache::mcp_server_bin("mcp-server-everything")}},
-        "states": [
-            {"id": "asker", "action": "transform", "config": {"template": template}},
-            {"id": "call", "action": "mcp"},
-            {"id": "done", "action": "end"}
-        ],
-        "xitions": [
-            {"id": ["start", "asker"]},
-            {"id": ["asker", "call"], "schema": "mcp:ev:request"},
-            {"id": ["call", "asker"], "schema": "mcp:ev:response"},
-            {"id": ["asker", "done"]}
-        ]
-    });
-    let file = dir.path().join("sampler.json");
-    std::fs::write(&file, doc.to_string()).unwrap();
+    let file = support::sampler(dir.path());
     let home = tempfile::tempdir().unwrap();
     let out = on_the_embedded_model(home.path(), &claij_testkit::cache::embedded_model())
         .arg("run")

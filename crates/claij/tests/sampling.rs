@@ -6,6 +6,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
 
+#[path = "support/sampler.rs"]
+mod support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
@@ -132,30 +135,6 @@ name = "gone-1"
     path
 }
 
-/// A document whose one tool call (`trigger-sampling-request` of the everything server)
-/// makes the server ask the client for a completion; it ends with the call's results.
-fn sampler(dir: &Path) -> std::path::PathBuf {
-    let template = r#"{% if event.results is defined %}{"id": ["asker", "done"], "results": {{ event.results | tojson }}}{% else %}{"id": ["asker", "call"], "requests": [{"server": "ev", "method": "tools/call", "params": {"name": "trigger-sampling-request", "arguments": {"prompt": "Name a colour.", "maxTokens": 12}}}]}{% endif %}"#;
-    let doc = json!({
-        "id": "sampler",
-        "servers": {"ev": {"command": claij_testkit::cache::mcp_server_bin("mcp-server-everything")}},
-        "states": [
-            {"id": "asker", "action": "transform", "config": {"template": template}},
-            {"id": "call", "action": "mcp"},
-            {"id": "done", "action": "end"}
-        ],
-        "xitions": [
-            {"id": ["start", "asker"]},
-            {"id": ["asker", "call"], "schema": "mcp:ev:request"},
-            {"id": ["call", "asker"], "schema": "mcp:ev:response"},
-            {"id": ["asker", "done"]}
-        ]
-    });
-    let file = dir.join("sampler.json");
-    std::fs::write(&file, doc.to_string()).unwrap();
-    file
-}
-
 /// `claij ARGS` from `dir`, runs in memory, no model configuration from the machine
 /// (HOME and XDG_CONFIG_HOME at `dir`), the embedded default a file that is not there:
 /// a sampling request answered by the default model layer fails.
@@ -200,7 +179,7 @@ fn a_sampling_request_is_recorded_and_replayed_with_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let model = FakeModel::start();
     let config = config(dir.path(), model.port, "fake");
-    let file = sampler(dir.path());
+    let file = support::sampler(dir.path());
     let tape = dir.path().join("tape.json");
     let (config_arg, file_arg, tape_arg) = (
         config.to_str().unwrap(),
@@ -247,7 +226,7 @@ fn a_sampling_request_is_answered_by_the_model_the_command_names() {
     let dir = tempfile::tempdir().unwrap();
     let model = FakeModel::start();
     let config = config(dir.path(), model.port, "gone");
-    let file = sampler(dir.path());
+    let file = support::sampler(dir.path());
     let file_arg = file.to_str().unwrap();
 
     // The configuration from the environment, its default unreachable, --model the one
