@@ -83,6 +83,9 @@ pub struct RunScope<'a> {
     pub lease_keeper: Option<&'a crate::durable::LeaseKeeper>,
     /// The budget the run's tree shares, which its children share too.
     pub ledger: Option<&'a crate::spend::Ledger>,
+    /// The run's model ([`RunOptions::model`](crate::RunOptions::model)), which its
+    /// children share too.
+    pub model: Option<&'a str>,
 }
 
 impl<'a> ActionInput<'a> {

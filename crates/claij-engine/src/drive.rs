@@ -112,6 +112,8 @@ pub(crate) struct RunState<'e> {
     pub context_dirty: bool,
     /// The budget the run's tree shares (the run's own, or its ancestors'), if any.
     pub ledger: Option<Ledger>,
+    /// The run's model ([`RunOptions::model`](crate::RunOptions::model)).
+    pub model: Option<String>,
     /// What the run spent: its entries' tokens, cost and calls, its time running before
     /// `taken_up`, its time waiting.
     pub spend: Spend,
@@ -662,6 +664,7 @@ impl<'e> RunState<'e> {
                 lease: self.durable.as_ref().map(|d| d.lease),
                 lease_keeper: self.durable.as_ref().and_then(|d| d.keeper.as_ref()),
                 ledger: self.ledger.as_ref(),
+                model: self.model.as_deref(),
             },
             observers: &self.observers,
             meter: &meter,

@@ -119,6 +119,7 @@ impl Engine {
             budget: None,
             ledger: scope.ledger.cloned(),
             wait_seq: None,
+            model: scope.model.map(str::to_owned),
         };
         if let Some(store) = scope.store {
             match store.run(&child.run_id).await {

@@ -285,7 +285,7 @@ impl LlmAction {
                     "the event's `{EVENT_MODEL_FIELD}` names a model that is not configured: {e}"
                 )
             }),
-            (None, None) => layer.run_or_default(),
+            (None, None) => layer.for_run(input.scope.model),
         }
         .map_err(ActionError::fatal)?;
         let failures = input
@@ -349,7 +349,7 @@ pub fn prompt_budget(config: &LlmStateConfig, model: &ResolvedModel) -> Option<u
 
 /// The model and the mode a state's first attempt uses, chosen as the `llm` action
 /// chooses them with no `llm` field in the event and no failure yet: the state's
-/// `config.model` > the run's > the default, and the state's `enforce` > the model's >
+/// `config.model` > the command's `--model` ([`LlmLayer::prefer`]) > the default, and the state's `enforce` > the model's >
 /// the best its provider supports (what `claij prompt` shows).
 pub fn first_choice(
     layer: &LlmLayer,
@@ -359,7 +359,7 @@ pub fn first_choice(
         .map_err(|e| format!("bad `llm` config: {e}"))?;
     let model = match &config.model {
         Some(name) => layer.resolve(name)?,
-        None => layer.run_or_default()?,
+        None => layer.for_run(None)?,
     };
     let mode = model
         .provider

@@ -95,8 +95,9 @@ pub struct LlmLayer {
     config: LlmConfig,
     providers: BTreeMap<String, Arc<dyn Provider>>,
     provider_retry: BTreeMap<String, RetryPolicy>,
-    /// The run's model (`claij run --model`).
-    run_model: Option<String>,
+    /// The command's model (`claij run --model`, `claij worker --model`): what runs use
+    /// when neither their state, their event nor their own options name one.
+    preferred: Option<String>,
     /// The model used when nothing names one: the single place the default lives.
     default: Option<ResolvedModel>,
     tape: Option<Tape>,
@@ -115,7 +116,7 @@ impl std::fmt::Debug for LlmLayer {
         f.debug_struct("LlmLayer")
             .field("providers", &self.providers.keys().collect::<Vec<_>>())
             .field("models", &self.config.models.keys().collect::<Vec<_>>())
-            .field("run_model", &self.run_model)
+            .field("preferred", &self.preferred)
             .finish()
     }
 }
@@ -200,8 +201,9 @@ impl LlmLayer {
         if let Some(name) = default_name {
             layer.default = layer.resolve(&name).ok();
             if layer.default.is_none() {
-                // Kept as the run model so that using it reports why it does not resolve.
-                layer.run_model = Some(name);
+                // Kept as the preferred model so that using it reports why it does not
+                // resolve.
+                layer.preferred = Some(name);
             }
         }
         Ok(layer)
@@ -257,15 +259,36 @@ impl LlmLayer {
         Some(name)
     }
 
-    /// Whether a run model was named (`claij run --model`).
-    pub fn has_run_model(&self) -> bool {
-        self.run_model.is_some()
+    /// A layer over the same providers (an embedded model shared, so loaded once
+    /// whichever layer uses it first), configuration, command's model and retries, with
+    /// no tape and claij's own prompting: for commands that ask several ways in one
+    /// process (`claij eval`'s models, each with its tape, and its plain baseline).
+    pub fn sibling(&self) -> LlmLayer {
+        LlmLayer {
+            config: self.config.clone(),
+            providers: self.providers.clone(),
+            provider_retry: self.provider_retry.clone(),
+            preferred: self.preferred.clone(),
+            default: self.default.clone(),
+            tape: None,
+            retry_override: self.retry_override,
+            embedded_files: self.embedded_files.clone(),
+            prompting: Prompting::default(),
+        }
     }
 
-    /// Sets the run's model (`claij run --model`).
-    pub fn set_run_model(&mut self, model: Option<String>) {
+    /// Whether the command named its model (`--model`, see [`prefer`](Self::prefer)).
+    pub fn has_preferred(&self) -> bool {
+        self.preferred.is_some()
+    }
+
+    /// Makes `model` the command's model (`claij run --model`, `claij worker --model`):
+    /// used by every run through this layer whose state, event and options name none.
+    /// `None` leaves the layer as it is. A run's own model is one of its options
+    /// (`RunOptions::model`), not the layer's: one layer serves runs of many models.
+    pub fn prefer(&mut self, model: Option<String>) {
         if model.is_some() {
-            self.run_model = model;
+            self.preferred = model;
         }
     }
 
@@ -306,9 +329,10 @@ impl LlmLayer {
         self.resolve(name).is_ok()
     }
 
-    /// The run's model, then the default.
-    pub fn run_or_default(&self) -> Result<ResolvedModel, String> {
-        if let Some(name) = &self.run_model {
+    /// The model of a run whose state and event name none: the run's own (`run_model`,
+    /// from its options), else the command's ([`prefer`](Self::prefer)), else the default.
+    pub fn for_run(&self, run_model: Option<&str>) -> Result<ResolvedModel, String> {
+        if let Some(name) = run_model.or(self.preferred.as_deref()) {
             return self.resolve(name);
         }
         self.default
@@ -465,7 +489,7 @@ mod tests {
         )
         .unwrap();
         let layer = LlmLayer::with_env(config, &|_| None).unwrap();
-        let mine = layer.run_or_default().unwrap();
+        let mine = layer.for_run(None).unwrap();
         assert_eq!(mine.name, "mine");
         assert_eq!(mine.provider.name(), EMBEDDED_PROVIDER);
         let same = layer.resolve("same").unwrap();

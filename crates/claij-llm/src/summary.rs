@@ -52,6 +52,7 @@ pub(crate) async fn write(
     )));
     let request = TextRequest {
         model: Some(model.name.clone()),
+        run_model: None,
         messages,
         decoding: Decoding {
             max_tokens: Some(

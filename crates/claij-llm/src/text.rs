@@ -1,7 +1,8 @@
 //! Free-text completions outside any state's schemas: what an MCP server's sampling
 //! request (`sampling/createMessage`) asks of the client. The answer is plain text, not an
 //! event, so nothing is enforced; the model is chosen like a state's (a named model, else
-//! the run's, else the default) and the call goes through the same retries and tape.
+//! the run's, else the command's, else the default) and the call goes through the same
+//! retries and tape.
 
 use claij_core::prompts::Message;
 use claij_engine::Meter;
@@ -14,8 +15,11 @@ use crate::request::{Decoding, Enforcement, ModelRequest, Tokens};
 /// What to complete.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TextRequest {
-    /// The model (a configured name); `None`: the run's model, else the default.
+    /// The model (a configured name); `None`: the run's model, else the layer's choice
+    /// ([`LlmLayer::for_run`]).
     pub model: Option<String>,
+    /// The model of the run asking, when it has one of its own (`RunOptions::model`).
+    pub run_model: Option<String>,
     /// The conversation, system message first when there is one.
     pub messages: Vec<Message>,
     /// Decoding settings (the model's configured defaults fill the gaps).
@@ -51,7 +55,7 @@ impl LlmLayer {
     ) -> Result<TextAnswer, String> {
         let model = match &request.model {
             Some(name) => self.resolve(name)?,
-            None => self.run_or_default()?,
+            None => self.for_run(request.run_model.as_deref())?,
         };
         let call = ModelRequest {
             traceparent: None,

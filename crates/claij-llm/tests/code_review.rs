@@ -76,7 +76,7 @@ async fn the_code_review_example_replays_what_its_recording_holds() {
     let exchanges = recorded("code-review.exchanges.json");
     assert!(!exchanges.is_empty());
     let layer = LlmLayer::discover(Some(&dir().join("claij.toml"))).unwrap();
-    let model = layer.run_or_default().unwrap();
+    let model = layer.for_run(None).unwrap();
     let price = model.price.unwrap();
     let out = replay_code_review(layer, "code-review.exchanges.json").await;
     assert_eq!(out.status, RunStatus::Completed, "{:#?}", out.trail);

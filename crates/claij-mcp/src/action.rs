@@ -223,6 +223,7 @@ impl Action for McpAction {
                         "run_id": input.run_id,
                         "state": reply_to,
                         "config": input.fsm.state(&reply_to).map(|s| s.config.clone()),
+                        "model": input.scope.model,
                     }),
                     meter: input.meter.clone(),
                     questions: input.questions.clone(),

@@ -15,8 +15,9 @@ use serde_json::Value;
 /// its questions, through which elicitations wait for a person durably.
 #[derive(Clone)]
 pub struct Caller {
-    /// `{"run_id", "state", "config"}`: the run, the state that asked for the call (the
-    /// `llm` state wearing the hat) and its config.
+    /// `{"run_id", "state", "config", "model"}`: the run, the state that asked for the
+    /// call (the `llm` state wearing the hat), its config and the run's own model
+    /// (`RunOptions::model`, `null` when it has none).
     pub info: Value,
     /// The asking attempt's meter.
     pub meter: Meter,

@@ -297,7 +297,7 @@ pub(crate) async fn deliver(state: AppState, mut delivery: Delivery) {
     let Some(secret) = state.config.webhook_secret.clone() else {
         return;
     };
-    let engine = state.engines.engine(None).ok();
+    let engine = Some(state.engine());
     // The engine's observers (telemetry) are told of each attempt; none when no engine is.
     let observers = engine
         .as_ref()

@@ -3,8 +3,8 @@
 //! stop them; the MCP endpoint of `claij-mcp-server` on the same port, at `/mcp`; an
 //! OpenAPI 3.1 description at `/openapi.json`. See docs/SERVER.md.
 //!
-//! The server is a layer like the others: the binary assembles the engines and opens
-//! the store, and hands them over ([`Engines`], `Arc<dyn RunStore>`); runs go on in this
+//! The server is a layer like the others: the binary assembles the engine and opens
+//! the store, and hands them over ([`Assembly`], `Arc<dyn RunStore>`); runs go on in this
 //! process, checkpointed in the store, so a restart continues them ([`Server::recover`]).
 
 use std::net::SocketAddr;
@@ -34,7 +34,7 @@ pub use claij_door::{ApiToken, Limits, MIN_TOKEN_LEN, WeakToken};
 pub use config::{ConfigError, DEFAULT_BODY_LIMIT, ServerConfig};
 pub use openapi::openapi_json;
 pub use problem::{PROBLEM_JSON, PlacedError, Problem};
-pub use state::Engines;
+pub use state::Assembly;
 
 /// The server could not serve.
 #[derive(Debug, thiserror::Error)]
@@ -67,12 +67,12 @@ pub struct Server {
 
 impl Server {
     /// A server running the FSMs `trusted` (the operator's: what their states may touch
-    /// is not limited) and those the store holds, with `engines` and `store`. The
-    /// engines' [`Policy`](claij_engine::Policy) decides what API clients' documents may
-    /// touch.
+    /// is not limited) and those the store holds, with `assembly` (the engine) and
+    /// `store`. The engine's [`Policy`](claij_engine::Policy) decides what API clients'
+    /// documents may touch.
     pub fn new(
         config: ServerConfig,
-        engines: Arc<dyn Engines>,
+        assembly: Arc<dyn Assembly>,
         store: Arc<dyn RunStore>,
         trusted: Vec<Arc<Fsm>>,
     ) -> Result<Self, ConfigError> {
@@ -80,7 +80,7 @@ impl Server {
         let streams = claij_door::Streams::new(config.max_streams);
         let (live, ends) = live::Live::new();
         let state = state::AppState {
-            engines,
+            assembly,
             store,
             definitions: Default::default(),
             live,

@@ -81,7 +81,7 @@ pub(crate) async fn launch(
         return crate::queued::launch(state, engine, fsm, work, options, input_place).await;
     }
     state
-        .engines
+        .assembly
         .prepare(&fsm)
         .await
         .map_err(|e| Problem::internal(format!("the FSM `{}` cannot start: {e}", fsm.id)))?;

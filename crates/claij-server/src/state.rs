@@ -1,4 +1,4 @@
-//! What every route shares: the assembled engines and the store (given by the binary),
+//! What every route shares: the assembled engine and the store (given by the binary),
 //! the definitions served, the live runs of this process, the settings.
 
 use std::collections::BTreeMap;
@@ -16,12 +16,16 @@ use crate::callbacks::Callbacks;
 use crate::config::ServerConfig;
 use crate::live::Live;
 
-/// What the binary assembles once and hands to the server: engines (one per run model,
-/// the default's for `None`) and how an FSM is made ready to run.
-pub trait Engines: Send + Sync {
-    /// The engine whose `llm` states use `model` as the run's model (`None`: the
-    /// configured default). An unknown model is refused with the reason.
-    fn engine(&self, model: Option<&str>) -> Result<Arc<Engine>, String>;
+/// What the binary assembles once and hands to the server: the engine every run is
+/// driven by (one model layer for all of them: a run's model is one of its options), and
+/// how an FSM is made ready to run.
+pub trait Assembly: Send + Sync {
+    /// The engine.
+    fn engine(&self) -> Arc<Engine>;
+
+    /// Whether `model` (a request's run model) is one the engine's model layer knows;
+    /// the reason when not.
+    fn check_model(&self, model: &str) -> Result<(), String>;
 
     /// Makes `fsm` ready to run: the MCP servers it declares connected.
     fn prepare<'a>(&'a self, fsm: &'a Fsm) -> BoxFuture<'a, Result<(), String>>;
@@ -45,8 +49,8 @@ impl Served {
 /// The shared state of the routes.
 #[derive(Clone)]
 pub(crate) struct AppState {
-    /// The engines.
-    pub engines: Arc<dyn Engines>,
+    /// The engine, and how FSMs are made ready.
+    pub assembly: Arc<dyn Assembly>,
     /// Where runs are kept.
     pub store: Arc<dyn RunStore>,
     /// The definitions served, by FSM id then version.
@@ -98,9 +102,9 @@ impl AppState {
         }
     }
 
-    /// The default engine (every document is loaded with its registry).
-    pub(crate) fn default_engine(&self) -> Result<Arc<Engine>, String> {
-        self.engines.engine(None)
+    /// The engine (every document is loaded with its registry).
+    pub(crate) fn engine(&self) -> Arc<Engine> {
+        self.assembly.engine()
     }
 
     /// Adds an FSM to those served.
@@ -133,13 +137,7 @@ impl AppState {
     /// are not served yet. Those that no longer load, and API clients' that would touch
     /// what the policy no longer allows, are skipped with a warning.
     pub(crate) async fn load_stored(&self) -> Result<usize, claij_core::StoreError> {
-        let engine = match self.default_engine() {
-            Ok(e) => e,
-            Err(e) => {
-                tracing::warn!("no engine to load stored definitions with: {e}");
-                return Ok(0);
-            }
-        };
+        let engine = self.engine();
         let mut loaded = 0;
         for definition in self.store.definitions().await? {
             if self
@@ -169,7 +167,7 @@ impl AppState {
     }
 
     /// Registers a document that arrived over the network, as an API client's: loaded and
-    /// checked as `claij validate` does, refused if it would touch what the engines'
+    /// checked as `claij validate` does, refused if it would touch what the engine's
     /// policy does not allow or takes the id of an operator's FSM (unless the settings
     /// allow new versions of it), then stored (its `on_new_version` policy applied to the
     /// parked runs of older versions: what it moved and refused is returned) and served.
@@ -177,9 +175,7 @@ impl AppState {
         &self,
         document: serde_json::Value,
     ) -> Result<(Served, VersionPolicy), RegisterError> {
-        let engine = self
-            .default_engine()
-            .map_err(|e| RegisterError::Store(claij_core::StoreError::Backend(e)))?;
+        let engine = self.engine();
         let mut fsm = claij_core::load_value("<request>", document, engine.registry())
             .map_err(RegisterError::Invalid)?;
         fsm.owner = Owner::Client;

@@ -9,7 +9,7 @@
 //! A command has one MCP client, shared by every engine it assembles (one connection per
 //! server, whichever engine calls it). Each engine's `mcp` action answers the sampling
 //! requests servers make during its calls with that engine's model layer (its
-//! configuration, its run's model, its tape); the client answers the rare request no call
+//! configuration, the run's model, its tape); the client answers the rare request no call
 //! waits on with the layer of the command's first engine (its main one).
 
 use std::path::Path;
@@ -114,7 +114,7 @@ impl App {
 }
 
 /// A command's model layer, and the embedded model's name when it is the model `llm`
-/// states use because nothing else is configured (no run model, no default).
+/// states use because nothing else is configured (no `--model`, no default).
 pub(crate) struct Models {
     /// The layer.
     pub(crate) layer: LlmLayer,
@@ -123,8 +123,8 @@ pub(crate) struct Models {
 }
 
 /// The model layer of a command: the configuration from `config` (else the documented
-/// places), `model` as the run's model, the embedded model as the default when nothing
-/// else is configured.
+/// places), `model` as the command's model (`--model`: what runs use when their states
+/// name none), the embedded model as the default when nothing else is configured.
 pub(crate) fn models(config: Option<&Path>, model: Option<String>) -> anyhow::Result<Models> {
     Ok(completed(LlmLayer::discover(config)?, model))
 }
@@ -135,12 +135,12 @@ pub(crate) fn default_models() -> Models {
     completed(LlmLayer::discover(None).unwrap_or_default(), None)
 }
 
-/// `layer` with `model` as its run's model and the embedded model as its default.
+/// `layer` with `model` as the command's model and the embedded model as its default.
 fn completed(mut layer: LlmLayer, model: Option<String>) -> Models {
-    layer.set_run_model(model);
+    layer.prefer(model);
     let embedded = layer
         .default_to_embedded(default_model_file())
-        .filter(|_| !layer.has_run_model());
+        .filter(|_| !layer.has_preferred());
     Models { layer, embedded }
 }
 

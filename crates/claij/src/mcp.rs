@@ -84,7 +84,8 @@ impl Mcp {
 
 /// Answers servers' sampling requests with a model layer: the asking state's
 /// `config.model` when it has one, else the first of the server's model hints that is a
-/// configured model, else the layer's run model or its default.
+/// configured model, else the run's model, the command's or the default
+/// ([`LlmLayer::for_run`]).
 struct ModelSampling {
     layer: Arc<LlmLayer>,
 }
@@ -118,6 +119,9 @@ impl SamplingHandler for ModelSampling {
                 .complete_text(
                     TextRequest {
                         model,
+                        run_model: caller
+                            .and_then(|c| c.info["model"].as_str())
+                            .map(str::to_owned),
                         messages: asked.messages,
                         decoding: Decoding {
                             temperature: asked.temperature,

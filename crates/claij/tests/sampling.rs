@@ -1,11 +1,13 @@
 //! An MCP server's sampling request during a run goes to the run's model layer: the model
 //! `--config`/`--model` configure, recorded with `--record`, replayed with `--replay` (no
-//! live call). The server is the real npm reference server (its `trigger-sampling-request`
+//! live call); under `claij serve`, the model a request names for its run. The server is the real npm reference server (its `trigger-sampling-request`
 //! tool asks the client for a completion during the tool call); the model is an
 //! OpenAI-compatible server the test runs on loopback, counting the calls it answers.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
 
+#[path = "served/mod.rs"]
+mod served;
 #[path = "support/sampler.rs"]
 mod support;
 
@@ -256,4 +258,57 @@ fn a_sampling_request_is_answered_by_the_model_the_command_names() {
     );
     assert_eq!(sampled(&out)["model"], "fake");
     assert_eq!(model.requests().len(), 2);
+}
+
+/// Under `claij serve`, a request's `model` is its run's: the run's sampling request is
+/// answered by it, while a run that names none, on the same server, gets the
+/// configuration's default (here unreachable, so its tool call fails).
+#[tokio::test]
+async fn a_served_run_samples_with_the_model_its_request_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start();
+    let config = config(dir.path(), model.port, "gone");
+    let file = support::sampler(dir.path());
+    let absent = dir.path().join("absent.gguf");
+    let home = dir.path().to_str().unwrap();
+    let server = served::Served::start_env(
+        &dir.path().join("claij.db"),
+        &[file.to_str().unwrap()],
+        &[
+            ("CLAIJ_CONFIG", config.to_str().unwrap()),
+            ("CLAIJ_EMBEDDED_MODEL", absent.to_str().unwrap()),
+            ("HOME", home),
+            ("XDG_CONFIG_HOME", home),
+        ],
+    );
+    let http = served::client();
+    let url = server.url("/runs?wait=60");
+
+    let named = served::post(
+        &http,
+        url.clone(),
+        &json!({"fsm": "sampler", "input": {}, "model": "fake"}),
+    )
+    .await;
+    assert_eq!(named.status, 201, "{}\n{}", named.body, server.said());
+    assert_eq!(named.body["status"], "completed", "{}", named.body);
+    let call = &named.body["result"]["results"][0];
+    let text = call["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains(ANSWER), "{call}");
+    assert!(
+        text.contains(r#""model": "fake""#) || text.contains(r#""model":"fake""#),
+        "{text}"
+    );
+    assert_eq!(model.requests().len(), 1);
+
+    let unnamed = served::post(&http, url, &json!({"fsm": "sampler", "input": {}})).await;
+    assert_eq!(unnamed.status, 201, "{}", unnamed.body);
+    let call = &unnamed.body["result"]["results"][0];
+    assert!(
+        call.get("error").is_some() || !call.to_string().contains(ANSWER),
+        "the default model is unreachable: {call}"
+    );
+    assert_eq!(model.requests().len(), 1, "no call to the named model");
 }

@@ -153,6 +153,7 @@ impl Engine {
             committed: 0,
             context_dirty: false,
             ledger: options.ledger.clone(),
+            model: options.model.clone(),
             spend: claij_core::Spend::default(),
             taken_up: Instant::now(),
             budget_routed: false,

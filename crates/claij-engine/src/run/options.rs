@@ -1,6 +1,6 @@
 //! [`RunOptions`]: how a run is started or resumed (its id, context, deadline,
 //! cancellation, observers, store, lease and its keeper, parent and prior trail, the wait
-//! an answer is meant for).
+//! an answer is meant for, its model).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,4 +58,8 @@ pub struct RunOptions {
     /// waits again since — refuses it with a conflict and nothing changes, so an answer
     /// never answers a later wait than its own. `None`: the wait the run is found in.
     pub wait_seq: Option<u64>,
+    /// The run's model: what its `llm` states use when neither the state nor the event
+    /// names one (a server request's `model`); its child runs share it. `None`: the
+    /// model layer's choice (the command's `--model`, else the default).
+    pub model: Option<String>,
 }

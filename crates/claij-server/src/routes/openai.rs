@@ -193,7 +193,7 @@ pub(crate) async fn chat_completions(
         .code("model_not_found")
     })?;
     let input = input_of(&request.messages)?;
-    let engine = state.default_engine().map_err(Problem::internal)?;
+    let engine = state.engine();
     let mut launched = launch(
         &state,
         engine,

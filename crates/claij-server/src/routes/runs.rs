@@ -45,10 +45,13 @@ pub(crate) async fn start(
         })
         .with_errors(vec![PlacedError::at("$.fsm", "no such FSM")])
     })?;
-    let engine = state.engines.engine(body.model.as_deref()).map_err(|e| {
-        Problem::refused("unknown-model", "Unknown model", e.clone())
-            .with_errors(vec![PlacedError::at("$.model", e)])
-    })?;
+    if let Some(model) = &body.model {
+        state.assembly.check_model(model).map_err(|e| {
+            Problem::refused("unknown-model", "Unknown model", e.clone())
+                .with_errors(vec![PlacedError::at("$.model", e)])
+        })?;
+    }
+    let engine = state.engine();
     let deadline = body
         .deadline
         .as_deref()
@@ -90,6 +93,7 @@ pub(crate) async fn start(
         context,
         deadline,
         budget,
+        model: body.model,
         ..RunOptions::default()
     };
     if let Some(url) = &webhook {
@@ -133,9 +137,8 @@ async fn webhook_url(state: &AppState, url: &str) -> Result<String, Problem> {
                 .into(),
         ));
     }
-    let nothing = claij_engine::Policy::nothing();
-    let engine = state.default_engine().ok();
-    let policy = engine.as_ref().map_or(&nothing, |e| e.policy());
+    let engine = state.engine();
+    let policy = engine.policy();
     let route = policy
         .egress(claij_core::Owner::Client, url)
         .await
@@ -252,10 +255,11 @@ pub(crate) async fn fsm_of(state: &AppState, record: &RunRecord) -> Option<Arc<F
         .filter(|s| s.fsm.hash == record.hash);
     match served {
         Some(s) => Some(s.fsm),
-        None => match state.default_engine() {
-            Ok(engine) => engine.stored_fsm(state.store.as_ref(), record).await.ok(),
-            Err(_) => None,
-        },
+        None => state
+            .engine()
+            .stored_fsm(state.store.as_ref(), record)
+            .await
+            .ok(),
     }
 }
 
@@ -473,7 +477,7 @@ pub(crate) async fn resume_with(
     input: Option<Value>,
     input_place: &str,
 ) -> Result<Launched, Problem> {
-    let engine = state.default_engine().map_err(Problem::internal)?;
+    let engine = state.engine();
     let fsm = engine
         .stored_fsm(state.store.as_ref(), record)
         .await

@@ -64,16 +64,18 @@ impl Recording {
     }
 }
 
-/// One model layer: the configuration, `model` as the run's model (the default when
-/// `None`), the tape. Returns it with the model's name and its provider's.
+/// One model layer: `base`'s providers and configuration (shared with the other
+/// models'), `model` as its model (the default when `None`), the tape. Returns it with
+/// the model's name and its provider's.
 fn layer(
     args: &EvalArgs,
+    base: &LlmLayer,
     model: Option<&str>,
     recording: Option<&mut Recording>,
 ) -> Result<(LlmLayer, String, String)> {
-    let mut layer =
-        crate::app::models(args.exchanges.config.as_deref(), model.map(str::to_owned))?.layer;
-    let resolved = layer.run_or_default().map_err(anyhow::Error::msg)?;
+    let mut layer = base.sibling();
+    layer.prefer(model.map(str::to_owned));
+    let resolved = layer.for_run(None).map_err(anyhow::Error::msg)?;
     if let Some(recording) = recording {
         layer.set_tape(recording.part());
     }
@@ -180,7 +182,9 @@ async fn eval_inner(app: &App, args: EvalArgs) -> Result<u8> {
         tape,
         parts: Vec::new(),
     });
-    // One engine per model, each with its own model layer.
+    // One engine per model, each with its own model layer (and tape), all over the same
+    // providers: a model asked two ways (the plain baseline) is loaded once.
+    let base = crate::app::models(args.exchanges.config.as_deref(), None)?.layer;
     let names: Vec<Option<&str>> = if args.models.is_empty() {
         vec![None]
     } else {
@@ -194,7 +198,7 @@ async fn eval_inner(app: &App, args: EvalArgs) -> Result<u8> {
     };
     let mut models = Vec::with_capacity(names.len());
     for name in names {
-        let (asked, model, provider) = layer(&args, name, recording.as_mut())
+        let (asked, model, provider) = layer(&args, &base, name, recording.as_mut())
             .with_context(|| format!("model `{}`", name.unwrap_or("(the default)")))?;
         models.push(ModelUnderTest {
             name: model.clone(),
@@ -203,7 +207,7 @@ async fn eval_inner(app: &App, args: EvalArgs) -> Result<u8> {
         });
         // The baseline: the same model, constraint and decoding, asked plainly.
         if args.baseline == Some(Baseline::Plain) {
-            let (mut plain, _, _) = layer(&args, name, recording.as_mut())?;
+            let (mut plain, _, _) = layer(&args, &base, name, recording.as_mut())?;
             plain.set_prompting(Prompting::Plain);
             models.push(ModelUnderTest {
                 name: format!("{model} {PLAIN_SUFFIX}"),
@@ -228,8 +232,13 @@ async fn eval_inner(app: &App, args: EvalArgs) -> Result<u8> {
     let judge_engine: Option<Arc<Engine>> = if judges.is_empty() {
         None
     } else {
-        let (layer, name, _) = layer(&args, args.judge_model.as_deref(), recording.as_mut())
-            .context("the judge's model")?;
+        let (layer, name, _) = layer(
+            &args,
+            &base,
+            args.judge_model.as_deref(),
+            recording.as_mut(),
+        )
+        .context("the judge's model")?;
         Some(match models.iter().find(|m| m.name == name) {
             Some(m) => Arc::clone(&m.engine),
             None => Arc::new(app.engine(store.is_some(), Arc::new(layer))),

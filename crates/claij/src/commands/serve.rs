@@ -1,15 +1,14 @@
 //! `claij serve`: the HTTP API (claij-server) and the MCP endpoint on one port, given
-//! the engines and the store assembled here.
+//! the engine and the store assembled here.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use claij_core::Fsm;
 use claij_engine::Policy;
 use claij_engine::{BoxFuture, Engine};
 use claij_mcp_server::{McpServer, Runtime};
-use claij_server::{Engines, Server, ServerConfig, WebhookSecret};
+use claij_server::{Assembly, Server, ServerConfig, WebhookSecret};
 use tokio_util::sync::CancellationToken;
 
 use super::load;
@@ -18,18 +17,17 @@ use crate::cli::ServeArgs;
 use crate::serving::{documents, secret, stop_on_signals, token};
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
 
-/// The engines of this process: the default one, and one per run model asked for (built
-/// on first use, then kept).
-struct ServeEngines {
+/// The engine of this process, over one model layer: a request's model is its run's
+/// option, so every model of the configuration shares the layer's providers (an embedded
+/// model is loaded once, whichever runs use it).
+struct ServeAssembly {
     app: App,
-    config: Option<PathBuf>,
     policy: Arc<Policy>,
-    default: Arc<Engine>,
+    engine: Arc<Engine>,
     layer: Arc<claij_llm::LlmLayer>,
-    by_model: Mutex<HashMap<String, Arc<Engine>>>,
 }
 
-impl ServeEngines {
+impl ServeAssembly {
     fn new(
         app: &App,
         config: Option<PathBuf>,
@@ -37,49 +35,36 @@ impl ServeEngines {
         policy: Arc<Policy>,
     ) -> anyhow::Result<Self> {
         let layer = Arc::new(crate::app::models(config.as_deref(), model)?.layer);
-        let default = Arc::new(app.engine(true, layer.clone()).governed_by(policy.clone()));
-        Ok(ServeEngines {
+        let engine = Arc::new(app.engine(true, layer.clone()).governed_by(policy.clone()));
+        Ok(ServeAssembly {
             app: app.clone(),
-            config,
             policy,
-            default,
+            engine,
             layer,
-            by_model: Mutex::new(HashMap::new()),
         })
     }
 }
 
-impl Engines for ServeEngines {
-    fn engine(&self, model: Option<&str>) -> Result<Arc<Engine>, String> {
-        let Some(model) = model else {
-            return Ok(self.default.clone());
-        };
-        if !self.layer.knows(model) {
-            return Err(format!(
+impl Assembly for ServeAssembly {
+    fn engine(&self) -> Arc<Engine> {
+        self.engine.clone()
+    }
+
+    fn check_model(&self, model: &str) -> Result<(), String> {
+        if self.layer.knows(model) {
+            Ok(())
+        } else {
+            Err(format!(
                 "no model `{model}` is configured (see `claij model list` and docs/MODELS.md)"
-            ));
+            ))
         }
-        let mut by_model = self.by_model.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(engine) = by_model.get(model) {
-            return Ok(engine.clone());
-        }
-        let layer = crate::app::models(self.config.as_deref(), Some(model.to_owned()))
-            .map_err(|e| format!("{e:#}"))?
-            .layer;
-        let engine = Arc::new(
-            self.app
-                .engine(true, Arc::new(layer))
-                .governed_by(self.policy.clone()),
-        );
-        by_model.insert(model.to_owned(), engine.clone());
-        Ok(engine)
     }
 
     fn prepare<'a>(&'a self, fsm: &'a Fsm) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
             // Declaring a document's servers starts them: a client's document only those
             // the policy allows.
-            let refused = self.policy.refusals(fsm, self.default.registry());
+            let refused = self.policy.refusals(fsm, self.engine.registry());
             if let Some((need, why)) = refused.first() {
                 return Err(format!("at {}: {why}", need.path));
             }
@@ -132,7 +117,7 @@ pub(super) async fn serve(app: &App, args: ServeArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let engines = match ServeEngines::new(app, args.config.clone(), args.model.clone(), policy) {
+    let assembly = match ServeAssembly::new(app, args.config.clone(), args.model.clone(), policy) {
         Ok(e) => Arc::new(e),
         Err(e) => {
             note!("claij: {e:#}");
@@ -149,7 +134,7 @@ pub(super) async fn serve(app: &App, args: ServeArgs) -> u8 {
     let mut fsms = Vec::new();
     let mut refused = false;
     for file in &files {
-        match load(engines.default.registry(), file) {
+        match load(assembly.engine.registry(), file) {
             Ok(fsm) => fsms.push(Arc::new(fsm)),
             Err(d) => {
                 note!("claij: {d}");
@@ -160,7 +145,7 @@ pub(super) async fn serve(app: &App, args: ServeArgs) -> u8 {
     if refused {
         return EXIT_USAGE;
     }
-    if let Err(e) = crate::serving::register_served(&engines.default, &store, &fsms).await {
+    if let Err(e) = crate::serving::register_served(&assembly.engine, &store, &fsms).await {
         note!("claij: {e:#}");
         return EXIT_FAILED;
     }
@@ -180,7 +165,7 @@ pub(super) async fn serve(app: &App, args: ServeArgs) -> u8 {
     };
     let mcp = match McpServer::new(
         Runtime {
-            engine: engines.default.clone(),
+            engine: assembly.engine.clone(),
             store: store.clone(),
         },
         fsms.clone(),
@@ -193,7 +178,7 @@ pub(super) async fn serve(app: &App, args: ServeArgs) -> u8 {
         }
     };
     let served = fsms.len();
-    let server = match Server::new(config, engines, store.clone(), fsms) {
+    let server = match Server::new(config, assembly, store.clone(), fsms) {
         Ok(s) => s.with_mcp(mcp),
         Err(e) => {
             note!("claij: {e}");
