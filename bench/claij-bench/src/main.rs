@@ -22,6 +22,9 @@
 //! Runtimes: W1 runs on a current-thread runtime (as the criterion benchmark does); W2-W5
 //! on a multi-threaded runtime with one worker per core (as the CLI runs, and as the
 //! peers size their thread pools: `os.cpu_count()`).
+//!
+//! Modules: `mcp` is W5 (MCP tool calls against the reference `everything` server);
+//! `workers` measures `claij worker` processes on the test kit's PostgreSQL.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

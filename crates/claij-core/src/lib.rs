@@ -29,6 +29,34 @@
 //! let problems = load_str("greet.yaml", &broken, &BuiltinNames).unwrap_err();
 //! assert!(problems.to_string().contains("nowhere"));
 //! ```
+//!
+//! # Modules
+//!
+//! - `source`: text to a JSON value (JSON or YAML, located syntax errors); `parse_json`,
+//!   the one rule for JSON from outside (no key twice, bounded nesting).
+//! - `metaschema`: the JSON Schema of the format itself (`claij schema`), applied first.
+//! - `load`: the loading pipeline (syntax, meta-schema, structure, schemas), every problem
+//!   collected; the result is an `Fsm`.
+//! - `fsm`: the compiled `Fsm`: states, transitions with compiled schemas, triggers,
+//!   settings, the document's `Owner`.
+//! - `schema`: effective transition schemas, their compilation and validation, and the
+//!   `DynamicSchemas` trait for string-named schemas.
+//! - `known_actions`: `KnownActions`, what the loader asks of the registry.
+//! - `diagnostic`: `Diagnostic` and `Diagnostics`, each problem with its file, JSON path,
+//!   line and column.
+//! - `hat`: a state's MCP `servers` expanded on load into a tool-use loop.
+//! - `trail`: the trail's entries, failures and usage.
+//! - `budget`: what runs spend (`Spend`) and may spend (`Budget`), and budget pauses.
+//! - `prompts`: the projection of a trail into a model's messages, shrinkable to a token
+//!   budget, and the plain baseline.
+//! - `synthesis`: how a sub-FSM's result and a fork's batch read in a parent's prompts.
+//! - `question`: an MCP server's question to a person and the person's answer, checked.
+//! - `graph`: DOT and Mermaid export.
+//! - `diff`: the structural difference of two versions of a document (`claij defs diff`).
+//! - `compat`: whether a new version of a JSON Schema accepts what the old one did.
+//! - `migration`: a run's move to another version, as its trail records it.
+//! - `store`: the durable-run contract the engine asks of a store: plain types and boxed
+//!   futures, implemented by claij-store.
 
 pub mod budget;
 pub mod compat;

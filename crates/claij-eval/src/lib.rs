@@ -8,6 +8,18 @@
 //! first-try validity, attempts per model step, failures by kind, latency, tokens,
 //! cost) and the matrix of cases × models. The [`render`] functions turn it into a
 //! terminal table, Markdown, JSON and a self-contained HTML page. See docs/EVAL.md.
+//!
+//! # Modules
+//!
+//! - `cases`: the cases file (JSON lines or YAML), each problem at its place.
+//! - `path`: places in a JSON value (`$.a.b[0]`, or a JSON Pointer).
+//! - `runner`: running an eval: models × cases × repeats within concurrency limits,
+//!   judged, measured.
+//! - `expect`: a run checked against its case: misses, model steps, attempts, tools
+//!   called, the kind of a failure.
+//! - `report`: the `Report`, plain data (the `--json` file).
+//! - `stats`: Wilson intervals and percentiles.
+//! - `render`: the report as a terminal table, Markdown and an HTML page.
 
 pub mod cases;
 pub mod expect;

@@ -10,6 +10,25 @@
 //!
 //! Build a [`McpServer`] from a [`Runtime`], FSMs and [`BotHost`]s, then
 //! [`serve_stdio`] or [`serve_http`]. The formats are documented in docs/MCP-SERVER.md.
+//!
+//! # Modules
+//!
+//! - `handler`: `McpServer`, the rmcp server handler over every served FSM's and bot's
+//!   tools, resources and prompts, one per session.
+//! - `fsm_tools`: an FSM's tools (`ID_start`, `ID_continue`, `ID_status`, and a plain
+//!   tool when its document names one) and the `Runtime` (engine and store) they run on.
+//! - `tool`: tools as plain data (`ToolSpec`, `ToolOutput`), turned into rmcp types.
+//! - `ask` (private): a person's step of a workflow served as a plain tool, asked
+//!   through the client's elicitation.
+//! - `report` (private): progress and log notifications as a tool call's run moves.
+//! - `resources` (private): FSMs and runs as MCP resources.
+//! - `subscriptions` (private): following runs a client subscribed to.
+//! - `prompts` (private): FSMs and bots' prompts as MCP prompts, and completions.
+//! - `bot_folder`: a bot's folder loaded and checked, every problem naming its file.
+//! - `bot_tools`: `BotHost`, a bot's behavior and action tools.
+//! - `bot_prompts`: a bot's `prompts/NAME.md` files, rendered with their arguments.
+//! - `workflow_state`: a bot's workflow state, kept in one file, saved atomically.
+//! - `serve`: the transports: stdio, and streamable HTTP through claij-door.
 
 mod ask;
 pub mod bot_folder;

@@ -1,7 +1,7 @@
 //! A server's catalog: what it offers, as last listed — its tools, resources and prompts
 //! (as the MCP spec's JSON). Resource bodies are not kept: they are read when asked for.
-//! In claij "catalog" means only this; the actions a document may name are
-//! `claij_core::KnownActions`.
+//! (claij-embedded has a catalog too: the models it knows how to fetch. The actions a
+//! document may name are `claij_core::KnownActions`.)
 
 use serde_json::{Value, json};
 

@@ -1,5 +1,6 @@
 //! What a server may ask of the client: a model's answer (sampling) and a person's input
-//! (elicitation). The model layer implements [`SamplingHandler`]; people are asked through
+//! (elicitation). The binary implements [`SamplingHandler`] over the model layer of the
+//! engine whose call is asked; people are asked through
 //! an [`ElicitationHandler`] ([`HumanElicitation`] uses the engine's [`HumanIo`]).
 
 use std::sync::Arc;

@@ -9,6 +9,34 @@
 //! Wire it into a registry with [`register`], declare and connect a document's servers
 //! with [`McpClient::connect_fsm`] after loading it, and [`McpClient::shutdown`] at the
 //! end. See docs/MCP-CLIENT.md.
+//!
+//! # Modules
+//!
+//! - `spec`: `ServerSpec`, a `servers` entry parsed (stdio or HTTP, timeout, roots, the
+//!   tools allowed).
+//! - `process`: a stdio server's child process: its own process group, the stderr tail,
+//!   a shutdown that always reaps it.
+//! - `client`: `McpClient`, the servers by name, connected on first use, reconnected,
+//!   shut down together.
+//! - `connection`: one live connection: requests with timeouts, cancellation and
+//!   progress, the catalog kept fresh.
+//! - `handshake` (private): `initialize`, and `server/discover` for servers that need it.
+//! - `handler` (private): the rmcp client handler: sampling, elicitation and roots
+//!   requests, notifications.
+//! - `access`: `Access`, how a connection reaches its server: as the operator, or for an
+//!   API client's document as the engine's `Policy` allows.
+//! - `auth`: OAuth for HTTP servers: login (authorization code with PKCE, client
+//!   credentials), the credentials file, scope step-up.
+//! - `assertion` (private): private-key JWT client authentication, re-exported from
+//!   `auth`.
+//! - `catalog`: `Catalog`, a server's tools, resources and prompts as last listed.
+//! - `schemas`: `McpSchemas`, the `mcp:…` dynamic transition schemas made from the
+//!   catalogs.
+//! - `action`: `McpAction`, the `mcp` action.
+//! - `hooks`: `Caller` and the handlers a server's sampling and elicitation requests go
+//!   to.
+//! - `sampling`: a `sampling/createMessage` request read into messages, and its result.
+//! - `error`: `McpError`.
 
 pub mod access;
 pub mod action;

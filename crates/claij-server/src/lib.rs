@@ -6,6 +6,28 @@
 //! The server is a layer like the others: the binary assembles the engine and opens
 //! the store, and hands them over ([`Assembly`], `Arc<dyn RunStore>`); runs go on in this
 //! process, checkpointed in the store, so a restart continues them ([`Server::recover`]).
+//!
+//! # Modules
+//!
+//! - `config`: `ServerConfig`: where it listens, the token, the door's bounds, what
+//!   documents from the network may use, whether runs go to workers.
+//! - `state`: the `Assembly` the binary hands over, and what every route shares (the
+//!   engine, the store, the definitions served, the live runs).
+//! - `routes`: the router and its routes: definitions, runs, events, resume links,
+//!   the OpenAI-compatible endpoint, the queue.
+//! - `runner`: runs started or resumed on their own tasks, answered once under way.
+//! - `queued`: with `ServerConfig::queue`, starts and answers queued for workers and
+//!   followed in the store.
+//! - `live`: the observer of every run the server drives, feeding the event streams and
+//!   the callbacks.
+//! - `callbacks`: completion callbacks, signed the Standard Webhooks way, delivered
+//!   through the engine's egress policy, each outcome kept.
+//! - `views`: what the API takes and answers, with their OpenAPI schemas.
+//! - `body`: JSON bodies, their errors placed.
+//! - `problem`: errors as RFC 9457 problem details.
+//! - `auth`: the token check.
+//! - `page`: the web page, its assets embedded, and runs' Graphviz drawings.
+//! - `openapi`: the OpenAPI 3.1 description, derived from the handlers.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

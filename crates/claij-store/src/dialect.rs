@@ -1,5 +1,6 @@
-//! What differs between the backends, as constants: everything else (queries, grouped
-//! commits, migrations) is written once, generic over the database.
+//! What differs between the backends, as constants: the queries and grouped commits are
+//! written once, generic over the database. (The schema migrations are written per
+//! backend: `migrations/sqlite/` and `migrations/postgres/`.)
 
 use claij_core::store::{Doorbell, StoreFuture};
 

@@ -47,6 +47,18 @@
 //! spawned on the committing task's runtime). [`SqlStore::close`] closes the connections
 //! once the runs are idle; a store dropped without it, even after its runtime has ended,
 //! lets its connections go quietly.
+//!
+//! # Modules
+//!
+//! - `store`: `SqlStore`, the store contract as SQL, with what `claij serve` keeps
+//!   (resume links, callbacks, deliveries), events and subscriptions, the workers' queue,
+//!   a run tree's spend and a run's move to another version, each in a submodule.
+//! - `committer`: grouped commits, one transaction for whatever is queued.
+//! - `migrate`: the schema migrations, embedded per backend and applied on open.
+//! - `dialect`: what differs between the backends, as constants.
+//! - `rows`: rows encoded and decoded, the same for both backends.
+//! - `sqlite`, `postgres`: connection options per durability mode; PostgreSQL's `LISTEN`
+//!   subscription.
 
 mod committer;
 mod dialect;

@@ -1,4 +1,4 @@
-//! [`SqlStore`]: the [`RunStore`] over either database. The SQL is written once (`$n`
+//! [`SqlStore`]: the [`RunStore`] over either database. Its queries are written once (`$n`
 //! parameters work in both); what differs is in [`Dialect`].
 
 use std::sync::Arc;

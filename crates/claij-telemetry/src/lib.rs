@@ -18,6 +18,13 @@
 //! [`content`]). The engine reports runs through
 //! its [`Observer`] (see [`trace::TraceObserver`]); the binary
 //! installs it once, where the engine is assembled.
+//!
+//! # Modules
+//!
+//! - `trace`: `TraceObserver`, runs as spans.
+//! - `metrics`: `MetricsObserver`, runs as the GenAI client metrics and claij's own.
+//! - `content`: the opt-in to recording what models were sent and answered.
+//! - `ids` (private): the trace and span ids derived from run ids.
 
 pub mod content;
 mod ids;

@@ -1,4 +1,5 @@
-//! Test support shared by claij's crates (a dev-dependency only; never published).
+//! Test support shared by claij's crates (a dev-dependency of the crates that use it, a
+//! normal dependency only of the `claij-bench` binary; never published).
 //!
 //! - [`postgres`]: a real PostgreSQL server, started once and shared by every test
 //!   process, with a fresh database per test ([`postgres::database`]), dropped when the
@@ -13,6 +14,18 @@
 //!
 //! This crate depends on no claij crate, so every claij crate (claij-store included) can
 //! use it in its tests without a dependency cycle.
+//!
+//! # Modules
+//!
+//! - `postgres`: the shared PostgreSQL cluster, a fresh database per test.
+//! - `postgres_tls`: a cluster of its own taking TLS connections only, its certificate
+//!   signed by a CA made for it.
+//! - `store` (private): `TestStore`, a throwaway store on either backend.
+//! - `cache`: what the setup scripts installed (MCP servers, models, Python clients),
+//!   each lookup panicking with the script to run when missing.
+//! - `llama_server`: llama-cpp-python's server on a GGUF from the cache.
+//! - `process`: whether a process is alive, as tests that kill processes see it.
+//! - `rng` (private): `Rng`, a seeded SplitMix64.
 
 pub mod cache;
 pub mod llama_server;

@@ -1,4 +1,26 @@
 //! `claij`: check, draw and run LLM workflows written as data.
+//!
+//! The binary is where claij is assembled: it opens the store, builds the model layer and
+//! the MCP client, registers their actions in an engine and hands engine and store to
+//! the surface a command runs. Process-wide setup (the TLS provider, the logs, the
+//! runtime) is done here and nowhere else.
+//!
+//! # Modules
+//!
+//! - `app`: the composition root: the `App` a command asks for what it needs (a registry
+//!   to read documents with, engines over model layers, the MCP client, telemetry).
+//! - `mcp`: the command's MCP client, registered in each engine; servers' sampling
+//!   answered by the model layer of the engine whose call asked.
+//! - `telemetry`: OpenTelemetry as the environment asks (feature `otel`).
+//! - `logs`: log lines on stderr, text or JSON.
+//! - `cli`: the clap definitions and help texts.
+//! - `commands`: one module per subcommand; none uses another's.
+//! - `report`, `serving`: what several commands share (the outcome report, observers,
+//!   Ctrl-C; the documents served, secrets, signals).
+//! - `store`: the store named by `--store` or `CLAIJ_STORE`, opened.
+//! - `input`: JSON arguments: inline, `@FILE`, `-`.
+//! - `progress`: the progress observer and the trail file writer.
+//! - `classified` (tests): every field of every registered action says what it touches.
 
 /// `eprintln!` that never panics: when stderr is gone (`claij run … 2>&1 | head -1`) the
 /// message is dropped, never the run.

