@@ -11,7 +11,7 @@ use claij_core::{Failure, FailureKind, Fsm};
 use serde_json::{Value, json};
 
 use super::{Engine, InputError, RunError, RunOptions, RunOutcome, RunStatus};
-use crate::drive::RunState;
+use crate::drive::{RunState, run_deadline};
 use crate::durable::{DEFAULT_LEASE, is_dead_local_owner, process_owner};
 
 impl Engine {
@@ -70,15 +70,7 @@ impl Engine {
             return Err(not_resumable("cannot be resumed without a store".into()));
         };
         let record = store.run(run_id).await?;
-        if record.hash != fsm.hash {
-            return Err(not_resumable(format!(
-                "is pinned to definition {} v{} ({}), not to the one given ({})",
-                record.fsm_id,
-                record.version,
-                short(&record.hash),
-                short(&fsm.hash)
-            )));
-        }
+        super::claim::check_pinned(&record, &fsm)?;
         super::claim::check_wait(&record, options.wait_seq)?;
         let owner = options.owner.clone().unwrap_or_else(process_owner);
         let lease = options.lease.unwrap_or(DEFAULT_LEASE);
@@ -483,30 +475,12 @@ impl Engine {
                 };
             }
             if deadline_passed {
-                let limit = options
-                    .deadline
-                    .or(fsm.settings.deadline)
-                    .unwrap_or_default();
-                let failure = Failure {
-                    kind: FailureKind::Timeout,
-                    message: format!(
-                        "the run's deadline of {} passed",
-                        humantime::format_duration(limit)
-                    ),
-                    errors: Vec::new(),
-                    attempt,
-                };
-                run.append_failure(
-                    state,
-                    Value::Null,
-                    failure.clone(),
-                    CallRecord::default(),
-                    None,
-                );
                 // Its `on_failure` route is followed once, as in a running run.
-                run.deadline_routed = true;
-                return match run.on_failure_route(state, Some(failure)) {
-                    Some(t) => Ok(run.drive(t, 1).await?),
+                return match run.deadline_passed(state, attempt, None, None) {
+                    Some(failure) => match run.on_failure_route(state, Some(failure)) {
+                        Some(t) => Ok(run.drive(t, 1).await?),
+                        None => Ok(run.fail_here(state).await?),
+                    },
                     None => Ok(run.fail_here(state).await?),
                 };
             }
@@ -547,7 +521,7 @@ impl Engine {
             }
             .into());
         }
-        let deadline = options.deadline.or(fsm.settings.deadline).map(|d| {
+        let deadline = run_deadline(options.deadline, fsm).map(|d| {
             let ends = record.created_at + d;
             let left = ends.duration_since(SystemTime::now()).unwrap_or_default();
             (Instant::now() + left, d)
@@ -618,10 +592,6 @@ fn pairs(transitions: &[(String, String)]) -> String {
         .map(|(f, t)| format!("[{f}, {t}]"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn short(hash: &str) -> &str {
-    hash.get(..12).unwrap_or(hash)
 }
 
 /// The state a suspended run waits in, from its definition.
