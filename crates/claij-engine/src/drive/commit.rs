@@ -5,13 +5,13 @@
 use std::sync::atomic::Ordering;
 use std::time::{Instant, SystemTime};
 
-use claij_core::store::{Checkpoint, StoreError, Wait};
+use claij_core::store::{Checkpoint, RunStatus, StoreError, Wait};
 use claij_core::{START, State};
 
 use super::RunState;
 use crate::durable::Durable;
 use crate::observer::Commit;
-use crate::run::{RunOutcome, RunStatus};
+use crate::outcome::RunOutcome;
 
 impl RunState<'_> {
     /// Commits what is not committed yet and hands the run back to the queue, running and

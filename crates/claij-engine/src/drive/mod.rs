@@ -23,7 +23,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::durable::Durable;
 use crate::observer::Observer;
-use crate::run::{Engine, RunOutcome, RunStatus};
+use claij_core::store::RunStatus;
+
+use crate::engine::Engine;
+use crate::outcome::RunOutcome;
 use crate::spend::Ledger;
 
 mod attempt;

@@ -5,13 +5,13 @@
 use std::time::Duration;
 
 use claij_core::budget::BudgetPause;
+use claij_core::store::RunStatus;
 use claij_core::{Failure, FailureKind, Question, State};
 use serde_json::Value;
 
 use super::attempt::Attempt;
 use super::{CallRecord, Leaving, RunState};
 use crate::action::{ActionOutput, Suspension};
-use crate::run::RunStatus;
 
 /// What follows an attempt.
 pub(super) enum Settled {
