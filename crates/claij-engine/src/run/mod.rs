@@ -5,6 +5,7 @@
 //!
 //! - `start`: a new run, from its input's entry transition;
 //! - `resume`: a stored run continued;
+//! - `claimed`: a run this process claimed, rebuilt from its store and driven on;
 //! - `claim`: claims of stored runs given back when what follows them fails;
 //! - `interrupt`: a stored run stopped;
 //! - `queue`: runs put in the store's queue for workers (submitted, answered);
@@ -23,6 +24,7 @@ use crate::drive::{Clock, RunState};
 use crate::durable::{DEFAULT_LEASE, Durable, process_owner};
 
 mod claim;
+mod claimed;
 mod id;
 mod interrupt;
 mod options;
