@@ -68,9 +68,12 @@ pub mod capability;
 mod drive;
 pub mod durable;
 pub mod egress;
+mod engine;
+mod error;
 pub mod events;
 pub mod migrate;
 pub mod observer;
+mod outcome;
 pub mod questions;
 pub mod recover;
 pub mod registry;
@@ -79,10 +82,10 @@ pub mod spend;
 pub mod tree;
 
 pub use action::{
-    Action, ActionError, ActionInput, ActionOutput, BoxFuture, ModelCall, Outcome, RunScope,
-    Suspension, TextSink,
+    Action, ActionError, ActionHost, ActionInput, ActionOutput, BoxFuture, ModelCall, Outcome,
+    RunScope, Suspension, TextSink,
 };
-pub use capability::{Field, Need, NeedsOf, Policy, PolicyError, Refused, Touch, document_needs};
+pub use capability::{Field, Need, NeedsOf, Policy, PolicyError, Refused, Touch};
 pub use durable::{LeaseKeeper, is_dead_local_owner, process_owner};
 pub use egress::{EgressRefused, Route};
 pub use events::Dispatch;
@@ -91,7 +94,7 @@ pub use observer::{
 };
 pub use questions::Questions;
 pub use recover::{continues_without_input, runs_to_continue};
-pub use registry::ActionRegistry;
+pub use registry::{ActionRegistry, document_needs};
 pub use run::{
     Engine, InputError, RunError, RunOptions, RunOutcome, RunStatus, Submission, Submitted,
     interrupt, new_run_id,

@@ -7,7 +7,7 @@ use claij_core::prompts::Message;
 use claij_core::store::QueueStats;
 use claij_core::{Fsm, Question, State, TrailEntry};
 
-use crate::run::RunStatus;
+use claij_core::store::RunStatus;
 
 /// Receives a run's events as they happen. Every method has a no-op default. Observers
 /// are called on the run's task: keep them quick.

@@ -16,7 +16,7 @@ use claij_core::budget::is_pause;
 use claij_core::{Answer, FailureKind, Question, TrailEntry};
 use serde_json::Value;
 
-use crate::run::InputError;
+use crate::error::InputError;
 
 /// One attempt's questions: what it can answer, and the one it stopped for.
 #[derive(Clone, Default)]

@@ -1,15 +1,17 @@
-//! The registry of actions and dynamic schema providers a document may name.
+//! The registry of actions and dynamic schema providers a document may name, and what
+//! a document would touch as its actions declare it ([`document_needs`]), which the
+//! operator's [`Policy`] refuses or not ([`Policy::refusals`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use claij_core::known_actions::ConfigRoute;
 use claij_core::schema::SchemaError;
-use claij_core::{CompiledSchema, ConfigIssue, DynamicSchemas, KnownActions};
-use serde_json::Value;
+use claij_core::{CompiledSchema, ConfigIssue, DynamicSchemas, Fsm, JsonPath, KnownActions};
+use serde_json::{Map, Value};
 
 use crate::action::Action;
-use crate::actions;
+use crate::capability::{Need, NeedsOf, Policy, Refused, config_path};
 
 struct Registered {
     action: Arc<dyn Action>,
@@ -39,42 +41,8 @@ impl ActionRegistry {
         Self::default()
     }
 
-    /// The built-in actions: `end`, `transform`, `command`, `human`, `fsm` and `fork`,
-    /// and the names of actions provided by layers (`llm` by claij-llm, `mcp` by
-    /// claij-mcp, each replacing its placeholder when registered) or done elsewhere
-    /// (`join`), which load but fail clearly when run; likewise the dynamic schema names
-    /// `mcp:…`.
-    pub fn with_builtins() -> Self {
-        let mut registry = Self::empty();
-        let builtins: [(&str, Arc<dyn Action>); 7] = [
-            ("end", Arc::new(actions::End)),
-            ("fsm", Arc::new(actions::SubFsm)),
-            ("fork", Arc::new(actions::Fork)),
-            ("transform", Arc::new(actions::Transform::default())),
-            ("command", Arc::new(actions::Command)),
-            ("human", Arc::new(actions::Human::terminal())),
-            ("publish", Arc::new(actions::Publish)),
-        ];
-        for (name, action) in builtins {
-            registry.insert(name, action);
-        }
-        for (name, reserved) in actions::RESERVED {
-            registry.insert(name, Arc::new(reserved));
-        }
-        registry.register_schemas(Arc::new(actions::ReservedSchemas));
-        registry
-    }
-
-    /// The built-ins for runs kept in a store: as [`with_builtins`](Self::with_builtins),
-    /// except that `human` suspends the run to wait for input from outside (the CLI, a
-    /// webhook, an MCP client) instead of asking at the terminal.
-    pub fn durable() -> Self {
-        let mut registry = Self::with_builtins();
-        registry.insert("human", Arc::new(actions::Human::suspending()));
-        registry
-    }
-
-    fn insert(&mut self, name: &str, action: Arc<dyn Action>) {
+    /// Registers a built-in action (its config schema a constant checked by tests).
+    pub(crate) fn insert(&mut self, name: &str, action: Arc<dyn Action>) {
         // Built-in config schemas are constants checked by tests.
         if let Err(e) = self.register(name, action) {
             panic!("built-in action `{name}` has a bad config schema: {e}");
@@ -172,5 +140,47 @@ impl KnownActions for ActionRegistry {
 
     fn has_dynamic_schema(&self, name: &str) -> bool {
         self.schema_provider(name).is_some()
+    }
+}
+
+/// Everything `fsm` would touch, in document order: each state's needs as its action
+/// declares them, and the document's MCP servers (as the registered `mcp` action
+/// declares them, whether or not a state of its own calls them: declaring a server
+/// connects it).
+pub fn document_needs(fsm: &Fsm, registry: &ActionRegistry) -> Vec<Need> {
+    let mut needs = Vec::new();
+    for state in &fsm.states {
+        let Some(action) = registry.action(&state.action) else {
+            continue;
+        };
+        let at = config_path(fsm, &state.id);
+        needs.extend(action.needs(NeedsOf {
+            config: &state.config,
+            at: &at,
+            fsm,
+        }));
+    }
+    if !fsm.servers.is_empty()
+        && let Some(mcp) = registry.action("mcp")
+    {
+        let every_server = Value::Object(Map::new());
+        needs.extend(mcp.needs(NeedsOf {
+            config: &every_server,
+            at: &JsonPath::root().join("servers"),
+            fsm,
+        }));
+    }
+    let mut seen = std::collections::HashSet::new();
+    needs.retain(|n| seen.insert((n.path.pointer().to_owned(), n.touch, n.value.clone())));
+    needs
+}
+
+impl Policy {
+    /// The needs of `fsm` its owner may not have, each with why.
+    pub fn refusals(&self, fsm: &Fsm, registry: &ActionRegistry) -> Vec<(Need, Refused)> {
+        document_needs(fsm, registry)
+            .into_iter()
+            .filter_map(|need| self.permit(fsm.owner, &need).err().map(|r| (need, r)))
+            .collect()
     }
 }

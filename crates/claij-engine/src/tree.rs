@@ -6,36 +6,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use claij_core::store::{RunRecord, RunStore, StoreError};
-use claij_core::{Fsm, TrailEntry};
+use claij_core::{Fsm, KnownActions};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::action::{BoxFuture, RunScope};
+use crate::action::{ActionHost, BoxFuture, RunScope};
+use crate::capability::Policy;
 use crate::durable::is_dead_local_owner;
 use crate::run::{Engine, RunError, RunOptions, RunOutcome, RunStatus};
+
+pub use crate::action::ChildRun;
 
 /// How long a woken child waits for a parent that is still running (in its own process,
 /// about to notice the child ended or to suspend) before leaving it be.
 const WAKE_PATIENCE: Duration = Duration::from_secs(3);
-
-/// A child run to start (or, with a store, to continue where it is).
-#[derive(Debug, Clone)]
-pub struct ChildRun {
-    /// The child's run id: derived from the parent's, so an attempt made again (after a
-    /// crash or a resume) finds the same child.
-    pub run_id: String,
-    /// The child's FSM, to start it (a child found in the store runs the definition it is
-    /// pinned to; `None`: the child must be in the store).
-    pub fsm: Option<Arc<Fsm>>,
-    /// Its input event.
-    pub input: Value,
-    /// Its initial context.
-    pub context: Value,
-    /// Its deadline.
-    pub deadline: Option<Duration>,
-    /// Entries it continues (chains).
-    pub prior_trail: Vec<TrailEntry>,
-}
 
 impl Engine {
     /// The definition a stored run is pinned to, loaded (and checked) with this engine's
@@ -264,4 +248,33 @@ pub(crate) fn without_id(mut event: Value) -> Value {
         map.remove("id");
     }
     event
+}
+
+/// What the actions an engine runs may ask of it.
+impl ActionHost for Engine {
+    fn policy(&self) -> &Policy {
+        Engine::policy(self)
+    }
+
+    fn known_actions(&self) -> &(dyn KnownActions + Sync) {
+        self.registry()
+    }
+
+    fn run_child<'a>(
+        &'a self,
+        scope: &'a RunScope<'a>,
+        parent: &'a str,
+        child: ChildRun,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<RunOutcome, RunError>> {
+        Box::pin(Engine::run_child(self, scope, parent, child, cancel))
+    }
+
+    fn stored_fsm<'a>(
+        &'a self,
+        store: &'a dyn RunStore,
+        record: &'a RunRecord,
+    ) -> BoxFuture<'a, Result<Arc<Fsm>, RunError>> {
+        Box::pin(Engine::stored_fsm(self, store, record))
+    }
 }

@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use claij_core::{JsonPath, KnownActions};
-use claij_engine::capability::{NeedsOf, Touch, unclassified, unclassified_in};
+use claij_engine::action::unclassified;
+use claij_engine::capability::{NeedsOf, Touch, unclassified_in};
 use serde_json::{Map, Value, json};
 
 /// The registry `claij serve`, `claij worker` and `claij run` assemble.

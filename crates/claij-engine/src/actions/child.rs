@@ -7,15 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use claij_core::known_actions::ConfigRoute;
-use claij_core::{ConfigIssue, FailureKind, Fsm, TrailEntry};
+use claij_core::{ConfigIssue, FailureKind, Fsm, KnownActions, TrailEntry};
 use serde_json::{Map, Value, json};
 
 use claij_core::JsonPath;
 
-use crate::action::{ActionError, ActionInput};
+use crate::action::{ActionError, ActionHost, ActionInput};
 use crate::capability::{Field, Need, NeedsOf, Touch};
-use crate::registry::ActionRegistry;
-use crate::run::Engine;
 use crate::run::{RunOutcome, RunStatus};
 use crate::tree::without_id;
 use claij_core::store::RunStore;
@@ -287,12 +285,12 @@ impl FsmRef {
     /// is the parent's owner's too.
     pub(crate) async fn load_from(
         &self,
-        engine: &Engine,
+        engine: &dyn ActionHost,
         parent: &Fsm,
         store: Option<&Arc<dyn RunStore>>,
         state: &str,
     ) -> Result<Arc<Fsm>, ActionError> {
-        let registry = engine.registry();
+        let registry = engine.known_actions();
         match self {
             FsmRef::File(file) => {
                 let path = resolve(&parent.source, file);
@@ -358,7 +356,7 @@ pub(crate) fn child_refs(state: &claij_core::State) -> Vec<FsmRef> {
 
 /// Reads and loads the child FSM file at `path`: a regular file of at most
 /// [`MAX_CHILD_FILE`] bytes (a device or a pipe would read forever).
-fn read_child(path: &Path, registry: &ActionRegistry) -> Result<Fsm, String> {
+fn read_child(path: &Path, registry: &dyn KnownActions) -> Result<Fsm, String> {
     use std::io::Read;
     let file = std::fs::File::open(path).map_err(|e| format!("cannot read the file: {e}"))?;
     let meta = file

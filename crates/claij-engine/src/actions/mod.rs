@@ -22,8 +22,56 @@ pub use transform::{DEFAULT_FUEL, MAX_FUEL, Transform};
 
 use serde_json::{Value, json};
 
+use std::sync::Arc;
+
 use crate::action::{Action, ActionError, ActionInput, BoxFuture, Outcome};
 use crate::capability::Field;
+use crate::registry::ActionRegistry;
+use crate::run::Engine;
+
+impl ActionRegistry {
+    /// The built-in actions: `end`, `transform`, `command`, `human`, `fsm` and `fork`,
+    /// and the names of actions provided by layers (`llm` by claij-llm, `mcp` by
+    /// claij-mcp, each replacing its placeholder when registered) or done elsewhere
+    /// (`join`), which load but fail clearly when run; likewise the dynamic schema names
+    /// `mcp:…`.
+    pub fn with_builtins() -> Self {
+        let mut registry = ActionRegistry::empty();
+        let builtins: [(&str, Arc<dyn Action>); 7] = [
+            ("end", Arc::new(End)),
+            ("fsm", Arc::new(SubFsm)),
+            ("fork", Arc::new(Fork)),
+            ("transform", Arc::new(Transform::default())),
+            ("command", Arc::new(Command)),
+            ("human", Arc::new(Human::terminal())),
+            ("publish", Arc::new(Publish)),
+        ];
+        for (name, action) in builtins {
+            registry.insert(name, action);
+        }
+        for (name, reserved) in RESERVED {
+            registry.insert(name, Arc::new(reserved));
+        }
+        registry.register_schemas(Arc::new(ReservedSchemas));
+        registry
+    }
+
+    /// The built-ins for runs kept in a store: as [`with_builtins`](ActionRegistry::with_builtins),
+    /// except that `human` suspends the run to wait for input from outside (the CLI, a
+    /// webhook, an MCP client) instead of asking at the terminal.
+    pub fn durable() -> Self {
+        let mut registry = ActionRegistry::with_builtins();
+        registry.insert("human", Arc::new(Human::suspending()));
+        registry
+    }
+}
+
+impl Default for Engine {
+    /// An engine running the built-in actions ([`ActionRegistry::with_builtins`]).
+    fn default() -> Self {
+        Self::new(Arc::new(ActionRegistry::with_builtins()))
+    }
+}
 
 /// `end`: terminal. The engine never runs it (runs stop on entering a terminal state);
 /// it exists so the name is known and its config (none) is checked.

@@ -4,14 +4,6 @@
 use serde_json::Value;
 
 use super::Field;
-use crate::action::Action;
-
-/// The fields of `action`'s config schema that no [`Field`] of its
-/// [`touches`](Action::touches) covers, as JSON Pointers with `*` for members and items:
-/// what a test fails on, so that no field is added without saying what it touches.
-pub fn unclassified(action: &dyn Action) -> Vec<String> {
-    unclassified_in(&action.config_schema(), action.touches())
-}
 
 /// The positions of `schema` (a config's JSON Schema) that no field of `fields` covers.
 pub fn unclassified_in(schema: &Value, fields: &[Field]) -> Vec<String> {

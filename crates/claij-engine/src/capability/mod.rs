@@ -3,7 +3,7 @@
 //! Every [`Action`](crate::Action) says, field by field, what its `config` touches outside the run
 //! ([`Action::touches`](crate::Action::touches): files, programs, hosts, environment variables, models, MCP
 //! servers), and from that what one state's config needs ([`Action::needs`](crate::Action::needs)). The
-//! needs of a whole document ([`document_needs`]) are what registration checks against
+//! needs of a whole document ([`document_needs`](crate::document_needs)) are what registration checks against
 //! the operator's [`Policy`]; the same policy is asked again by the actions themselves
 //! when they run ([`Policy::program`], [`Policy::file`], [`Policy::host`], …), so a
 //! document that registration missed still cannot open a path or start a program.
@@ -16,14 +16,13 @@
 use std::fmt;
 
 use claij_core::{Fsm, JsonPath};
-use serde_json::{Map, Value};
-
-use crate::registry::ActionRegistry;
+use serde_json::Value;
 
 mod classify;
+mod hosts;
 mod policy;
 
-pub use classify::{unclassified, unclassified_in};
+pub use classify::unclassified_in;
 pub use policy::{Policy, PolicyError, Refused};
 
 /// What a config field touches outside the run.
@@ -198,38 +197,6 @@ fn values_of(touch: Touch, path: JsonPath, value: &Value) -> Vec<Need> {
             .collect(),
         _ => Vec::new(),
     }
-}
-
-/// Everything `fsm` would touch, in document order: each state's needs as its action
-/// declares them, and the document's MCP servers (as the registered `mcp` action
-/// declares them, whether or not a state of its own calls them: declaring a server
-/// connects it).
-pub fn document_needs(fsm: &Fsm, registry: &ActionRegistry) -> Vec<Need> {
-    let mut needs = Vec::new();
-    for state in &fsm.states {
-        let Some(action) = registry.action(&state.action) else {
-            continue;
-        };
-        let at = config_path(fsm, &state.id);
-        needs.extend(action.needs(NeedsOf {
-            config: &state.config,
-            at: &at,
-            fsm,
-        }));
-    }
-    if !fsm.servers.is_empty()
-        && let Some(mcp) = registry.action("mcp")
-    {
-        let every_server = Value::Object(Map::new());
-        needs.extend(mcp.needs(NeedsOf {
-            config: &every_server,
-            at: &JsonPath::root().join("servers"),
-            fsm,
-        }));
-    }
-    let mut seen = std::collections::HashSet::new();
-    needs.retain(|n| seen.insert((n.path.pointer().to_owned(), n.touch, n.value.clone())));
-    needs
 }
 
 /// Where the config of state `id` is written in `fsm`'s document: `$.states[i].config`,

@@ -4,10 +4,9 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use claij_core::{Fsm, Owner};
+use claij_core::Owner;
 
-use super::{Need, Touch, document_needs};
-use crate::registry::ActionRegistry;
+use super::{Need, Touch};
 
 /// What the operator allows the documents of API clients to touch, by name. Documents
 /// the operator gave are not limited by it.
@@ -160,14 +159,6 @@ impl Policy {
             Touch::Environment => self.environment(owner, &need.value),
             Touch::Credential => self.credential(owner, &need.value),
         }
-    }
-
-    /// The needs of `fsm` its owner may not have, each with why.
-    pub fn refusals(&self, fsm: &Fsm, registry: &ActionRegistry) -> Vec<(Need, Refused)> {
-        document_needs(fsm, registry)
-            .into_iter()
-            .filter_map(|need| self.permit(fsm.owner, &need).err().map(|r| (need, r)))
-            .collect()
     }
 
     /// The program `owner`'s document may start for `name`: for the operator, `name` as

@@ -9,14 +9,13 @@
 
 use std::time::{Duration, SystemTime};
 
-use claij_core::store::{Checkpoint, ClaimFrom, Lease, RunRecord, Wait};
+use claij_core::store::{Checkpoint, ClaimFrom, Lease, RunRecord, RunStatus, Wait};
 use claij_core::{Answer, Failure, FailureKind, Question, State, TrailEntry};
 
 use super::{CallRecord, RunState, to_micros};
 use crate::action::Suspension;
 use crate::durable::Durable;
 use crate::questions::recorded;
-use crate::run::RunStatus;
 
 /// How often a holder looks for an answer.
 const POLL: Duration = Duration::from_millis(100);

@@ -3,9 +3,29 @@
 //! would otherwise stay `running`, refusing answers and interrupts, until its lease is
 //! found expired).
 
+use claij_core::Fsm;
 use claij_core::store::{Checkpoint, RunRecord, RunStatus, RunStore, StoreError};
 
 use super::RunError;
+
+/// Refuses to continue `record` (resumed or answered) with `fsm` when the run is pinned
+/// to another definition: nothing changes.
+pub(super) fn check_pinned(record: &RunRecord, fsm: &Fsm) -> Result<(), RunError> {
+    if record.hash == fsm.hash {
+        return Ok(());
+    }
+    let short = |hash: &str| hash.get(..12).unwrap_or(hash).to_owned();
+    Err(RunError::NotResumable {
+        run: record.id.clone(),
+        reason: format!(
+            "is pinned to definition {} v{} ({}), not to the one given ({})",
+            record.fsm_id,
+            record.version,
+            short(&record.hash),
+            short(&fsm.hash)
+        ),
+    })
+}
 
 /// Refuses a resume or answer meant for the wait that began at trail length `wait_seq`
 /// when `record` is no longer in it (another answer moved the run on, even if it waits

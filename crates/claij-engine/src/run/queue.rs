@@ -99,12 +99,7 @@ impl Engine {
             return Err(not_answerable("cannot be answered without a store".into()));
         };
         let record = store.run(run_id).await?;
-        if record.hash != fsm.hash {
-            return Err(not_answerable(format!(
-                "is pinned to another definition of {} v{}",
-                record.fsm_id, record.version
-            )));
-        }
+        super::claim::check_pinned(&record, &fsm)?;
         super::claim::check_wait(&record, options.wait_seq)?;
         let wait = match (record.status, &record.wait) {
             (RunStatus::Suspended, Some(wait)) if wait.takes_input() => wait.clone(),

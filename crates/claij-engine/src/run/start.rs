@@ -1,7 +1,7 @@
 //! Starting a run: [`Engine::run`] picks the entry transition of the input, validates
 //! it, creates the run (in its store, with the definition stored once) and drives it.
 
-use crate::drive::CallRecord;
+use crate::drive::{CallRecord, kind_of, run_deadline};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -10,8 +10,7 @@ use claij_core::{Fsm, Spend};
 use serde_json::Value;
 
 use super::{
-    Engine, InputError, RunError, RunOptions, RunOutcome, RunStatus, Submission, kind_of,
-    new_run_id,
+    Engine, InputError, RunError, RunOptions, RunOutcome, RunStatus, Submission, new_run_id,
 };
 use crate::drive::RunState;
 use crate::spend::Ledger;
@@ -53,10 +52,7 @@ impl Engine {
             Value::Null => Value::Object(Default::default()),
             c => c.clone(),
         };
-        let deadline = options
-            .deadline
-            .or(fsm.settings.deadline)
-            .map(|d| (Instant::now() + d, d));
+        let deadline = run_deadline(options.deadline, fsm).map(|d| (Instant::now() + d, d));
         // Room for the input and a few steps: a run's trail is held for as long as it lives
         // (about 200 bytes an entry), and grows by doubling past that.
         let mut trail = Vec::with_capacity(INITIAL_TRAIL + options.prior_trail.len());

@@ -7,7 +7,7 @@ use claij_core::store::{RunRecord, RunStore, StoreError, Wait};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::RunStatus;
+use claij_core::store::RunStatus;
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,14 +1,13 @@
-//! The `Action` trait: what runs inside a state.
+//! The `Action` trait: what runs inside a state, what it sees of the run
+//! ([`ActionInput`]) and of the engine running it ([`RunScope`], [`ActionHost`]).
 
 use std::future::Future;
 use std::pin::Pin;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use claij_core::known_actions::ConfigRoute;
 use claij_core::schema::{DynamicSchemas, SchemaError, effective_schema};
-use claij_core::store::RunStore;
 use claij_core::{
     ConfigIssue, FailureKind, Fsm, State, TrailEntry, Transition, TransitionSchema, Usage,
 };
@@ -16,7 +15,10 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::observer::Observer;
-use crate::run::Engine;
+
+mod scope;
+
+pub use scope::{ActionHost, ChildRun, RunScope};
 
 /// A boxed, sendable future borrowing from `'a`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -65,27 +67,6 @@ pub struct ActionInput<'a> {
     /// The questions MCP servers put to a person during the attempt: answered from the
     /// run's answers at this state, or (durable runs) stopping the run until one is given.
     pub questions: &'a crate::questions::Questions,
-}
-
-/// What an action may use to start runs of its own (sub-FSMs, fork branches): the
-/// engine, and the durable settings of the run it belongs to, which child runs share.
-#[derive(Clone, Copy)]
-pub struct RunScope<'a> {
-    /// The engine running the run.
-    pub engine: &'a Engine,
-    /// The run's store, for durable runs.
-    pub store: Option<&'a Arc<dyn RunStore>>,
-    /// The run's lease owner, for durable runs.
-    pub owner: Option<&'a str>,
-    /// The run's lease length, for durable runs.
-    pub lease: Option<Duration>,
-    /// Who keeps the run's lease, when not its own heartbeat (a worker's keeper).
-    pub lease_keeper: Option<&'a crate::durable::LeaseKeeper>,
-    /// The budget the run's tree shares, which its children share too.
-    pub ledger: Option<&'a crate::spend::Ledger>,
-    /// The run's model ([`RunOptions::model`](crate::RunOptions::model)), which its
-    /// children share too.
-    pub model: Option<&'a str>,
 }
 
 impl<'a> ActionInput<'a> {
@@ -379,4 +360,11 @@ pub trait Action: Send + Sync + 'static {
 
     /// Runs one attempt.
     fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>>;
+}
+
+/// The fields of `action`'s config schema that no [`Field`](crate::capability::Field) of
+/// its [`touches`](Action::touches) covers, as JSON Pointers with `*` for members and
+/// items: what a test fails on, so that no field is added without saying what it touches.
+pub fn unclassified(action: &dyn Action) -> Vec<String> {
+    crate::capability::unclassified_in(&action.config_schema(), action.touches())
 }
