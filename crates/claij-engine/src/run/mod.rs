@@ -100,13 +100,6 @@ impl Engine {
         self
     }
 
-    /// The observers of every run this engine drives ([`observed_by`](Self::observed_by)):
-    /// for the surfaces that report what happens around runs (webhook deliveries, the
-    /// queue) to the same observers.
-    pub fn observers(&self) -> &[Arc<dyn Observer>] {
-        &self.observers
-    }
-
     /// The registry: the actions runs use, and the [`KnownActions`](claij_core::KnownActions)
     /// documents are loaded against.
     pub fn registry(&self) -> &ActionRegistry {
