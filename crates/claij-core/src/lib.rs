@@ -75,6 +75,7 @@ pub mod schema;
 pub mod source;
 pub mod store;
 pub mod synthesis;
+pub mod trace_context;
 pub mod trail;
 
 pub use budget::{Budget, BudgetPause, Limit, PendingCalls, Spend};

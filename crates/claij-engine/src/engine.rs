@@ -27,7 +27,7 @@ pub struct Engine {
     pub(crate) loaded: Mutex<HashMap<String, Arc<Fsm>>>,
     /// Observers of every run this engine drives (child runs included), besides each
     /// run's own.
-    observers: Vec<Arc<dyn Observer>>,
+    pub(crate) observers: Vec<Arc<dyn Observer>>,
     /// What API clients' documents may touch outside their runs.
     policy: Arc<Policy>,
 }
@@ -63,13 +63,6 @@ impl Engine {
     pub fn observed_by(mut self, observer: Arc<dyn Observer>) -> Self {
         self.observers.push(observer);
         self
-    }
-
-    /// The observers of every run this engine drives ([`observed_by`](Self::observed_by)):
-    /// for the surfaces that report what happens around runs (webhook deliveries, the
-    /// queue) to the same observers.
-    pub fn observers(&self) -> &[Arc<dyn Observer>] {
-        &self.observers
     }
 
     /// The registry: the actions runs use, and the [`KnownActions`](claij_core::KnownActions)

@@ -89,9 +89,7 @@ pub use capability::{Field, Need, NeedsOf, Policy, PolicyError, Refused, Touch};
 pub use durable::{LeaseKeeper, is_dead_local_owner, process_owner};
 pub use egress::{EgressRefused, Route};
 pub use events::Dispatch;
-pub use observer::{
-    Call, CallSite, Commit, DeliveryOutcome, DeliverySite, ModelExchange, Observer, RunBegan,
-};
+pub use observer::{Call, CallSite, Commit, ModelExchange, Observer, RunBegan};
 pub use questions::Questions;
 pub use recover::{continues_without_input, runs_to_continue};
 pub use registry::{ActionRegistry, document_needs};

@@ -1,10 +1,12 @@
 //! Observers: told of a run's start, each attempt, each trail entry as it is appended, and
-//! its end (progress bars, live event streams).
+//! its end (progress bars, live event streams, telemetry).
+//!
+//! Runs only: what happens around them — a server's callback deliveries, a worker's queue
+//! — is reported by those surfaces through `tracing`, where telemetry's layer sees it.
 
 use std::time::{Duration, SystemTime};
 
 use claij_core::prompts::Message;
-use claij_core::store::QueueStats;
 use claij_core::{Fsm, Question, State, TrailEntry};
 
 use claij_core::store::RunStatus;
@@ -68,19 +70,6 @@ pub trait Observer: Send + Sync {
     /// The run's position and the entries since the last were written to its store (a
     /// checkpoint; or the attempt to write them failed, `commit.error` says why).
     fn committed(&self, _run_id: &str, _commit: &Commit<'_>) {}
-
-    /// The W3C trace context (a `traceparent` value) to send with a delivery of a run's
-    /// end to its callback (`claij serve`'s webhooks), like
-    /// [`call_context`](Self::call_context) for the calls of attempts.
-    fn delivery_context(&self, _delivery: &DeliverySite<'_>) -> Option<String> {
-        None
-    }
-
-    /// A delivery of a run's end to its callback was attempted.
-    fn delivery_made(&self, _delivery: &DeliverySite<'_>, _outcome: &DeliveryOutcome<'_>) {}
-
-    /// How the queue of runs for workers stands (sampled by `claij worker` now and then).
-    fn queue_sampled(&self, _queue: &QueueStats) {}
 }
 
 /// What a model call was sent and answered, as [`Observer::model_exchanged`] is told.
@@ -106,35 +95,6 @@ pub struct Commit<'a> {
     /// How long it took.
     pub took: Duration,
     /// Why it failed, when it did.
-    pub error: Option<&'a str>,
-}
-
-/// An attempt to deliver a run's end to its callback.
-#[derive(Debug, Clone, Copy)]
-pub struct DeliverySite<'a> {
-    /// The run.
-    pub run_id: &'a str,
-    /// The delivery (its `webhook-id`).
-    pub id: &'a str,
-    /// What it tells (`run.completed`, `run.suspended`, …).
-    pub kind: &'a str,
-    /// Which attempt this is, from 1.
-    pub attempt: u32,
-}
-
-/// How an attempt to deliver a run's end went.
-#[derive(Debug, Clone, Copy)]
-pub struct DeliveryOutcome<'a> {
-    /// The receiver's host (and port), never the rest of its URL.
-    pub host: &'a str,
-    /// When the attempt began.
-    pub began: SystemTime,
-    /// How long it took.
-    pub took: Duration,
-    /// The receiver's answer, when it gave one.
-    pub status: Option<u16>,
-    /// Why it failed, when it did (no answer, or an answer other than 2xx). The HTTP
-    /// client's words may name the receiver's URL: not for telemetry backends.
     pub error: Option<&'a str>,
 }
 

@@ -16,19 +16,41 @@
 //! A `run.suspended` body's resume link is never stored: its secret is derived from the
 //! webhook secret (which the store never holds) and the delivery's id, the store keeps
 //! only its hash (as for every link), and the link is put into the body at each attempt.
+//!
+//! Each attempt is a `tracing` span, for the operator's telemetry (claij-telemetry's layer
+//! makes it an OpenTelemetry span and counts it): name and target `claij.delivery`, level
+//! `INFO`, no parent, made as the attempt begins and closed once its outcome is known;
+//! its fields:
+//!
+//! - `run_id`: the run whose end is delivered;
+//! - `webhook_id`: the delivery (its `webhook-id`);
+//! - `webhook_type`: what it tells (`run.completed`, `run.suspended`, …);
+//! - `attempt`: which attempt this is, from 1;
+//! - `host`: the receiver's host (and port), never the rest of its URL (whose query may
+//!   hold the receiver's secret);
+//! - `status`: the receiver's HTTP status, recorded when it answered;
+//! - `outcome`: recorded as the attempt ends — `delivered` (a 2xx answer), `failed` (no
+//!   answer, or another), or `refused` (the egress policy does not allow the URL).
+//!
+//! When a layer gives the span a W3C trace context ([`Traceparent`] in its extensions),
+//! the attempt sends it as its `traceparent` header: the receiver's spans join the run's
+//! trace, under the attempt's.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
 use claij_core::store::{Delivery, DeliveryStatus, RunRecord};
+use claij_core::trace_context::Traceparent;
 use claij_core::{Owner, RunStatus};
-use claij_engine::{DeliveryOutcome, DeliverySite, Policy, Route};
+use claij_engine::Route;
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
 use tokio::sync::mpsc;
+use tracing::field::Empty;
+use tracing_subscriber::registry::{LookupSpan as _, SpanData as _};
 
 use crate::state::AppState;
 use crate::views::rfc3339;
@@ -290,6 +312,32 @@ fn client_for(route: &Route) -> Result<reqwest::Client, reqwest::Error> {
 /// receiver answered, or whether it answered at all.
 const NOT_TAKEN: &str = "not taken: no 2xx answer within 10 s";
 
+/// The span of an attempt of `delivery` (see the module's documentation), to `host`.
+fn attempt_span(delivery: &Delivery, host: &str) -> tracing::Span {
+    tracing::info_span!(
+        target: "claij.delivery",
+        parent: None,
+        "claij.delivery",
+        run_id = %delivery.run_id,
+        webhook_id = %delivery.id,
+        webhook_type = %delivery.kind,
+        attempt = delivery.attempts,
+        host = %host,
+        status = Empty,
+        outcome = Empty,
+    )
+}
+
+/// The W3C trace context a layer gave `span` ([`Traceparent`]), when one did.
+fn traceparent_of(span: &tracing::Span) -> Option<String> {
+    span.with_subscriber(|(id, dispatch)| {
+        let registry = dispatch.downcast_ref::<tracing_subscriber::Registry>()?;
+        let data = registry.span_data(id)?;
+        data.extensions().get::<Traceparent>().map(|t| t.0.clone())
+    })
+    .flatten()
+}
+
 /// Attempts `delivery` until a receiver takes it or the attempts run out, each outcome
 /// kept; refused at once (and not tried again) where the egress policy does not allow
 /// its URL.
@@ -297,14 +345,8 @@ pub(crate) async fn deliver(state: AppState, mut delivery: Delivery) {
     let Some(secret) = state.config.webhook_secret.clone() else {
         return;
     };
-    let engine = Some(state.engine());
-    // The engine's observers (telemetry) are told of each attempt; none when no engine is.
-    let observers = engine
-        .as_ref()
-        .map(|e| e.observers().to_vec())
-        .unwrap_or_default();
-    let nothing = Policy::nothing();
-    let policy = engine.as_ref().map_or(&nothing, |e| e.policy());
+    let engine = state.engine();
+    let policy = engine.policy();
     let host = reqwest::Url::parse(&delivery.url)
         .ok()
         .and_then(|u| {
@@ -321,8 +363,8 @@ pub(crate) async fn deliver(state: AppState, mut delivery: Delivery) {
                 () = state.shutdown.cancelled() => return,
             }
         }
-        let (began, clock) = (SystemTime::now(), Instant::now());
         delivery.attempts += 1;
+        let span = attempt_span(&delivery, &host);
         // Checked again at each attempt: the policy may have changed since the run
         // started, and a name may resolve elsewhere now.
         let route = match policy.egress(Owner::Client, &delivery.url).await {
@@ -334,22 +376,8 @@ pub(crate) async fn deliver(state: AppState, mut delivery: Delivery) {
                 delivery.last_status = None;
                 delivery.last_error = Some(format!("refused: {}", refused.why));
                 delivery.next_at = None;
-                let told = DeliveryOutcome {
-                    host: &host,
-                    began,
-                    took: clock.elapsed(),
-                    status: None,
-                    error: delivery.last_error.as_deref(),
-                };
-                let site = DeliverySite {
-                    run_id: &delivery.run_id,
-                    id: &delivery.id,
-                    kind: &delivery.kind,
-                    attempt: delivery.attempts,
-                };
-                for o in &observers {
-                    o.delivery_made(&site, &told);
-                }
+                span.record("outcome", "refused");
+                drop(span);
                 if let Err(e) = state.store.put_delivery(&delivery).await {
                     tracing::warn!("delivery {}: its outcome was not kept: {e}", delivery.id);
                 }
@@ -363,12 +391,6 @@ pub(crate) async fn deliver(state: AppState, mut delivery: Delivery) {
             .map(|d| d.as_secs())
             .unwrap_or(0);
         let signature = secret.sign(&delivery.id, timestamp, &body);
-        let site = DeliverySite {
-            run_id: &delivery.run_id,
-            id: &delivery.id,
-            kind: &delivery.kind,
-            attempt: delivery.attempts,
-        };
         // What the receiver answered: its status, or why there was none (for the log and
         // the operator's telemetry, never for the record).
         let (status, error) = match client_for(&route) {
@@ -379,8 +401,7 @@ pub(crate) async fn deliver(state: AppState, mut delivery: Delivery) {
                     .header("webhook-id", &delivery.id)
                     .header("webhook-timestamp", timestamp.to_string())
                     .header("webhook-signature", signature);
-                if let Some(traceparent) = observers.iter().find_map(|o| o.delivery_context(&site))
-                {
+                if let Some(traceparent) = traceparent_of(&span) {
                     request = request.header("traceparent", traceparent);
                 }
                 match request.body(body).send().await {
@@ -396,7 +417,18 @@ pub(crate) async fn deliver(state: AppState, mut delivery: Delivery) {
             }
             Err(e) => (None, Some(format!("no HTTP client: {e}"))),
         };
-        let took = clock.elapsed();
+        if let Some(status) = status {
+            span.record("status", status);
+        }
+        span.record(
+            "outcome",
+            if error.is_none() {
+                "delivered"
+            } else {
+                "failed"
+            },
+        );
+        drop(span);
         delivery.updated_at = SystemTime::now();
         match &error {
             None => {
@@ -414,16 +446,6 @@ pub(crate) async fn deliver(state: AppState, mut delivery: Delivery) {
                 delivery.last_status = None;
                 delivery.last_error = Some(NOT_TAKEN.to_owned());
             }
-        }
-        let told = DeliveryOutcome {
-            host: &host,
-            began,
-            took,
-            status,
-            error: error.as_deref(),
-        };
-        for o in &observers {
-            o.delivery_made(&site, &told);
         }
         if delivery.status == DeliveryStatus::Pending {
             match state

@@ -19,15 +19,23 @@
 //! its [`Observer`] (see [`trace::TraceObserver`]); the binary
 //! installs it once, where the engine is assembled.
 //!
+//! What happens around runs — `claij serve`'s callback deliveries (`deliver {type}` spans
+//! of the run's trace, `claij.webhook.deliveries`) and `claij worker`'s queue
+//! (`claij.queue.runs`) — those surfaces report through `tracing`, as any layer sees it:
+//! [`Telemetry::layer`] ([`layer::TelemetryLayer`]) turns it into spans and metrics; the
+//! binary adds it to its tracing subscriber, next to its logs.
+//!
 //! # Modules
 //!
 //! - `trace`: `TraceObserver`, runs as spans.
 //! - `metrics`: `MetricsObserver`, runs as the GenAI client metrics and claij's own.
+//! - `layer`: `TelemetryLayer`, the `tracing` layer that sees deliveries and queue samples.
 //! - `content`: the opt-in to recording what models were sent and answered.
 //! - `ids` (private): the trace and span ids derived from run ids.
 
 pub mod content;
 mod ids;
+pub mod layer;
 pub mod metrics;
 pub mod trace;
 
@@ -40,7 +48,11 @@ use opentelemetry_otlp::{WithExportConfig as _, WithTonicConfig as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing::Subscriber;
+use tracing_subscriber::Layer;
+use tracing_subscriber::registry::LookupSpan;
 
+pub use layer::TelemetryLayer;
 pub use metrics::MetricsObserver;
 pub use trace::TraceObserver;
 
@@ -67,11 +79,13 @@ pub(crate) fn provider_of(model: &str) -> &str {
 #[error("OpenTelemetry: {0}")]
 pub struct TelemetryError(String);
 
-/// Export, set up: the observers to install on engines, and the providers to flush at
-/// exit.
+/// Export, set up: the observers to install on engines, the layer to add to the tracing
+/// subscriber, and the providers to flush at exit.
 pub struct Telemetry {
     traces: Option<(SdkTracerProvider, Arc<TraceObserver>)>,
     metrics: Option<(SdkMeterProvider, Arc<MetricsObserver>)>,
+    /// What the surfaces report around runs, into the same providers.
+    layer: TelemetryLayer,
     /// The gRPC exporters' runtime, when one exports over gRPC.
     runtime: Option<tokio::runtime::Runtime>,
 }
@@ -291,9 +305,14 @@ impl Telemetry {
             None => None,
         };
         drop(_entered);
+        let layer = TelemetryLayer::new(
+            traces.as_ref().map(|(p, _)| p.tracer("claij")),
+            metrics.as_ref().map(|(p, _)| p.meter("claij")).as_ref(),
+        );
         Ok(Telemetry {
             traces,
             metrics,
+            layer,
             runtime,
         })
     }
@@ -309,6 +328,16 @@ impl Telemetry {
             out.push(metrics.clone());
         }
         out
+    }
+
+    /// The layer to add to the process's tracing subscriber (with its filter: it sees
+    /// the `claij.delivery` spans and `claij.queue` events only, whatever the logs' level):
+    /// callback deliveries and the queue, as spans and metrics exported with the runs'.
+    pub fn layer<S>(&self) -> impl Layer<S> + Send + Sync + 'static
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        self.layer.clone().with_filter(layer::Surroundings)
     }
 
     /// Sends what is buffered and stops the exporters (call once, before the process

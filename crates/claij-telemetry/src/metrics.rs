@@ -1,15 +1,14 @@
 //! [`MetricsObserver`]: what runs do, as OpenTelemetry metrics — the GenAI client metrics
 //! (`gen_ai.client.token.usage`, `gen_ai.client.operation.duration`) and claij's own
 //! (`claij.transitions`, `claij.attempts.failed`, `claij.runs.ended`,
-//! `claij.store.commit.duration`, `claij.webhook.deliveries`, and `claij.queue.runs` as
-//! `claij worker` samples the queue).
+//! `claij.store.commit.duration`). What happens around runs (callback deliveries, the
+//! workers' queue) is measured by [`crate::layer`].
 
 use claij_core::TrailEntry;
 use claij_core::budget::is_pause;
-use claij_core::store::QueueStats;
-use claij_engine::{Commit, DeliveryOutcome, DeliverySite, Observer, RunStatus};
+use claij_engine::{Commit, Observer, RunStatus};
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
+use opentelemetry::metrics::{Counter, Histogram, Meter};
 
 /// Records the metrics of the runs an engine drives.
 pub struct MetricsObserver {
@@ -19,8 +18,6 @@ pub struct MetricsObserver {
     failures: Counter<u64>,
     ended: Counter<u64>,
     commits: Histogram<f64>,
-    deliveries: Counter<u64>,
-    queue: Gauge<u64>,
 }
 
 impl std::fmt::Debug for MetricsObserver {
@@ -73,16 +70,6 @@ impl MetricsObserver {
                 .with_boundaries(vec![
                     0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0,
                 ])
-                .build(),
-            deliveries: meter
-                .u64_counter("claij.webhook.deliveries")
-                .with_unit("{delivery}")
-                .with_description("Attempts to deliver runs' ends to their callbacks, by type and outcome")
-                .build(),
-            queue: meter
-                .u64_gauge("claij.queue.runs")
-                .with_unit("{run}")
-                .with_description("Runs in the workers' queue, by state (queued, scheduled, timers_due, timers_pending, held)")
                 .build(),
         }
     }
@@ -148,33 +135,5 @@ impl Observer for MetricsObserver {
             commit.took.as_secs_f64(),
             &[KeyValue::new("claij.outcome", outcome)],
         );
-    }
-
-    fn delivery_made(&self, delivery: &DeliverySite<'_>, outcome: &DeliveryOutcome<'_>) {
-        let result = if outcome.error.is_none() {
-            "delivered"
-        } else {
-            "failed"
-        };
-        self.deliveries.add(
-            1,
-            &[
-                KeyValue::new("claij.webhook.type", delivery.kind.to_owned()),
-                KeyValue::new("claij.outcome", result),
-            ],
-        );
-    }
-
-    fn queue_sampled(&self, queue: &QueueStats) {
-        for (state, count) in [
-            ("queued", queue.queued),
-            ("scheduled", queue.scheduled),
-            ("timers_due", queue.timers_due),
-            ("timers_pending", queue.timers_pending),
-            ("held", queue.held),
-        ] {
-            self.queue
-                .record(count, &[KeyValue::new("claij.queue.state", state)]);
-        }
     }
 }

@@ -6,10 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use claij_core::budget::is_pause;
 use claij_core::{State, TrailEntry};
-use claij_engine::{
-    Call, CallSite, Commit, DeliveryOutcome, DeliverySite, ModelExchange, Observer, RunBegan,
-    RunStatus,
-};
+use claij_engine::{Call, CallSite, Commit, ModelExchange, Observer, RunBegan, RunStatus};
 use opentelemetry::trace::{
     Link, SpanBuilder, SpanContext, SpanKind, Status, TraceContextExt, TraceFlags, TraceState,
 };
@@ -60,7 +57,7 @@ impl std::fmt::Debug for TraceObserver {
 
 /// The context of a span another process started (or will have started): the run's first
 /// stretch, whose ids are derived from its id.
-fn remote(run_id: &str) -> Context {
+pub(crate) fn remote(run_id: &str) -> Context {
     Context::new().with_remote_span_context(SpanContext::new(
         trace_of(run_id),
         run_span(run_id),
@@ -395,53 +392,6 @@ impl Observer for TraceObserver {
             }
             cx.span().end_with_timestamp(commit.began + commit.took);
         });
-    }
-
-    fn delivery_context(&self, delivery: &DeliverySite<'_>) -> Option<String> {
-        Some(ids::traceparent(
-            trace_of(delivery.run_id),
-            ids::delivery_span(delivery.id, delivery.attempt),
-            TraceFlags::SAMPLED,
-        ))
-    }
-
-    fn delivery_made(&self, delivery: &DeliverySite<'_>, outcome: &DeliveryOutcome<'_>) {
-        let mut attributes = vec![
-            KeyValue::new("http.request.method", "POST"),
-            KeyValue::new("server.address", outcome.host.to_owned()),
-            KeyValue::new("claij.run.id", delivery.run_id.to_owned()),
-            KeyValue::new("claij.webhook.id", delivery.id.to_owned()),
-            KeyValue::new("claij.webhook.type", delivery.kind.to_owned()),
-            KeyValue::new("claij.webhook.attempt", i64::from(delivery.attempt)),
-        ];
-        if let Some(status) = outcome.status {
-            attributes.push(KeyValue::new(
-                "http.response.status_code",
-                i64::from(status),
-            ));
-        }
-        let builder = SpanBuilder::from_name(format!("deliver {}", delivery.kind))
-            .with_kind(SpanKind::Client)
-            .with_start_time(outcome.began)
-            .with_attributes(attributes);
-        // Under the run's first stretch: the run has ended (or stopped) by now.
-        let parent = remote(delivery.run_id);
-        let span = with_ids(
-            trace_of(delivery.run_id),
-            ids::delivery_span(delivery.id, delivery.attempt),
-            || builder.start_with_context(&self.tracer, &parent),
-        );
-        let cx = parent.with_span(span);
-        // Not the error's own words: a client's error names the URL, whose query may hold
-        // the receiver's secret.
-        if outcome.error.is_some() {
-            let why = match outcome.status {
-                Some(status) => format!("the receiver answered {status}"),
-                None => "no answer from the receiver".to_owned(),
-            };
-            cx.span().set_status(Status::error(why));
-        }
-        cx.span().end_with_timestamp(outcome.began + outcome.took);
     }
 
     fn run_finished(&self, run_id: &str, status: RunStatus) {

@@ -18,6 +18,14 @@
 //! - `leases`: the renewal task;
 //! - `bell`: notices forwarded from the store's subscription;
 //! - `dead`: other workers found dead, whose runs can be taken over at once.
+//!
+//! Every 10 seconds, when something listens (`tracing::enabled!`: telemetry's layer, or
+//! logs at `DEBUG`), the worker samples how the queue stands and reports it as a `tracing`
+//! event, name and target `claij.queue`, level `DEBUG`, with the store's counts (its
+//! `QueueStats`) as `u64` fields: `queued` (runs waiting for a worker now), `scheduled`
+//! (scheduled starts not due yet), `timers_due` (suspended runs whose timer has passed),
+//! `timers_pending` (suspended runs with a timer to come) and `held` (runs held by a live
+//! lease). claij-telemetry's layer makes them the `claij.queue.runs` gauge.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -90,8 +98,8 @@ pub struct Worker {
 /// claimed (another worker holds it locked for a moment).
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
-/// How often the queue's state is sampled for the engine's observers (telemetry's queue
-/// depth), when it has any.
+/// How often the queue's state is sampled (the `claij.queue` event), when something
+/// listens.
 const QUEUE_SAMPLE_EVERY: Duration = Duration::from_secs(10);
 
 impl Worker {
@@ -110,14 +118,19 @@ impl Worker {
         }
     }
 
-    /// Tells the engine's observers how the queue stands.
+    /// Reports how the queue stands (the `claij.queue` event).
     async fn sample_queue(&self) {
         match self.store.queue().await {
-            Ok(queue) => {
-                for o in self.engine.observers() {
-                    o.queue_sampled(&queue);
-                }
-            }
+            Ok(queue) => tracing::debug!(
+                name: "claij.queue",
+                target: "claij.queue",
+                queued = queue.queued,
+                scheduled = queue.scheduled,
+                timers_due = queue.timers_due,
+                timers_pending = queue.timers_pending,
+                held = queue.held,
+                "the queue sampled"
+            ),
             Err(e) => tracing::debug!(error = %e, "sampling the queue failed"),
         }
     }
@@ -168,7 +181,7 @@ impl Worker {
             while tasks.try_join_next().is_some() {
                 report.finished += 1;
             }
-            if !self.engine.observers().is_empty()
+            if tracing::enabled!(target: "claij.queue", tracing::Level::DEBUG)
                 && sampled.is_none_or(|at| at.elapsed() >= QUEUE_SAMPLE_EVERY)
             {
                 sampled = Some(std::time::Instant::now());

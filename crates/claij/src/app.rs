@@ -107,6 +107,12 @@ impl App {
         }
     }
 
+    /// Telemetry's layer for the process's tracing subscriber ([`crate::logs`]): what
+    /// the surfaces report around runs, exported with them; none without export.
+    pub(crate) fn tracing_layer(&self) -> Option<crate::logs::Beside> {
+        self.inner.telemetry.layer()
+    }
+
     /// Sends the spans still buffered (after the async runtime is gone).
     pub(crate) fn finish(&self) {
         self.inner.telemetry.finish();

@@ -7,6 +7,11 @@
 //! `span_id`: the line can be found from the span in a trace viewer, and the other way.
 //! `RUST_LOG` set to a plain level (`info`, `debug`, …) raises or lowers the level;
 //! warnings by default.
+//!
+//! The process has one tracing subscriber, built here: the log lines' layer and, when
+//! telemetry exports ([`App::tracing_layer`]), telemetry's beside it (which sees the
+//! server's callback deliveries and the worker's queue samples whatever the logs' level).
+//! Each layer has its own filter: neither hides from the other what it wants.
 
 use std::io::Write as _;
 use std::sync::OnceLock;
@@ -15,11 +20,18 @@ use std::time::SystemTime;
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Level, Metadata, Subscriber};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::Registry;
+use tracing_subscriber::filter::{LevelFilter, filter_fn};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt as _};
 use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
+use crate::app::App;
 use crate::cli::LogFormat;
+
+/// A layer of the subscriber beside the logs' (telemetry's).
+pub(crate) type Beside = Box<dyn Layer<Registry> + Send + Sync>;
 
 static FORMAT: OnceLock<LogFormat> = OnceLock::new();
 
@@ -32,26 +44,37 @@ fn level() -> Level {
 }
 
 /// Sets logging up as the command line asks, as the process starts: JSON lines start now,
-/// for every command; text waits for the servers ([`for_servers`]).
-pub(crate) fn start(format: LogFormat) {
+/// for every command (with `app`'s telemetry layer beside); text waits for the servers
+/// ([`for_servers`]).
+pub(crate) fn start(format: LogFormat, app: &App) {
     let _ = FORMAT.set(format);
     if format == LogFormat::Json {
-        let subscriber = tracing_subscriber::registry().with(JsonLines { level: level() });
+        let level = level();
+        // Spans are kept whatever their level: the events inside take their fields.
+        let lines = JsonLines.with_filter(filter_fn(move |meta| {
+            meta.is_span() || *meta.level() <= level
+        }));
+        let subscriber = tracing_subscriber::registry()
+            .with(app.tracing_layer())
+            .with(lines);
         let _ = tracing::subscriber::set_global_default(subscriber);
     }
 }
 
 /// Logging for the long-running commands (errors of tools, the transports' own messages):
-/// text on stderr unless JSON lines are on already. Stdout stays free (the MCP protocol
-/// over stdio).
-pub(crate) fn for_servers() {
+/// text on stderr unless JSON lines are on already, with `app`'s telemetry layer beside.
+/// Stdout stays free (the MCP protocol over stdio).
+pub(crate) fn for_servers(app: &App) {
     if FORMAT.get() == Some(&LogFormat::Json) {
         return;
     }
-    let _ = tracing_subscriber::fmt()
+    let text = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_max_level(level())
         .with_target(false)
+        .with_filter(LevelFilter::from_level(level()));
+    let _ = tracing_subscriber::registry()
+        .with(app.tracing_layer())
+        .with(text)
         .try_init();
 }
 
@@ -100,10 +123,9 @@ fn ids_of(traceparent: &str) -> Option<(&str, &str)> {
     (trace.len() == 32 && span.len() == 16).then_some((trace, span))
 }
 
-/// Writes each event at or above its level as one JSON line on stderr.
-struct JsonLines {
-    level: Level,
-}
+/// Writes each event it is given as one JSON line on stderr (those at or above the level,
+/// as its filter in [`start`] lets through).
+struct JsonLines;
 
 impl JsonLines {
     /// The line of `event`: its own fields, then those of the spans it is inside.
@@ -146,11 +168,6 @@ impl<S> Layer<S> for JsonLines
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    fn enabled(&self, meta: &Metadata<'_>, _ctx: Context<'_, S>) -> bool {
-        // Spans are kept whatever their level: the events inside take their fields.
-        meta.is_span() || *meta.level() <= self.level
-    }
-
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let mut fields = Map::new();
         attrs.record(&mut Fields(&mut fields));

@@ -69,7 +69,6 @@ const EXIT_SUSPENDED: u8 = 3;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    logs::start(cli.log_format);
     // Process-wide TLS, set here and nowhere else: ring as rustls's provider, for every
     // HTTPS client of the process (MCP servers over HTTP and their authorization,
     // callbacks, trace export; reqwest is built with `rustls-no-provider`). Err: one is
@@ -82,6 +81,8 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    // Logging, with telemetry's layer (the application has it set up now).
+    logs::start(cli.log_format, &app);
     // One worker thread per core (tokio's default; `TOKIO_WORKER_THREADS` overrides it).
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

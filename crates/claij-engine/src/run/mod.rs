@@ -63,7 +63,7 @@ impl Engine {
             deadline,
             cancel: options.cancel.clone(),
             observers: self
-                .observers()
+                .observers
                 .iter()
                 .chain(&options.observers)
                 .cloned()
