@@ -1,9 +1,10 @@
 //! What differs between the backends, as constants: everything else (queries, grouped
-//! commits, migrations) is written once, generic over the database.
+//! commits, migrations) is written once, generic over the database. A backend's schema
+//! migrations are among those constants ([`Migration`]); `migrate` applies them.
 
-use claij_core::store::{Doorbell, StoreFuture};
+use claij_core::store::StoreFuture;
 
-use crate::migrate::Migration;
+use crate::roles::Doorbell;
 
 /// A database claij can keep runs in: implemented for [`sqlx::Sqlite`] and
 /// [`sqlx::Postgres`] only (sealed).
@@ -51,6 +52,17 @@ pub trait Dialect: sqlx::Database + private::Sealed {
     /// refuses it; `None` where a checkpoint is a guarded `UPDATE` and an `INSERT`.
     #[doc(hidden)]
     const CHECKPOINT_STATEMENT: Option<&'static str>;
+}
+
+/// One schema migration.
+#[derive(Debug)]
+pub struct Migration {
+    /// Its number: migrations apply in increasing order, each once.
+    pub version: i64,
+    /// A short name (the file name without number and extension).
+    pub name: &'static str,
+    /// The SQL (several statements).
+    pub sql: &'static str,
 }
 
 /// The message of a [`Dialect::CHECKPOINT_STATEMENT`] the guard refused.

@@ -9,7 +9,7 @@ use claij_core::Fsm;
 use claij_engine::Policy;
 use claij_engine::{BoxFuture, Engine};
 use claij_mcp_server::{McpServer, Runtime};
-use claij_server::{Engines, Server, ServerConfig, WebhookSecret};
+use claij_server::{Engines, Server, ServerConfig, Stores, WebhookSecret};
 use tokio_util::sync::CancellationToken;
 
 use super::load;
@@ -160,7 +160,12 @@ pub(super) async fn serve(app: &App, args: ServeArgs) -> u8 {
     if refused {
         return EXIT_USAGE;
     }
-    if let Err(e) = crate::serving::register_served(&engines.default, &store, &fsms).await {
+    let stores = Stores {
+        runs: store.clone(),
+        webhooks: store.clone(),
+        work_queue: store.clone(),
+    };
+    if let Err(e) = crate::serving::register_served(&engines.default, &stores.runs, &fsms).await {
         note!("claij: {e:#}");
         return EXIT_FAILED;
     }
@@ -193,7 +198,7 @@ pub(super) async fn serve(app: &App, args: ServeArgs) -> u8 {
         }
     };
     let served = fsms.len();
-    let server = match Server::new(config, engines, store.clone(), fsms) {
+    let server = match Server::new(config, engines, stores, fsms) {
         Ok(s) => s.with_mcp(mcp),
         Err(e) => {
             note!("claij: {e}");
