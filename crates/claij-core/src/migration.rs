@@ -3,7 +3,8 @@
 //! read (the states it names before the move are renamed by the move's map).
 //!
 //! The checks that decide whether a run can move, and the move itself, are the engine's
-//! (`claij_engine::migrate`) and the store's ([`RunStore::migrate_run`](crate::RunStore::migrate_run)).
+//! (`claij_engine::migrate`) and the store's
+//! ([`Runs::migrate_run`](crate::store::Runs::migrate_run)).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,7 +1,8 @@
-//! The durable-run contract: what the engine asks of a store, as a trait with plain data
-//! types. Backends (SQLite, PostgreSQL) live in the `claij-store` crate; the engine only
-//! sees this trait, so neither depends on the other and the core stays runtime-free
-//! (methods return boxed futures; no executor is assumed).
+//! The durable-run contract: what the engine asks of a store, as traits (one per role:
+//! [`Runs`], [`Definitions`], [`Spending`], [`Leases`], [`Events`]; [`RunStore`] is them
+//! all) with plain data types. Backends (SQLite, PostgreSQL) live in the `claij-store`
+//! crate; the engine only sees these traits, so neither depends on the other and the core
+//! stays runtime-free (methods return boxed futures; no executor is assumed).
 //!
 //! A run is kept as: its record (status, current state, context, wait, lease), its trail
 //! as appended deltas (one row per entry, keyed by sequence number, so an entry can never
@@ -200,7 +201,7 @@ pub struct Lease {
     pub until: SystemTime,
 }
 
-/// A run's record (its trail is kept apart, see [`RunStore::trail`]).
+/// A run's record (its trail is kept apart, see [`Runs::trail`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
     /// The run's id.
@@ -241,7 +242,7 @@ pub struct RunRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
     /// What the run itself spent (its own trail's model calls, its time running and
-    /// waiting); its tree's totals come from [`RunStore::tree_spend`].
+    /// waiting); its tree's totals come from [`Spending::tree_spend`].
     #[serde(default)]
     pub spend: crate::budget::Spend,
     /// What the run and its children may spend together, when limited.
@@ -289,7 +290,7 @@ pub struct Checkpoint {
     pub spend: crate::budget::Spend,
 }
 
-/// A run moved to another definition of its FSM, as [`RunStore::migrate_run`] writes it:
+/// A run moved to another definition of its FSM, as [`Runs::migrate_run`] writes it:
 /// its new pin and position, and the `migrated` entry that records the move.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Migration {
@@ -523,103 +524,21 @@ pub enum StoreError {
     Backend(String),
 }
 
-/// A resume link's record (the link's secret is kept only as a hash, the key of this
-/// record): the run it answers and the wait it was made for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hook {
-    /// The run.
-    pub run_id: String,
-    /// The run's trail length when the link was made: the link answers the wait that
-    /// began there, and no later one.
-    pub wait_seq: u64,
-    /// When it was made.
-    pub created_at: SystemTime,
-}
+/// What the engine asks of a store: every core role. Each role is a trait of its own, so
+/// that code can name only the part it uses (`Arc<dyn Runs>`, `&dyn Definitions`, …);
+/// this one is implemented for anything that has them all, and a `dyn RunStore` upcasts
+/// to any of them. The HTTP server's resume links, callbacks and deliveries, and the
+/// workers' queue, are roles of the `claij-store` crate (`claij_store::roles`): the core
+/// knows nothing of webhooks or workers.
+pub trait RunStore: Runs + Definitions + Spending + Leases + Events {}
 
-/// One event of a run posted to its completion callback, and how its attempts went.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Delivery {
-    /// The event's id (the `webhook-id` header): the same for every attempt.
-    pub id: String,
-    /// The run.
-    pub run_id: String,
-    /// Where it is posted.
-    pub url: String,
-    /// What happened: `run.completed`, `run.failed`, `run.interrupted`, `run.suspended`.
-    pub kind: String,
-    /// The body posted.
-    pub payload: Value,
-    /// Attempts made so far.
-    pub attempts: u32,
-    /// Where it stands.
-    pub status: DeliveryStatus,
-    /// The HTTP status of the last attempt, when one was answered.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_status: Option<u16>,
-    /// Why the last attempt failed, when it did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
-    /// When the next attempt is due (pending deliveries).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_at: Option<SystemTime>,
-    /// When it was first queued.
-    pub created_at: SystemTime,
-    /// When it last changed.
-    pub updated_at: SystemTime,
-}
+impl<T: Runs + Definitions + Spending + Leases + Events + ?Sized> RunStore for T {}
 
-/// Where a delivery stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeliveryStatus {
-    /// Not delivered yet; another attempt is due at `next_at`.
-    Pending,
-    /// A receiver answered 2xx.
-    Delivered,
-    /// Every attempt failed; no more are made.
-    Failed,
-}
-
-impl DeliveryStatus {
-    /// The word stored.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryStatus::Pending => "pending",
-            DeliveryStatus::Delivered => "delivered",
-            DeliveryStatus::Failed => "failed",
-        }
-    }
-
-    /// The status a stored word names.
-    pub fn parse(word: &str) -> Option<Self> {
-        match word {
-            "pending" => Some(DeliveryStatus::Pending),
-            "delivered" => Some(DeliveryStatus::Delivered),
-            "failed" => Some(DeliveryStatus::Failed),
-            _ => None,
-        }
-    }
-}
-
-/// A durable home for definitions, runs and trails. Every method is atomic.
-pub trait RunStore: Send + Sync {
+/// Runs and their trails: created, moved, committed, claimed, read, listed, interrupted
+/// and pruned. Every method is atomic.
+pub trait Runs: Send + Sync {
     /// A short description (`sqlite:/path/claij.db`, `postgres://host/db`), without secrets.
     fn describe(&self) -> String;
-
-    /// Stores a definition (no-op when the same id, version and hash are there, except
-    /// that the operator's storing it makes it the operator's).
-    fn put_definition<'a>(&'a self, definition: &'a Definition) -> StoreFuture<'a, ()>;
-
-    /// A definition by id, version and hash (`None` hash: the newest of that version).
-    fn definition<'a>(
-        &'a self,
-        fsm_id: &'a str,
-        version: u32,
-        hash: Option<&'a str>,
-    ) -> StoreFuture<'a, Definition>;
-
-    /// Every definition, newest first.
-    fn definitions(&self) -> StoreFuture<'_, Vec<Definition>>;
 
     /// Creates a run with its first entries, held by `record.lease`'s owner. The run's
     /// definition must be stored already; the entries are numbered from 0 and
@@ -656,6 +575,9 @@ pub trait RunStore: Send + Sync {
     /// A run's record.
     fn run<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, RunRecord>;
 
+    /// The run submitted with `key`, if there is one.
+    fn run_by_key<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<RunRecord>>;
+
     /// A run's trail, from entry `from_seq` on (all of it: see
     /// [`trail_page`](Self::trail_page) for a part).
     fn trail<'a>(&'a self, run_id: &'a str, from_seq: u64) -> StoreFuture<'a, Vec<TrailEntry>>;
@@ -677,35 +599,32 @@ pub trait RunStore: Send + Sync {
     /// A suspended run has no process: the caller finishes it itself.
     fn request_interrupt<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, RunRecord>;
 
-    /// Deletes final runs (and their trails) matching the filter; returns how many.
+    /// Deletes final runs (and their trails, and what was kept beside them) matching the
+    /// filter; returns how many.
     fn prune<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, u64>;
+}
 
-    /// Keeps a resume link (its secret's hash and what it answers).
-    fn put_hook<'a>(&'a self, token_hash: &'a str, hook: &'a Hook) -> StoreFuture<'a, ()>;
+/// FSM definitions: runs are pinned to one.
+pub trait Definitions: Send + Sync {
+    /// Stores a definition (no-op when the same id, version and hash are there, except
+    /// that the operator's storing it makes it the operator's).
+    fn put_definition<'a>(&'a self, definition: &'a Definition) -> StoreFuture<'a, ()>;
 
-    /// The resume link whose secret hashes to `token_hash`, if there is one.
-    fn hook<'a>(&'a self, token_hash: &'a str) -> StoreFuture<'a, Option<Hook>>;
+    /// A definition by id, version and hash (`None` hash: the newest of that version).
+    fn definition<'a>(
+        &'a self,
+        fsm_id: &'a str,
+        version: u32,
+        hash: Option<&'a str>,
+    ) -> StoreFuture<'a, Definition>;
 
-    /// Forgets every resume link of a run made for a wait before `before_seq` (all of them
-    /// with `u64::MAX`); returns how many.
-    fn delete_hooks<'a>(&'a self, run_id: &'a str, before_seq: u64) -> StoreFuture<'a, u64>;
+    /// Every definition, newest first.
+    fn definitions(&self) -> StoreFuture<'_, Vec<Definition>>;
+}
 
-    /// Keeps the URL a run's events are posted to (before the run exists, so that its
-    /// first events find it).
-    fn put_callback<'a>(&'a self, run_id: &'a str, url: &'a str) -> StoreFuture<'a, ()>;
-
-    /// The URL a run's events are posted to, if it has one.
-    fn callback<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Option<String>>;
-
-    /// Stores a delivery, or its new state (by id).
-    fn put_delivery<'a>(&'a self, delivery: &'a Delivery) -> StoreFuture<'a, ()>;
-
-    /// A run's deliveries, oldest first.
-    fn deliveries<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Vec<Delivery>>;
-
-    /// Every pending delivery, by when it is due.
-    fn pending_deliveries(&self) -> StoreFuture<'_, Vec<Delivery>>;
-
+/// What runs spent and may spend: tokens, cost and time (a run's own are on its record),
+/// budgets, model calls in flight, and the bytes a run takes in the store.
+pub trait Spending: Send + Sync {
     /// What a run and every run below it (children, their children, …) spent: their
     /// tokens, cost and calls summed; the run's own time running and waiting (its
     /// children run within it).
@@ -730,7 +649,12 @@ pub trait RunStore: Send + Sync {
 
     /// Bytes used by a run: its record and trail rows as stored (for growth checks).
     fn run_bytes<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, u64>;
+}
 
+/// A run's lease as the process driving it sees it: kept alive, handed back, and the
+/// notices that tell every worker (other processes included) there is work or an
+/// interrupt.
+pub trait Leases: Send + Sync {
     /// Called periodically by the process running a run: renews its lease to `renew_until`
     /// (when given) if `owner` still holds it, and reports whether it does and whether an
     /// interrupt was requested. Touches nothing else, so it never races a commit.
@@ -741,66 +665,19 @@ pub trait RunStore: Send + Sync {
         renew_until: Option<SystemTime>,
     ) -> StoreFuture<'a, Heartbeat>;
 
-    /// The queue, for workers: takes over up to `limit` runs that need a worker now, for
-    /// `owner` until `until`, and returns them as they were before (so a suspended run's
-    /// wait is known): queued runs (submitted, answered, scheduled and due), runs whose
-    /// owner died (an expired lease, or an owner in `dead_owners`; a child only when its
-    /// parent is not running, else its parent continues it), suspended runs whose wait
-    /// expired or whose deadline passed, and runs waiting for children of which one ended
-    /// since. Concurrent claimers never take the same run (PostgreSQL: rows locked with
-    /// `SKIP LOCKED`; SQLite: one writer at a time).
-    fn claim_due<'a>(
-        &'a self,
-        owner: &'a str,
-        until: SystemTime,
-        limit: u32,
-        dead_owners: &'a [String],
-    ) -> StoreFuture<'a, Vec<RunRecord>>;
-
-    /// Whether any run needs a worker now, and when the next one will (a scheduled start,
-    /// a wait's expiry, a deadline, a lease's end): what a worker with nothing to do sleeps
-    /// until. One statement.
-    fn due(&self) -> StoreFuture<'_, Due>;
-
-    /// Renews, in one statement, the leases `owner` holds on the runs it drives
-    /// (`runs`: a run it holds but no longer drives — its drive failed — is left to expire),
-    /// and the worker's own record (`renewed_at`, `holding`: how many runs); returns the
-    /// runs it still holds, with whether an interrupt was requested for each.
-    fn renew_leases<'a>(
-        &'a self,
-        owner: &'a str,
-        until: SystemTime,
-        runs: &'a [String],
-    ) -> StoreFuture<'a, Vec<HeldLease>>;
-
     /// Hands a running run back to the queue (its lease released, if `owner` holds it), so
     /// that another worker takes it up at once; returns whether it did.
     fn release<'a>(&'a self, run_id: &'a str, owner: &'a str) -> StoreFuture<'a, bool>;
-
-    /// Records a worker (or its new start).
-    fn put_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()>;
-
-    /// Every recorded worker, oldest first.
-    fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>>;
-
-    /// Forgets a worker (stopped, or found dead); returns whether it was recorded.
-    fn remove_worker<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool>;
-
-    /// The queue's depth: queued runs, the oldest of them, scheduled starts and timers.
-    fn queue(&self) -> StoreFuture<'_, QueueStats>;
-
-    /// The run submitted with `key`, if there is one.
-    fn run_by_key<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<RunRecord>>;
 
     /// Tells every listening worker (other processes included) about `notice`. Best
     /// effort: a notice that is lost delays work until the workers' next poll, never more.
     /// A no-op where the backend has no notifications (SQLite: workers poll).
     fn notify<'a>(&'a self, notice: &'a Notice) -> StoreFuture<'a, ()>;
+}
 
-    /// A subscription to the notices of [`notify`](Self::notify), from any process:
-    /// `None` where the backend has none.
-    fn listen(&self) -> StoreFuture<'_, Option<Box<dyn Doorbell>>>;
-
+/// Published events (the outbox of `publish` states) and the subscriptions that dispatch
+/// them to the FSMs whose triggers name their topics.
+pub trait Events: Send + Sync {
     /// Subscribes a definition (stored already) to a topic, replacing the subscription of
     /// an earlier definition of the same FSM.
     fn put_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, ()>;
@@ -830,13 +707,6 @@ pub trait RunStore: Send + Sync {
 
     /// Published events, oldest first; only those with `status` when given.
     fn events<'a>(&'a self, status: Option<EventStatus>) -> StoreFuture<'a, Vec<EventRecord>>;
-}
-
-/// Notices delivered to a worker, one at a time.
-pub trait Doorbell: Send {
-    /// The next notice (waits for it). An error means the subscription broke; the caller
-    /// polls, and may listen again.
-    fn next(&mut self) -> StoreFuture<'_, Notice>;
 }
 
 /// What a worker is told about.
@@ -890,15 +760,6 @@ impl Notice {
     }
 }
 
-/// What [`RunStore::due`] found.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Due {
-    /// Whether a run needs a worker now.
-    pub now: bool,
-    /// When the next one will (the earliest future timer or lease end).
-    pub next: Option<SystemTime>,
-}
-
 /// A run a worker holds, as its lease renewal found it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeldLease {
@@ -906,45 +767,6 @@ pub struct HeldLease {
     pub run_id: String,
     /// Whether an interrupt was requested for it.
     pub interrupt_requested: bool,
-}
-
-/// A worker process as the store knows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WorkerRecord {
-    /// Its lease owner id (`host:pid:started`).
-    pub id: String,
-    /// Its host.
-    pub host: String,
-    /// How many runs it drives at once, at most.
-    pub concurrency: u32,
-    /// How many it drove at its last renewal.
-    pub holding: u32,
-    /// When it started.
-    pub started_at: SystemTime,
-    /// When it last renewed its leases.
-    pub renewed_at: SystemTime,
-}
-
-/// The queue's depth.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QueueStats {
-    /// Runs waiting for a worker now (submitted, answered, scheduled and due, or left by
-    /// a dead owner whose lease expired).
-    pub queued: u64,
-    /// When the oldest of them was created.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub oldest_queued: Option<SystemTime>,
-    /// Scheduled starts not due yet.
-    pub scheduled: u64,
-    /// Suspended runs whose wait expiry or deadline has passed (due now).
-    pub timers_due: u64,
-    /// Suspended runs with a timer still to come.
-    pub timers_pending: u64,
-    /// The earliest timer or scheduled start still to come.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_timer: Option<SystemTime>,
-    /// Runs held by a live lease (being driven).
-    pub held: u64,
 }
 
 /// What a heartbeat found.

@@ -100,7 +100,7 @@ pub(crate) struct Durable {
 }
 
 /// The leases of many runs kept by their owner at once — a worker renews all of them in
-/// one statement ([`RunStore::renew_leases`])
+/// one statement (the store's `WorkQueue::renew_leases`)
 /// instead of each run polling its store. Runs driven with a keeper
 /// ([`RunOptions::lease_keeper`](crate::RunOptions::lease_keeper)) are entered here while
 /// they are driven; the owner tells the keeper what each renewal found, and the keeper

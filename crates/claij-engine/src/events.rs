@@ -50,8 +50,9 @@ impl Engine {
     }
 
     /// Dispatches a published event (claimed with
-    /// [`RunStore::claim_events`]) and settles it in the store. A store failure leaves it
-    /// pending, for this or another worker to dispatch again.
+    /// [`Events::claim_events`](claij_core::store::Events::claim_events)) and settles it
+    /// in the store. A store failure leaves it pending, for this or another worker to
+    /// dispatch again.
     pub async fn dispatch(
         &self,
         store: &Arc<dyn RunStore>,

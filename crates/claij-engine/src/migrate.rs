@@ -2,7 +2,7 @@
 //! each run a [`Plan`] — the state it moves to (same name, or renamed by a map), what
 //! changes for it, and every reason it cannot move, each naming its place — and, for a
 //! run that can move, the [`Migration`] the store writes in one transaction
-//! ([`RunStore::migrate_run`]).
+//! ([`Runs::migrate_run`](claij_core::store::Runs::migrate_run)).
 //!
 //! A run can move when nothing drives it (suspended; queued; or running under a lease
 //! that expired, or whose process is gone), its state has a place in the new version, the
@@ -124,7 +124,8 @@ impl Plan {
         self.from.hash == self.to.hash
     }
 
-    /// The move, for [`RunStore::migrate_run`]: `None` when refused, or already there.
+    /// The move, for [`Runs::migrate_run`](claij_core::store::Runs::migrate_run): `None`
+    /// when refused, or already there.
     pub fn migration(&self) -> Option<&Migration> {
         self.migration.as_ref()
     }

@@ -31,7 +31,7 @@ pub struct RunOutcome {
     /// resume ended.
     pub parent: Option<Box<RunOutcome>>,
     /// What the run itself spent (its own trail's model calls, its time running and
-    /// waiting; a store's [`tree_spend`](claij_core::RunStore::tree_spend) adds its
+    /// waiting; a store's [`tree_spend`](claij_core::store::Spending::tree_spend) adds its
     /// children's).
     pub spend: claij_core::Spend,
 }

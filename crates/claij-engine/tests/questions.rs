@@ -10,12 +10,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime};
 
-use claij_core::store::{Durability, RunStore};
+use claij_core::store::Durability;
 use claij_core::{Answer, FailureKind, Fsm, Question, load_str};
 use claij_engine::{
     Action, ActionError, ActionInput, ActionOutput, ActionRegistry, BoxFuture, Engine, InputError,
     Outcome, RunError, RunOptions, RunStatus,
 };
+use claij_store::roles::Store;
 use serde_json::json;
 
 /// Asks "Who are you?" (name required, a default for `team`) and answers with what it
@@ -83,7 +84,7 @@ xitions:
 
 async fn setup() -> (
     tempfile::TempDir,
-    Arc<dyn RunStore>,
+    Arc<dyn Store>,
     Engine,
     Arc<Fsm>,
     Arc<Asker>,
@@ -95,7 +96,7 @@ async fn setup_holding(
     hold: Duration,
 ) -> (
     tempfile::TempDir,
-    Arc<dyn RunStore>,
+    Arc<dyn Store>,
     Engine,
     Arc<Fsm>,
     Arc<Asker>,
@@ -116,7 +117,7 @@ async fn setup_holding(
     (dir, store, engine, fsm, asker)
 }
 
-fn durable(store: &Arc<dyn RunStore>) -> RunOptions {
+fn durable(store: &Arc<dyn Store>) -> RunOptions {
     RunOptions {
         store: Some(store.clone()),
         owner: Some("me".into()),
@@ -267,7 +268,7 @@ async fn without_a_store_nothing_waits_for_an_answer() {
 
 /// Waits for the run to be suspended on its question with its request held open; the
 /// run's id.
-async fn held_run(store: &Arc<dyn RunStore>) -> String {
+async fn held_run(store: &Arc<dyn Store>) -> String {
     for _ in 0..200 {
         let runs = store
             .runs(&claij_core::store::RunFilter::default())

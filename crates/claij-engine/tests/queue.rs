@@ -10,20 +10,26 @@ use std::time::{Duration, SystemTime};
 use claij_core::store::{Durability, EventStatus, RunStore};
 use claij_core::{Fsm, load_str};
 use claij_engine::{ActionRegistry, Engine, RunOptions, RunStatus, Submission};
+use claij_store::roles::Store;
 use serde_json::json;
 
-async fn sqlite(dir: &tempfile::TempDir) -> Arc<dyn RunStore> {
+async fn sqlite(dir: &tempfile::TempDir) -> Arc<dyn Store> {
     let path = dir.path().join("claij.db");
     claij_store::open(&path.display().to_string(), Durability::Normal)
         .await
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The store seen as the engine sees it.
+fn runs(store: &Arc<dyn Store>) -> Arc<dyn RunStore> {
+    store.clone()
+}
+
 fn load(engine: &Engine, text: &str) -> Arc<Fsm> {
     Arc::new(load_str("test.yaml", text, engine.registry()).unwrap_or_else(|e| panic!("{e}")))
 }
 
-fn options(store: &Arc<dyn RunStore>, owner: &str) -> RunOptions {
+fn options(store: &Arc<dyn Store>, owner: &str) -> RunOptions {
     RunOptions {
         store: Some(store.clone()),
         owner: Some(owner.into()),
@@ -32,11 +38,11 @@ fn options(store: &Arc<dyn RunStore>, owner: &str) -> RunOptions {
 }
 
 /// Claims everything due for `owner` and continues it; returns the runs continued.
-async fn work(engine: &Engine, store: &Arc<dyn RunStore>, owner: &str) -> Vec<String> {
+async fn work(engine: &Engine, store: &Arc<dyn Store>, owner: &str) -> Vec<String> {
     let mut done = Vec::new();
     loop {
         for event in store.claim_events(owner, far(), 10, &[]).await.unwrap() {
-            engine.dispatch(store, &event).await.unwrap();
+            engine.dispatch(&runs(store), &event).await.unwrap();
         }
         let claimed = store.claim_due(owner, far(), 10, &[]).await.unwrap();
         if claimed.is_empty() {
@@ -330,7 +336,10 @@ async fn published_events_start_each_subscriber_once_and_unmatched_ones_are_kept
     );
 
     // Dispatched again (a worker that died before settling it): nothing starts twice.
-    let again = engine.dispatch(&store, &dispatched[0]).await.unwrap();
+    let again = engine
+        .dispatch(&runs(&store), &dispatched[0])
+        .await
+        .unwrap();
     assert_eq!(again.runs, dispatched[0].runs);
     assert!(work(&engine, &store, "w1").await.is_empty());
     let shipping_runs = store

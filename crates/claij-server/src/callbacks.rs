@@ -41,10 +41,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
-use claij_core::store::{Delivery, DeliveryStatus, RunRecord};
+use claij_core::store::RunRecord;
 use claij_core::trace_context::Traceparent;
 use claij_core::{Owner, RunStatus};
 use claij_engine::Route;
+use claij_store::roles::{Delivery, DeliveryStatus};
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
@@ -179,7 +180,7 @@ pub(crate) async fn dispatch(
         let starting = state.callbacks.url_of_starting(&run_id);
         let url = match starting {
             Some(url) => Some(url),
-            None => match state.store.callback(&run_id).await {
+            None => match state.webhooks.callback(&run_id).await {
                 Ok(url) => url,
                 Err(e) => {
                     tracing::warn!("run {run_id}: its callback could not be read: {e}");
@@ -243,7 +244,7 @@ async fn queue(
         created_at: now,
         updated_at: now,
     };
-    state.store.put_delivery(&delivery).await?;
+    state.webhooks.put_delivery(&delivery).await?;
     Ok(delivery)
 }
 
@@ -378,7 +379,7 @@ pub(crate) async fn deliver(state: AppState, mut delivery: Delivery) {
                 delivery.next_at = None;
                 span.record("outcome", "refused");
                 drop(span);
-                if let Err(e) = state.store.put_delivery(&delivery).await {
+                if let Err(e) = state.webhooks.put_delivery(&delivery).await {
                     tracing::warn!("delivery {}: its outcome was not kept: {e}", delivery.id);
                 }
                 return;
@@ -460,7 +461,7 @@ pub(crate) async fn deliver(state: AppState, mut delivery: Delivery) {
                 }
             }
         }
-        if let Err(e) = state.store.put_delivery(&delivery).await {
+        if let Err(e) = state.webhooks.put_delivery(&delivery).await {
             tracing::warn!("delivery {}: its outcome was not kept: {e}", delivery.id);
         }
         if delivery.status != DeliveryStatus::Pending {

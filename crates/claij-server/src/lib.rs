@@ -4,8 +4,9 @@
 //! OpenAPI 3.1 description at `/openapi.json`. See docs/SERVER.md.
 //!
 //! The server is a layer like the others: the binary assembles the engine and opens
-//! the store, and hands them over ([`Assembly`], `Arc<dyn RunStore>`); runs go on in this
-//! process, checkpointed in the store, so a restart continues them ([`Server::recover`]).
+//! the store, and hands them over ([`Assembly`], the store's roles as [`Stores`]); runs go
+//! on in this process, checkpointed in the store, so a restart continues them
+//! ([`Server::recover`]).
 //!
 //! # Modules
 //!
@@ -33,7 +34,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use claij_core::Fsm;
-use claij_core::store::RunStore;
 use claij_mcp_server::McpServer;
 use tokio_util::sync::CancellationToken;
 
@@ -56,7 +56,7 @@ pub use claij_door::{ApiToken, Limits, MIN_TOKEN_LEN, WeakToken};
 pub use config::{ConfigError, DEFAULT_BODY_LIMIT, ServerConfig};
 pub use openapi::openapi_json;
 pub use problem::{PROBLEM_JSON, PlacedError, Problem};
-pub use state::Assembly;
+pub use state::{Assembly, Stores};
 
 /// The server could not serve.
 #[derive(Debug, thiserror::Error)]
@@ -90,12 +90,12 @@ pub struct Server {
 impl Server {
     /// A server running the FSMs `trusted` (the operator's: what their states may touch
     /// is not limited) and those the store holds, with `assembly` (the engine) and
-    /// `store`. The engine's [`Policy`](claij_engine::Policy) decides what API clients'
+    /// `stores`. The engine's [`Policy`](claij_engine::Policy) decides what API clients'
     /// documents may touch.
     pub fn new(
         config: ServerConfig,
         assembly: Arc<dyn Assembly>,
-        store: Arc<dyn RunStore>,
+        stores: Stores,
         trusted: Vec<Arc<Fsm>>,
     ) -> Result<Self, ConfigError> {
         config.check()?;
@@ -103,7 +103,9 @@ impl Server {
         let (live, ends) = live::Live::new();
         let state = state::AppState {
             assembly,
-            store,
+            store: stores.runs,
+            webhooks: stores.webhooks,
+            work_queue: stores.work_queue,
             definitions: Default::default(),
             live,
             config: Arc::new(config),
@@ -134,7 +136,7 @@ impl Server {
     /// the background; returns how many runs.
     pub async fn recover(&self) -> Result<usize, ServeError> {
         self.state.load_stored().await?;
-        for delivery in self.state.store.pending_deliveries().await? {
+        for delivery in self.state.webhooks.pending_deliveries().await? {
             tokio::spawn(callbacks::deliver(self.state.clone(), delivery));
         }
         if self.state.config.queue {

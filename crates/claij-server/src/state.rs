@@ -1,5 +1,5 @@
-//! What every route shares: the assembled engine and the store (given by the binary),
-//! the definitions served, the live runs of this process, the settings.
+//! What every route shares: the assembled engine and the store's roles (given by the
+//! binary), the definitions served, the live runs of this process, the settings.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -10,6 +10,7 @@ use claij_core::store::RunStore;
 use claij_core::{Diagnostics, Fsm};
 use claij_engine::migrate::VersionPolicy;
 use claij_engine::{BoxFuture, Engine, Need, Refused};
+use claij_store::roles::{Webhooks, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
 use crate::callbacks::Callbacks;
@@ -29,6 +30,18 @@ pub trait Assembly: Send + Sync {
 
     /// Makes `fsm` ready to run: the MCP servers it declares connected.
     fn prepare<'a>(&'a self, fsm: &'a Fsm) -> BoxFuture<'a, Result<(), String>>;
+}
+
+/// The roles of the store the server uses, handed over by the binary (which opens the
+/// store: the server never does). One store, seen through each role.
+#[derive(Clone)]
+pub struct Stores {
+    /// Runs, trails, definitions, spend, events: what the engine needs.
+    pub runs: Arc<dyn RunStore>,
+    /// Resume links, completion callbacks and their deliveries.
+    pub webhooks: Arc<dyn Webhooks>,
+    /// The workers' queue, shown at `/queue` (the server claims nothing from it).
+    pub work_queue: Arc<dyn WorkQueue>,
 }
 
 /// An FSM the server runs.
@@ -53,6 +66,10 @@ pub(crate) struct AppState {
     pub assembly: Arc<dyn Assembly>,
     /// Where runs are kept.
     pub store: Arc<dyn RunStore>,
+    /// Where resume links, callbacks and deliveries are kept.
+    pub webhooks: Arc<dyn Webhooks>,
+    /// The workers' queue (read only).
+    pub work_queue: Arc<dyn WorkQueue>,
     /// The definitions served, by FSM id then version.
     pub definitions: Arc<RwLock<BTreeMap<String, BTreeMap<u32, Served>>>>,
     /// Live runs of this process: the doorbell of event streams.

@@ -539,8 +539,8 @@ pub(crate) struct DeliveryView {
     pub updated_at: String,
 }
 
-impl From<&claij_core::store::Delivery> for DeliveryView {
-    fn from(d: &claij_core::store::Delivery) -> Self {
+impl From<&claij_store::roles::Delivery> for DeliveryView {
+    fn from(d: &claij_store::roles::Delivery) -> Self {
         DeliveryView {
             id: d.id.clone(),
             kind: d.kind.clone(),

@@ -1,10 +1,11 @@
 //! What differs between the backends, as constants: the queries and grouped commits are
-//! written once, generic over the database. (The schema migrations are written per
-//! backend: `migrations/sqlite/` and `migrations/postgres/`.)
+//! written once, generic over the database. The schema migrations are written per
+//! backend (`migrations/sqlite/`, `migrations/postgres/`) and listed here as constants
+//! ([`Migration`]); `migrate` applies them.
 
-use claij_core::store::{Doorbell, StoreFuture};
+use claij_core::store::StoreFuture;
 
-use crate::migrate::Migration;
+use crate::roles::Doorbell;
 
 /// A database claij can keep runs in: implemented for [`sqlx::Sqlite`] and
 /// [`sqlx::Postgres`] only (sealed).
@@ -52,6 +53,17 @@ pub trait Dialect: sqlx::Database + private::Sealed {
     /// refuses it; `None` where a checkpoint is a guarded `UPDATE` and an `INSERT`.
     #[doc(hidden)]
     const CHECKPOINT_STATEMENT: Option<&'static str>;
+}
+
+/// One schema migration.
+#[derive(Debug)]
+pub struct Migration {
+    /// Its number: migrations apply in increasing order, each once.
+    pub version: i64,
+    /// A short name (the file name without number and extension).
+    pub name: &'static str,
+    /// The SQL (several statements).
+    pub sql: &'static str,
 }
 
 /// The message of a [`Dialect::CHECKPOINT_STATEMENT`] the guard refused.

@@ -1,5 +1,7 @@
-//! claij's durable run stores: [`RunStore`] on SQLite (embedded, one file: the default)
-//! and on PostgreSQL (shared by many workers on many machines).
+//! claij's durable run stores: every role of a store ([`roles::Store`]: the core's
+//! [`RunStore`](claij_core::store::RunStore) and the server's and workers' roles) on
+//! SQLite (embedded, one file: the default) and on PostgreSQL (shared by many workers on
+//! many machines).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), claij_core::store::StoreError> {
@@ -25,8 +27,8 @@
 //! written by a newer claij is refused with a clear error.
 //!
 //! # Durability
-//! Every commit is in the database when [`RunStore::commit`] returns. What it survives
-//! depends on [`Durability`]:
+//! Every commit is in the database when [`Runs::commit`](claij_core::store::Runs::commit)
+//! returns. What it survives depends on [`Durability`]:
 //!
 //! | | [`Durability::Normal`] (default) | [`Durability::Strict`] |
 //! |---|---|---|
@@ -64,6 +66,7 @@ mod committer;
 mod dialect;
 mod migrate;
 mod postgres;
+pub mod roles;
 mod rows;
 mod sqlite;
 mod store;
@@ -71,7 +74,9 @@ mod store;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use claij_core::store::{Durability, RunStore, StoreError};
+use claij_core::store::{Durability, StoreError};
+
+use crate::roles::Store;
 
 pub use committer::CommitStats;
 pub use dialect::Dialect;
@@ -125,7 +130,7 @@ fn locate(url: &str) -> Result<Location, StoreError> {
 /// Opens (creating or migrating as needed) the store at `url`: `sqlite:PATH`, a plain
 /// path (SQLite; parent directories are created), or `postgres://user:password@host/db`
 /// (the database must exist).
-pub async fn open(url: &str, durability: Durability) -> Result<Arc<dyn RunStore>, StoreError> {
+pub async fn open(url: &str, durability: Durability) -> Result<Arc<dyn Store>, StoreError> {
     Ok(match locate(url)? {
         Location::Sqlite(path) => open_sqlite(&path, durability).await?,
         Location::Postgres(url) => open_postgres(&url, durability).await?,

@@ -8,19 +8,8 @@ use sqlx::{Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
 
 use claij_core::store::StoreError;
 
-use crate::dialect::Dialect;
+use crate::dialect::{Dialect, Migration};
 use crate::rows::now_micros;
-
-/// One schema migration.
-#[derive(Debug)]
-pub struct Migration {
-    /// Its number: migrations apply in increasing order, each once.
-    pub version: i64,
-    /// A short name (the file name without number and extension).
-    pub name: &'static str,
-    /// The SQL (several statements).
-    pub sql: &'static str,
-}
 
 /// A migration that has been applied to a database.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,12 +3,12 @@
 
 use std::str::FromStr;
 
-use claij_core::store::{Doorbell, Durability, Notice, StoreError, StoreFuture};
+use claij_core::store::{Durability, Notice, StoreError, StoreFuture};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, Pool, Postgres};
 
-use crate::dialect::Dialect;
-use crate::migrate::Migration;
+use crate::dialect::{Dialect, Migration};
+use crate::roles::Doorbell;
 
 /// The channel workers listen on (`NOTIFY claij_work`).
 const CHANNEL: &str = "claij_work";

@@ -4,12 +4,12 @@
 use std::path::Path;
 use std::time::Duration;
 
-use claij_core::store::{Doorbell, Durability, StoreError, StoreFuture};
+use claij_core::store::{Durability, StoreError, StoreFuture};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Pool, Sqlite};
 
-use crate::dialect::Dialect;
-use crate::migrate::Migration;
+use crate::dialect::{Dialect, Migration};
+use crate::roles::Doorbell;
 
 /// How long a connection waits for another to release the write lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);

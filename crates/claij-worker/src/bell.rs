@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use claij_core::store::{Notice, RunStore};
+use claij_core::store::Notice;
+use claij_store::roles::WorkQueue;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -15,7 +16,7 @@ const RELISTEN: Duration = Duration::from_secs(1);
 
 /// Starts forwarding notices to `to` until `stop`.
 pub(crate) fn spawn(
-    store: Arc<dyn RunStore>,
+    store: Arc<dyn WorkQueue>,
     to: mpsc::Sender<Notice>,
     stop: CancellationToken,
 ) -> JoinHandle<()> {

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use claij_core::store::RunStore;
 use claij_engine::is_dead_local_owner;
+use claij_store::roles::WorkQueue;
 
 /// The dead workers known, and when to look again.
 pub(crate) struct DeadOwners {
@@ -31,7 +31,7 @@ impl DeadOwners {
     /// Looks at the recorded workers when it is time: the dead ones are forgotten (their
     /// runs stay claimable by their ids until their leases would have ended anyway).
     /// Returns whether this look found any.
-    pub(crate) async fn refresh(&mut self, store: &dyn RunStore, me: &str) -> bool {
+    pub(crate) async fn refresh(&mut self, store: &dyn WorkQueue, me: &str) -> bool {
         if Instant::now() < self.next_look {
             return false;
         }

@@ -6,14 +6,14 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use claij_core::store::RunStore;
 use claij_engine::LeaseKeeper;
+use claij_store::roles::WorkQueue;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// Starts renewing `owner`'s leases until `stop`.
 pub(crate) fn spawn(
-    store: Arc<dyn RunStore>,
+    store: Arc<dyn WorkQueue>,
     owner: String,
     keeper: LeaseKeeper,
     lease: Duration,

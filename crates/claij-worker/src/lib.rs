@@ -4,14 +4,14 @@
 //! with any number of workers, on any number of machines, sharing one store (PostgreSQL;
 //! or one SQLite file on one machine).
 //!
-//! There is no broker: the store is the queue ([`RunStore::claim_due`]: locked rows
-//! skipped), the timer wheel (each run's wake time, [`RunStore::due`]) and the doorbell
-//! ([`RunStore::listen`]: PostgreSQL's `LISTEN`; SQLite's workers poll). A worker holds
+//! There is no broker: the store is the queue ([`WorkQueue::claim_due`]: locked rows
+//! skipped), the timer wheel (each run's wake time, [`WorkQueue::due`]) and the doorbell
+//! ([`WorkQueue::listen`]: PostgreSQL's `LISTEN`; SQLite's workers poll). A worker holds
 //! the runs it drives under one lease renewed for all of them in one statement
-//! ([`RunStore::renew_leases`]), hears interrupts by notice (or at that renewal), and on
+//! ([`WorkQueue::renew_leases`]), hears interrupts by notice (or at that renewal), and on
 //! shutdown stops claiming, lets its runs finish within a grace period and hands back the
 //! rest. Like `claij-mcp-server` and `claij-server`, it receives an assembled engine and
-//! store from the binary.
+//! the store's roles it uses (the runs, the work queue) from the binary.
 //!
 //! - `lib`: [`Worker`], [`WorkerConfig`], the claim loop (runs, and published events
 //!   dispatched to the FSMs that subscribe to their topics), shutdown;
@@ -30,8 +30,9 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use claij_core::store::{Due, EventStatus, Notice, RunRecord, RunStore, StoreError, WorkerRecord};
+use claij_core::store::{EventStatus, Notice, RunRecord, RunStore, StoreError};
 use claij_engine::{Engine, LeaseKeeper, RunError, RunOptions, process_owner};
+use claij_store::roles::{Due, WorkQueue, WorkerRecord};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -90,6 +91,7 @@ pub enum WorkerError {
 pub struct Worker {
     engine: Arc<Engine>,
     store: Arc<dyn RunStore>,
+    work_queue: Arc<dyn WorkQueue>,
     config: WorkerConfig,
     id: String,
 }
@@ -103,13 +105,20 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 const QUEUE_SAMPLE_EVERY: Duration = Duration::from_secs(10);
 
 impl Worker {
-    /// A worker driving runs of `store` with `engine` (whose registry must have the
-    /// actions the stored definitions use). Its id, the lease owner of what it drives,
-    /// is this process's (`host:pid:started`).
-    pub fn new(engine: Arc<Engine>, store: Arc<dyn RunStore>, config: WorkerConfig) -> Self {
+    /// A worker driving runs of `store`, taken from `work_queue` (the same store, seen as
+    /// the workers' queue), with `engine` (whose registry must have the actions the stored
+    /// definitions use). Its id, the lease owner of what it drives, is this process's
+    /// (`host:pid:started`).
+    pub fn new(
+        engine: Arc<Engine>,
+        store: Arc<dyn RunStore>,
+        work_queue: Arc<dyn WorkQueue>,
+        config: WorkerConfig,
+    ) -> Self {
         Worker {
             engine,
             store,
+            work_queue,
             config: WorkerConfig {
                 concurrency: config.concurrency.max(1),
                 ..config
@@ -120,7 +129,7 @@ impl Worker {
 
     /// Reports how the queue stands (the `claij.queue` event).
     async fn sample_queue(&self) {
-        match self.store.queue().await {
+        match self.work_queue.queue().await {
             Ok(queue) => tracing::debug!(
                 name: "claij.queue",
                 target: "claij.queue",
@@ -146,7 +155,7 @@ impl Worker {
     /// from its last committed transition.
     pub async fn run(self, shutdown: CancellationToken) -> Result<WorkerReport, WorkerError> {
         let now = SystemTime::now();
-        self.store
+        self.work_queue
             .put_worker(&WorkerRecord {
                 id: self.id.clone(),
                 host: self.id.split(':').next().unwrap_or_default().to_owned(),
@@ -160,7 +169,7 @@ impl Worker {
         let keeper = LeaseKeeper::new();
         let stop_renewing = CancellationToken::new();
         let renewals = leases::spawn(
-            self.store.clone(),
+            self.work_queue.clone(),
             self.id.clone(),
             keeper.clone(),
             self.config.lease,
@@ -168,7 +177,7 @@ impl Worker {
         );
         let (notices_tx, mut notices) = mpsc::channel::<Notice>(64);
         let stop_listening = CancellationToken::new();
-        let listener = bell::spawn(self.store.clone(), notices_tx, stop_listening.clone());
+        let listener = bell::spawn(self.work_queue.clone(), notices_tx, stop_listening.clone());
         let mut dead = dead::DeadOwners::new(self.config.lease);
         let mut tasks: JoinSet<()> = JoinSet::new();
         let mut report = WorkerReport::default();
@@ -187,7 +196,7 @@ impl Worker {
                 sampled = Some(std::time::Instant::now());
                 self.sample_queue().await;
             }
-            let found_dead = dead.refresh(self.store.as_ref(), &self.id).await;
+            let found_dead = dead.refresh(self.work_queue.as_ref(), &self.id).await;
             let free = self.config.concurrency.saturating_sub(tasks.len() as u32);
             // Asleep by default until the poll: a timer, a notice, a run ending or
             // shutdown wakes it sooner.
@@ -196,7 +205,7 @@ impl Worker {
                 // One statement tells whether anything is due and when the next timer is;
                 // a claim is made only when something is (a dead worker's runs are due
                 // before their leases end, which only a claim naming it finds).
-                let due = match self.store.due().await {
+                let due = match self.work_queue.due().await {
                     Ok(due) => due,
                     Err(e) => {
                         tracing::warn!(error = %e, "looking for due runs failed; trying again");
@@ -212,7 +221,7 @@ impl Worker {
                 if due.now || found_dead {
                     let until = SystemTime::now() + self.config.lease;
                     let claimed = match self
-                        .store
+                        .work_queue
                         .claim_due(&self.id, until, free, dead.owners())
                         .await
                     {
@@ -298,7 +307,7 @@ impl Worker {
             let _ = renewals.await;
         }
         let _ = listener.await;
-        if let Err(e) = self.store.remove_worker(&self.id).await {
+        if let Err(e) = self.work_queue.remove_worker(&self.id).await {
             tracing::warn!(error = %e, "forgetting this worker failed");
         }
         tracing::info!(worker = %self.id, claimed = report.claimed, finished = report.finished, handed_back = report.handed_back, "worker stopped");

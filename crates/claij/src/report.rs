@@ -414,7 +414,7 @@ pub(crate) fn usage_totals(trail: &[claij_core::TrailEntry]) -> Option<String> {
 }
 
 /// The queue in one line: `queue: 3 waiting for a worker (oldest since …), …`.
-pub(crate) fn queue_line(queue: &claij_core::store::QueueStats) -> String {
+pub(crate) fn queue_line(queue: &claij_store::roles::QueueStats) -> String {
     let oldest = queue
         .oldest_queued
         .map(|t| format!(" (oldest created {})", at(t)))

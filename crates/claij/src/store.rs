@@ -1,14 +1,16 @@
-//! Opening the store named on the command line.
+//! Opening the store named on the command line: one store, whose roles the commands hand
+//! to the surfaces that use them.
 
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use claij_core::store::{Durability, RunStore};
+use claij_store::roles::Store;
 
 use crate::cli::{DurabilityArg, StoreArgs};
 
 /// The store to use: `None` for `--store memory`.
-pub(crate) async fn open(args: &StoreArgs) -> Result<Option<Arc<dyn RunStore>>> {
+pub(crate) async fn open(args: &StoreArgs) -> Result<Option<Arc<dyn Store>>> {
     let durability = match args.durability {
         DurabilityArg::Normal => Durability::Normal,
         DurabilityArg::Strict => Durability::Strict,
@@ -24,8 +26,16 @@ pub(crate) async fn open(args: &StoreArgs) -> Result<Option<Arc<dyn RunStore>>> 
     Ok(Some(store))
 }
 
+/// The store's core roles, for the commands that use nothing else (`None` for `--store
+/// memory`).
+pub(crate) async fn open_runs(args: &StoreArgs) -> Result<Option<Arc<dyn RunStore>>> {
+    Ok(open(args)
+        .await?
+        .map(|store| -> Arc<dyn RunStore> { store }))
+}
+
 /// The store that `runs` and `defs` commands need (`memory` makes no sense there).
-pub(crate) async fn open_required(args: &StoreArgs) -> Result<Arc<dyn RunStore>> {
+pub(crate) async fn open_required(args: &StoreArgs) -> Result<Arc<dyn Store>> {
     open(args)
         .await?
         .context("this command needs a store; `--store memory` keeps nothing to look at")

@@ -48,7 +48,7 @@ impl Engine {
     }
 
     /// Continues a run a worker took from the queue
-    /// ([`RunStore::claim_due`]) for
+    /// (the store's `WorkQueue::claim_due`) for
     /// `options.owner`: `before` is its record as it was before the claim. A queued or
     /// crashed run continues from its last transition; a suspended run whose wait expired
     /// follows `on_expiry` (or fails), one whose deadline passed follows its deadline's

@@ -2,7 +2,7 @@
 //! created held by no one, optionally for later and under an idempotency key), and
 //! [`Engine::answer`] gives a suspended run its input and queues it, instead of driving
 //! either here. Workers take both up with
-//! [`RunStore::claim_due`](claij_core::store::RunStore::claim_due) and
+//! the store's `WorkQueue::claim_due` and
 //! [`Engine::continue_claimed`].
 
 use crate::drive::CallRecord;

@@ -19,7 +19,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use claij_core::RunStatus;
-use claij_core::store::{Hook, RunRecord};
+use claij_core::store::RunRecord;
+use claij_store::roles::Hook;
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -133,12 +134,16 @@ pub(crate) async fn keep(
         created_at: SystemTime::now(),
     };
     state
-        .store
+        .webhooks
         .put_hook(&hash(secret), &hook)
         .await
         .map_err(|e| Problem::from_store(&e))?;
     // Links to the run's earlier waits answer nothing any more: forget them.
-    if let Err(e) = state.store.delete_hooks(&record.id, record.trail_len).await {
+    if let Err(e) = state
+        .webhooks
+        .delete_hooks(&record.id, record.trail_len)
+        .await
+    {
         tracing::warn!("run {}: old resume links not deleted: {e}", record.id);
     }
     Ok(NewHook {
@@ -150,7 +155,7 @@ pub(crate) async fn keep(
 
 /// The stored link whose secret is `secret`, if there is one.
 pub(crate) async fn stored(state: &AppState, secret: &str) -> Option<Hook> {
-    state.store.hook(&hash(secret)).await.ok().flatten()
+    state.webhooks.hook(&hash(secret)).await.ok().flatten()
 }
 
 /// The link's run, if the link still answers its wait.
@@ -163,7 +168,7 @@ async fn live_hook(state: &AppState, secret: &str) -> Result<(Hook, RunRecord), 
         return Err(unknown());
     }
     let hook = state
-        .store
+        .webhooks
         .hook(&hash(secret))
         .await
         .map_err(|e| Problem::from_store(&e))?

@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use claij_core::store::{QueueStats, WorkerRecord};
+use claij_store::roles::{QueueStats, WorkerRecord};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -84,12 +84,12 @@ impl QueueView {
 )]
 pub(crate) async fn show(State(state): State<AppState>) -> Result<Json<QueueView>, Problem> {
     let queue = state
-        .store
+        .work_queue
         .queue()
         .await
         .map_err(|e| Problem::from_store(&e))?;
     let workers = state
-        .store
+        .work_queue
         .workers()
         .await
         .map_err(|e| Problem::from_store(&e))?;

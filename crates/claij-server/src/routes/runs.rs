@@ -109,7 +109,7 @@ pub(crate) async fn start(
     )
     .await;
     if let (Ok(_), Some(url)) = (&launched, &webhook)
-        && let Err(e) = state.store.put_callback(&run_id, url).await
+        && let Err(e) = state.webhooks.put_callback(&run_id, url).await
     {
         tracing::warn!("run {run_id}: its callback was not stored: {e}");
     }
@@ -161,7 +161,7 @@ pub(crate) async fn deliveries(
 ) -> Result<Json<Vec<DeliveryView>>, Problem> {
     find_run(&state, &id).await?;
     let deliveries = state
-        .store
+        .webhooks
         .deliveries(&id)
         .await
         .map_err(|e| Problem::from_store(&e))?;

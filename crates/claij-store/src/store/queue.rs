@@ -5,11 +5,12 @@
 
 use std::time::SystemTime;
 
-use claij_core::store::{Due, HeldLease, Notice, QueueStats, RunRecord, StoreError, WorkerRecord};
+use claij_core::store::{HeldLease, Notice, RunRecord, StoreError};
 use sqlx::{AssertSqlSafe, Decode, Encode, Executor, IntoArguments, Row, Type};
 
 use super::{SqlStore, backend, placeholders};
 use crate::dialect::Dialect;
+use crate::roles::{Due, QueueStats, WorkerRecord};
 use crate::rows::{self, FINAL_STATUSES_SQL, RUN_COLUMNS, WAKE_ON_CHILD};
 
 /// The runs that need a worker at `$1` (microseconds), `dead` an extra condition on

@@ -1,11 +1,12 @@
 //! What `claij serve` keeps beside the runs: resume links (by the hash of their secret),
 //! completion callbacks and their deliveries.
 
-use claij_core::store::{Delivery, DeliveryStatus, Hook, StoreError};
+use claij_core::store::StoreError;
 use sqlx::{Decode, Encode, Executor, IntoArguments, Row, Type};
 
 use super::{SqlStore, backend};
 use crate::dialect::Dialect;
+use crate::roles::{Delivery, DeliveryStatus, Hook};
 use crate::rows;
 
 const DELIVERY_COLUMNS: &str = "id, run_id, url, kind, payload, attempts, status, last_status, \

@@ -1,4 +1,4 @@
-//! The store test suite, written once against `Arc<dyn RunStore>` and run on every
+//! The store test suite, written once against `Arc<dyn Store>` (every role) and run on every
 //! backend: `store_suite!(harness)` makes one test per function here.
 
 #![allow(dead_code)]
@@ -8,11 +8,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use claij_core::budget::{Budget, PendingCalls, Spend};
 use claij_core::store::{
-    Checkpoint, ClaimFrom, Definition, Delivery, DeliveryStatus, Durability, EventStatus,
-    Heartbeat, Hook, Lease, Migration, Notice, Published, RunCursor, RunFilter, RunRecord,
-    RunStatus, RunStore, StoreError, Subscription, Wait, WorkerRecord, content_hash,
+    Checkpoint, ClaimFrom, Definition, Durability, EventStatus, Heartbeat, Lease, Migration,
+    Notice, Published, RunCursor, RunFilter, RunRecord, RunStatus, StoreError, Subscription, Wait,
+    content_hash,
 };
 use claij_core::trail::{Failure, FailureKind, TrailEntry, Usage};
+use claij_store::roles::{Delivery, DeliveryStatus, Hook, Store, WorkerRecord};
 use serde_json::{Value, json};
 
 use crate::support::{Backend, Harness};
@@ -221,7 +222,7 @@ fn a_wait() -> Wait {
 
 /// Stores the definition and a run with `n` entries (held by `owner` while running).
 async fn create(
-    store: &Arc<dyn RunStore>,
+    store: &Arc<dyn Store>,
     id: &str,
     status: RunStatus,
     owner: Option<&str>,
@@ -1338,7 +1339,7 @@ pub(crate) async fn a_newer_database_is_refused(h: Harness) {
 }
 
 /// Creates `n` running runs `{prefix}{i}` with one entry each, held by `w1`.
-async fn many_runs(store: &Arc<dyn RunStore>, prefix: &str, n: usize) {
+async fn many_runs(store: &Arc<dyn Store>, prefix: &str, n: usize) {
     for i in 0..n {
         create(
             store,
@@ -1353,7 +1354,7 @@ async fn many_runs(store: &Arc<dyn RunStore>, prefix: &str, n: usize) {
 
 /// Commits concurrently (one task per checkpoint); the outcomes in order.
 async fn commit_all(
-    store: &Arc<dyn RunStore>,
+    store: &Arc<dyn Store>,
     checkpoints: Vec<Checkpoint>,
 ) -> Vec<Result<(), StoreError>> {
     let tasks: Vec<_> = checkpoints
@@ -1519,7 +1520,7 @@ pub(crate) async fn descriptions_are_plain(h: Harness) {
 
 /// A run for the queue tests: `status`, held by `owner` until `until`, with `wait`.
 async fn queued(
-    store: &Arc<dyn RunStore>,
+    store: &Arc<dyn Store>,
     id: &str,
     status: RunStatus,
     lease: Option<(&str, SystemTime)>,
@@ -2037,7 +2038,7 @@ fn total(spends: &[Spend]) -> Spend {
 }
 
 /// Creates a running run held by `w1`, with no entries, below `parent`.
-async fn create_child(store: &Arc<dyn RunStore>, id: &str, parent: Option<&str>) {
+async fn create_child(store: &Arc<dyn Store>, id: &str, parent: Option<&str>) {
     let def = definition("review", 1, T0);
     store.put_definition(&def).await.expect("put definition");
     let mut run = record(id, &def, RunStatus::Running, Some("w1"), T0);
@@ -2466,7 +2467,7 @@ pub(crate) async fn older_runs_get_their_spend_from_their_trails(h: Harness) {
 }
 
 /// What a store holds of a run, for before-and-after comparisons.
-async fn run_as_stored(store: &Arc<dyn RunStore>, id: &str) -> (RunRecord, Vec<TrailEntry>) {
+async fn run_as_stored(store: &Arc<dyn Store>, id: &str) -> (RunRecord, Vec<TrailEntry>) {
     (
         store.run(id).await.expect("run"),
         store.trail(id, 0).await.expect("trail"),

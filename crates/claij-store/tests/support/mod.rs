@@ -7,7 +7,8 @@
 
 use std::sync::Arc;
 
-use claij_core::store::{Durability, RunStore, StoreError};
+use claij_core::store::{Durability, StoreError};
+use claij_store::roles::Store;
 use claij_store::{AppliedMigration, CommitStats, PostgresStore, SqliteStore};
 pub(crate) use claij_testkit::Backend;
 use claij_testkit::TestStore;
@@ -54,7 +55,7 @@ impl Concrete {
         }
     }
 
-    pub(crate) fn store(&self) -> Arc<dyn RunStore> {
+    pub(crate) fn store(&self) -> Arc<dyn Store> {
         match self {
             Concrete::Sqlite(s) => s.clone(),
             Concrete::Postgres(s) => s.clone(),
@@ -88,7 +89,7 @@ impl Harness {
     }
 
     /// Opens the store with the default durability.
-    pub(crate) async fn open(&self) -> Arc<dyn RunStore> {
+    pub(crate) async fn open(&self) -> Arc<dyn Store> {
         self.try_open(Durability::Normal)
             .await
             .unwrap_or_else(|e| panic!("opening {}: {e}", self.url()))
@@ -98,7 +99,7 @@ impl Harness {
     pub(crate) async fn try_open(
         &self,
         durability: Durability,
-    ) -> Result<Arc<dyn RunStore>, StoreError> {
+    ) -> Result<Arc<dyn Store>, StoreError> {
         claij_store::open(self.url(), durability).await
     }
 

@@ -177,7 +177,7 @@ pub(super) async fn eval(app: &App, args: EvalArgs) -> u8 {
 }
 
 async fn eval_inner(app: &App, args: EvalArgs) -> Result<u8> {
-    let store = store::open(&args.store).await?;
+    let store = store::open_runs(&args.store).await?;
     let mut recording = args.exchanges.record.clone().map(|tape| Recording {
         tape,
         parts: Vec::new(),

@@ -16,7 +16,7 @@ use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, input, store};
 
 /// Runs the FSM in `args.file`.
 pub(super) async fn run(app: &App, args: RunArgs) -> u8 {
-    let store = match store::open(&args.store).await {
+    let store = match store::open_runs(&args.store).await {
         Ok(s) => s,
         Err(e) => {
             note!("claij: {e:#}");

@@ -8,6 +8,7 @@ use anyhow::Result;
 use claij_core::store::{RunFilter, RunRecord, RunStore, StoreError};
 use claij_core::{Budget, FailureKind, Fsm, RunStatus, Spend, TrailEntry};
 use claij_engine::{Engine, RunError, RunOptions, RunOutcome, is_dead_local_owner};
+use claij_store::roles::Store;
 use serde_json::{Value, json};
 
 mod migrate;
@@ -19,7 +20,7 @@ use crate::report::{below, interrupt_on_ctrl_c, observers, queue_line, raised, r
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_SUSPENDED, EXIT_USAGE, input};
 
 /// Runs a `claij runs` subcommand against `store`.
-pub(super) async fn runs(app: &App, store: Arc<dyn RunStore>, command: RunsCommand) -> Result<u8> {
+pub(super) async fn runs(app: &App, store: Arc<dyn Store>, command: RunsCommand) -> Result<u8> {
     match command {
         RunsCommand::List {
             statuses,
@@ -143,7 +144,7 @@ fn record_json(r: &RunRecord) -> Value {
     })
 }
 
-async fn list(store: &dyn RunStore, filter: &RunFilter, as_json: bool) -> Result<u8> {
+async fn list(store: &dyn Store, filter: &RunFilter, as_json: bool) -> Result<u8> {
     let runs = store.runs(filter).await?;
     if as_json {
         for r in &runs {
@@ -183,7 +184,7 @@ async fn list(store: &dyn RunStore, filter: &RunFilter, as_json: bool) -> Result
     }
     // The work waiting for `claij worker` processes, when there is any.
     let queue = store.queue().await?;
-    if queue != claij_core::store::QueueStats::default() {
+    if queue != claij_store::roles::QueueStats::default() {
         note!("{}", queue_line(&queue));
     }
     Ok(EXIT_OK)

@@ -8,7 +8,7 @@ use claij_core::Fsm;
 use claij_engine::Policy;
 use claij_engine::{BoxFuture, Engine};
 use claij_mcp_server::{McpServer, Runtime};
-use claij_server::{Assembly, Server, ServerConfig, WebhookSecret};
+use claij_server::{Assembly, Server, ServerConfig, Stores, WebhookSecret};
 use tokio_util::sync::CancellationToken;
 
 use super::load;
@@ -145,7 +145,12 @@ pub(super) async fn serve(app: &App, args: ServeArgs) -> u8 {
     if refused {
         return EXIT_USAGE;
     }
-    if let Err(e) = crate::serving::register_served(&assembly.engine, &store, &fsms).await {
+    let stores = Stores {
+        runs: store.clone(),
+        webhooks: store.clone(),
+        work_queue: store.clone(),
+    };
+    if let Err(e) = crate::serving::register_served(&assembly.engine, &stores.runs, &fsms).await {
         note!("claij: {e:#}");
         return EXIT_FAILED;
     }
@@ -178,7 +183,7 @@ pub(super) async fn serve(app: &App, args: ServeArgs) -> u8 {
         }
     };
     let served = fsms.len();
-    let server = match Server::new(config, assembly, store.clone(), fsms) {
+    let server = match Server::new(config, assembly, stores, fsms) {
         Ok(s) => s.with_mcp(mcp),
         Err(e) => {
             note!("claij: {e}");

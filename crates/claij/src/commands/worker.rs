@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Result;
 use claij_core::store::{EventStatus, RunStore};
+use claij_store::roles::WorkQueue;
 use claij_worker::{Worker, WorkerConfig};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -88,7 +89,7 @@ pub(super) async fn worker(app: &App, args: WorkerArgs) -> u8 {
     };
     let shutdown = CancellationToken::new();
     stop_on_signals(shutdown.clone());
-    let worker = Worker::new(engine, store, config);
+    let worker = Worker::new(engine, store.clone(), store, config);
     note!("claij: worker {} started", worker.id());
     match worker.run(shutdown).await {
         Ok(report) => {
@@ -109,7 +110,7 @@ pub(super) async fn worker(app: &App, args: WorkerArgs) -> u8 {
 }
 
 /// `claij workers …`.
-pub(super) async fn workers(store: Arc<dyn RunStore>, command: WorkersCommand) -> Result<u8> {
+pub(super) async fn workers(store: Arc<dyn WorkQueue>, command: WorkersCommand) -> Result<u8> {
     let WorkersCommand::List { json: as_json } = command;
     let workers = store.workers().await?;
     let queue = store.queue().await?;
@@ -218,7 +219,7 @@ pub(super) async fn events(store: &dyn RunStore, command: EventsCommand) -> Resu
 }
 
 /// The queue as JSON (times in RFC 3339).
-fn queue_json(queue: &claij_core::store::QueueStats) -> Value {
+fn queue_json(queue: &claij_store::roles::QueueStats) -> Value {
     json!({
         "queued": queue.queued,
         "oldest_queued": queue.oldest_queued.map(at),
