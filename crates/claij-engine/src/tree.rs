@@ -118,7 +118,21 @@ impl Engine {
                 reason: "is not in the store and its FSM was not given".into(),
             });
         };
-        self.run(fsm, child.input, options).await
+        let found_later = options.clone();
+        match self.run(fsm, child.input, options).await {
+            // Created since it was looked for: by another process driving the same parent
+            // (whose lease ran out while it went on). Taken up as if it had been found.
+            Err(RunError::Store(conflict @ StoreError::Conflict { .. })) => {
+                let Some(store) = scope.store else {
+                    return Err(conflict.into());
+                };
+                match store.run(&child.run_id).await {
+                    Ok(record) => self.continue_child(store, record, found_later).await,
+                    Err(_) => Err(conflict.into()),
+                }
+            }
+            outcome => outcome,
+        }
     }
 
     async fn continue_child(
