@@ -11,7 +11,6 @@
 //! Build a [`McpServer`] from a [`Runtime`], FSMs and [`BotHost`]s, then
 //! [`serve_stdio`] or [`serve_http`]. The formats are documented in docs/MCP-SERVER.md.
 
-mod ask;
 pub mod bot_folder;
 pub mod bot_prompts;
 pub mod bot_tools;

@@ -12,9 +12,9 @@ use claij_engine::migrate::VersionPolicy;
 use claij_engine::{BoxFuture, Engine, Need, Refused};
 use tokio_util::sync::CancellationToken;
 
-use crate::callbacks::Callbacks;
 use crate::config::ServerConfig;
 use crate::live::Live;
+use crate::webhook::Callbacks;
 
 /// What the binary assembles once and hands to the server: engines (one per run model,
 /// the default's for `None`) and how an FSM is made ready to run.
