@@ -113,6 +113,14 @@ fn ensure_loaded<'m>(
         .ok_or_else(|| permanent("the embedded model is not loaded".to_owned()))
 }
 
+/// The conversation as the embedded model's chat template reads it.
+fn chat(messages: &[Message]) -> Vec<claij_embedded::Message> {
+    messages
+        .iter()
+        .map(|m| claij_embedded::Message::new(m.role.to_string(), m.content.clone()))
+        .collect()
+}
+
 /// The prompt tokens of each message: the conversation rendered by the model's chat
 /// template one message longer at a time and tokenized, each message counting what it
 /// adds (the template's reply priming goes with the last one, as in a generation).
@@ -125,6 +133,7 @@ fn count_prompt_tokens(
         .lock()
         .map_err(|_| permanent("an earlier generation panicked".to_owned()))?;
     let model = ensure_loaded(path, &mut guard.model)?;
+    let messages = chat(messages);
     let mut counts = Vec::with_capacity(messages.len());
     let mut before = 0;
     for end in 1..=messages.len() {
@@ -170,7 +179,7 @@ fn generate(
     };
     let generation = model
         .generate(
-            &request.messages,
+            &chat(&request.messages),
             &options(&request.decoding),
             constraint,
             &mut |text| {

@@ -114,6 +114,7 @@ of a crate.
 - **Architecture Invariant:** `claij-core` never depends on `tokio`, `axum`, `sqlx` or
   `claij-engine`.
 - **Architecture Invariant:** `claij-door` never depends on `claij-engine` or `claij-store`.
+- **Architecture Invariant:** `claij-embedded` never depends on `claij-core`.
 - **Architecture Invariant:** runs are never lost.
 
 ```
