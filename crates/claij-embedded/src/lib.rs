@@ -35,6 +35,6 @@ pub use fetch::{
     CATALOG, DEFAULT_MODEL, Engine, FetchError, KnownModel, Progress, cache_root, fetch,
     fetch_model, fetched, known, model_path, ready_path,
 };
-pub use generation::{GenerateOptions, Generation};
+pub use generation::{CONTEXT_TOKENS, GenerateOptions, Generation};
 #[cfg(feature = "llama-cpp")]
 pub use llama_cpp::LlamaCppModel;

@@ -29,11 +29,9 @@ use toktrie::{ApproximateTokEnv, TokEnv, TokRxInfo, TokTrie};
 use crate::chat::{CHATML, ChatTemplate, Message};
 use crate::constraint::{Constraint, MatcherCache};
 use crate::error::{GenerateError, LoadError};
+pub use crate::generation::CONTEXT_TOKENS;
 use crate::generation::{GenerateOptions, Generation, emit_complete_chars};
 use crate::token_choice::{Rng, next_token};
-
-/// The context a model is given: prompt and completion together fit in this many tokens.
-pub const CONTEXT_TOKENS: u32 = 8192;
 
 /// Tokens computed per `decode` call while reading a prompt.
 const BATCH_TOKENS: usize = 512;

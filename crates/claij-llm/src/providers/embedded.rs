@@ -241,7 +241,7 @@ impl Provider for EmbeddedProvider {
     }
 
     fn prompt_room(&self, decoding: &Decoding) -> Option<u64> {
-        let context = u64::from(claij_embedded::llama_cpp::CONTEXT_TOKENS);
+        let context = u64::from(claij_embedded::CONTEXT_TOKENS);
         let answer = u64::try_from(options(decoding).max_tokens).unwrap_or(u64::MAX);
         Some(context.saturating_sub(answer))
     }
@@ -293,7 +293,7 @@ mod tests {
     fn the_prompt_gets_the_context_the_answer_leaves() {
         // No file is read: the room is the context less the answer's max_tokens.
         let provider = EmbeddedProvider::new("/nonexistent/model.gguf");
-        let context = u64::from(claij_embedded::llama_cpp::CONTEXT_TOKENS);
+        let context = u64::from(claij_embedded::CONTEXT_TOKENS);
         let default_answer = GenerateOptions::default().max_tokens as u64;
         assert_eq!(
             provider.prompt_room(&Decoding::default()),
