@@ -9,10 +9,10 @@
 
 use std::time::Instant;
 
-use claij_core::prompts::{Message, PromptOptions, system_message, task_message};
+use claij_core::prompts::{PromptOptions, system_message, task_message};
 use claij_core::schema::compilable_effective;
 use claij_core::{BuiltinNames, load_file};
-use claij_embedded::{Constraint, GenerateOptions, LocalModel, cache_root, model_path};
+use claij_embedded::{Constraint, GenerateOptions, LocalModel, Message, cache_root, model_path};
 use serde_json::json;
 
 /// Peak resident memory of this process, from /proc (Linux), in MiB.

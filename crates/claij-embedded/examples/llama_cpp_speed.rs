@@ -19,8 +19,7 @@
 
 use std::path::PathBuf;
 
-use claij_core::prompts::Message;
-use claij_embedded::{GenerateOptions, LocalModel, cache_root, known, ready_path};
+use claij_embedded::{GenerateOptions, LocalModel, Message, cache_root, known, ready_path};
 use serde_json::json;
 
 struct Args {

@@ -1,13 +1,47 @@
 //! The chat template (Jinja, from the GGUF's `tokenizer.chat_template`) rendered with
 //! minijinja.
 
-use claij_core::prompts::Message;
 use minijinja::{Environment, Error, ErrorKind, context};
 
 use crate::error::{GenerateError, LoadError};
 
 /// ChatML, used when a model file carries no template.
 pub const CHATML: &str = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+/// One message of a conversation, as a chat template reads it: its role (`system`,
+/// `user`, `assistant`) and its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// Who it is from, as the template names it.
+    pub role: String,
+    /// The text.
+    pub content: String,
+}
+
+impl Message {
+    /// A message from `role`.
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::new("system", content)
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::new("user", content)
+    }
+
+    /// An assistant message.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::new("assistant", content)
+    }
+}
 
 /// A compiled chat template.
 pub struct ChatTemplate {
@@ -44,7 +78,7 @@ impl ChatTemplate {
     pub fn render(&self, messages: &[Message]) -> Result<String, GenerateError> {
         let messages: Vec<_> = messages
             .iter()
-            .map(|m| context! { role => m.role.to_string(), content => m.content.clone() })
+            .map(|m| context! { role => m.role.clone(), content => m.content.clone() })
             .collect();
         // Compiling this small template again is cheaper than keeping an environment
         // that borrows its source.

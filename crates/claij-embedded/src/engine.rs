@@ -15,8 +15,7 @@ mod no_engine {
     use std::path::Path;
     use std::time::Duration;
 
-    use claij_core::prompts::Message;
-
+    use crate::chat::Message;
     use crate::constraint::Constraint;
     use crate::error::{GenerateError, LoadError};
     use crate::generation::{GenerateOptions, Generation};

@@ -3,6 +3,9 @@
 
 use std::time::Duration;
 
+/// The context a model is given: prompt and completion together fit in this many tokens.
+pub const CONTEXT_TOKENS: u32 = 8192;
+
 /// How tokens are chosen, and how many.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GenerateOptions {

@@ -6,8 +6,7 @@
 //! fetching and constraints work, and [`LocalModel::load`] says the build has no engine.
 //!
 //! ```no_run
-//! use claij_embedded::{Constraint, GenerateOptions, LocalModel, cache_root, fetch};
-//! use claij_core::prompts::Message;
+//! use claij_embedded::{Constraint, GenerateOptions, LocalModel, Message, cache_root, fetch};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let path = fetch(&cache_root())?;
 //! let mut model = LocalModel::load(&path)?;
@@ -42,6 +41,7 @@ pub mod generation;
 pub mod llama_cpp;
 pub mod token_choice;
 
+pub use chat::Message;
 pub use constraint::{Constraint, ConstraintError, unsupported_features};
 pub use engine::LocalModel;
 pub use error::{GenerateError, LoadError};
@@ -49,6 +49,6 @@ pub use fetch::{
     CATALOG, DEFAULT_MODEL, Engine, FetchError, KnownModel, Progress, cache_root, fetch,
     fetch_model, fetched, known, model_path, ready_path,
 };
-pub use generation::{GenerateOptions, Generation};
+pub use generation::{CONTEXT_TOKENS, GenerateOptions, Generation};
 #[cfg(feature = "llama-cpp")]
 pub use llama_cpp::LlamaCppModel;

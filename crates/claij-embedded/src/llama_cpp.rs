@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use claij_core::prompts::Message;
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_backend::LlamaBackend;
@@ -27,14 +26,12 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::token::LlamaToken;
 use toktrie::{ApproximateTokEnv, TokEnv, TokRxInfo, TokTrie};
 
-use crate::chat::{CHATML, ChatTemplate};
+use crate::chat::{CHATML, ChatTemplate, Message};
 use crate::constraint::{Constraint, MatcherCache};
 use crate::error::{GenerateError, LoadError};
+pub use crate::generation::CONTEXT_TOKENS;
 use crate::generation::{GenerateOptions, Generation, emit_complete_chars};
 use crate::token_choice::{Rng, next_token};
-
-/// The context a model is given: prompt and completion together fit in this many tokens.
-pub const CONTEXT_TOKENS: u32 = 8192;
 
 /// Tokens computed per `decode` call while reading a prompt.
 const BATCH_TOKENS: usize = 512;

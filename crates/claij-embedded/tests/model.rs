@@ -10,11 +10,11 @@
 
 use std::path::{Path, PathBuf};
 
-use claij_core::prompts::{Message, PromptOptions, system_message, task_message};
+use claij_core::prompts::{PromptOptions, system_message, task_message};
 use claij_core::schema::compilable_effective;
 use claij_core::{BuiltinNames, CompiledSchema, load_file};
 use claij_embedded::{
-    Constraint, GenerateError, GenerateOptions, LoadError, LocalModel, cache_root, known,
+    Constraint, GenerateError, GenerateOptions, LoadError, LocalModel, Message, cache_root, known,
     ready_path, unsupported_features,
 };
 use serde_json::{Value, json};

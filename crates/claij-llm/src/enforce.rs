@@ -17,61 +17,10 @@
 //! [`Enforcement`] itself stays provider-neutral (it is part of a recorded request's
 //! digest).
 
-use std::fmt;
-use std::str::FromStr;
-
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+pub use crate::request::Mode;
 use crate::request::{Enforcement, ToolSpec};
-
-/// An enforcement mode (`config.enforce`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Ask, parse, validate.
-    Prompt,
-    /// The provider's structured output with the wrapped union.
-    JsonSchema,
-    /// One tool per transition.
-    Tools,
-    /// Token-level constrained decoding (reserved for the embedded model).
-    Grammar,
-}
-
-impl Mode {
-    /// How firmly the mode holds an answer to the schemas: `prompt` (asked) < `tools`
-    /// (arguments shaped by the provider) < `json_schema` (the provider's structured
-    /// output) < `grammar` (every token constrained).
-    pub fn strength(self) -> u8 {
-        match self {
-            Mode::Prompt => 0,
-            Mode::Tools => 1,
-            Mode::JsonSchema => 2,
-            Mode::Grammar => 3,
-        }
-    }
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Mode::Prompt => "prompt",
-            Mode::JsonSchema => "json_schema",
-            Mode::Tools => "tools",
-            Mode::Grammar => "grammar",
-        })
-    }
-}
-
-impl FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        serde_json::from_value(Value::String(s.to_owned())).map_err(|_| {
-            format!("unknown enforcement mode `{s}` (prompt, json_schema, tools, grammar)")
-        })
-    }
-}
 
 /// The property of the wrapped answer holding the event.
 pub const WRAP_KEY: &str = "event";

@@ -1,10 +1,11 @@
 //! What is asked of a model and what it answers, independent of any wire format.
 
+use std::fmt;
+use std::str::FromStr;
+
 use claij_core::prompts::Message;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-use crate::enforce::Mode;
 
 /// Decoding settings: how the model chooses its tokens and how many (each left to the
 /// provider's default when absent). The keys are the TOML and state-config keys.
@@ -47,6 +48,54 @@ pub struct ToolSpec {
     pub parameters: Value,
     /// The transition's id `[from, to]`, added to the arguments to make the event.
     pub id: Value,
+}
+
+/// An enforcement mode (`config.enforce`; what each does: [`crate::enforce`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Ask, parse, validate.
+    Prompt,
+    /// The provider's structured output with the wrapped union.
+    JsonSchema,
+    /// One tool per transition.
+    Tools,
+    /// Token-level constrained decoding (reserved for the embedded model).
+    Grammar,
+}
+
+impl Mode {
+    /// How firmly the mode holds an answer to the schemas: `prompt` (asked) < `tools`
+    /// (arguments shaped by the provider) < `json_schema` (the provider's structured
+    /// output) < `grammar` (every token constrained).
+    pub fn strength(self) -> u8 {
+        match self {
+            Mode::Prompt => 0,
+            Mode::Tools => 1,
+            Mode::JsonSchema => 2,
+            Mode::Grammar => 3,
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Prompt => "prompt",
+            Mode::JsonSchema => "json_schema",
+            Mode::Tools => "tools",
+            Mode::Grammar => "grammar",
+        })
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        serde_json::from_value(Value::String(s.to_owned())).map_err(|_| {
+            format!("unknown enforcement mode `{s}` (prompt, json_schema, tools, grammar)")
+        })
+    }
 }
 
 /// How the answer is constrained.

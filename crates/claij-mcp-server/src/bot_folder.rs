@@ -23,6 +23,7 @@ use std::sync::Arc;
 use claij_core::{Fsm, KnownActions};
 
 use crate::bot_prompts::BotPrompt;
+use crate::tool::is_tool_word;
 use regex::Regex;
 use serde::Deserialize;
 use serde_json::Value;
@@ -207,15 +208,6 @@ struct GuardrailsFile {
     key_questions: Vec<String>,
     #[serde(default)]
     evidence: Vec<String>,
-}
-
-/// Whether `name` may appear in a tool name: 1–64 of `A-Z a-z 0-9 _ -`.
-pub(crate) fn is_tool_word(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// A folder's name without its number prefix: `1_shape` → `shape`, `shape` → `shape`.

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::bot_folder::is_tool_word;
+use crate::tool::is_tool_word;
 
 /// The folder of a bot's prompts.
 pub(crate) const PROMPTS_DIR: &str = "prompts";

@@ -3,7 +3,10 @@
 //! for) and `ID_status` (a run's status, what it waits for, and its trail); and, when the
 //! document says `config.mcp_tool: NAME`, the plain tool `NAME`: a run answered as a tool
 //! answers (the final event's `content` blocks, or the event; a failed run an error).
-//! Runs live in the store, so they survive a restart of the server.
+//! Runs live in the store, so they survive a restart of the server. A plain tool whose
+//! run waits for a person asks them through the client (`ask`).
+
+pub(crate) mod ask;
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -297,7 +300,7 @@ pub(crate) struct RunWatch {
     pub(crate) observers: Vec<Arc<dyn Observer>>,
     /// Who asks the person, through the client, when a workflow served as a plain tool
     /// waits for one (a client that takes elicitation requests).
-    pub(crate) asker: Option<Arc<dyn crate::ask::PersonAsker>>,
+    pub(crate) asker: Option<Arc<dyn ask::PersonAsker>>,
 }
 
 impl RunWatch {
@@ -321,7 +324,7 @@ pub(crate) async fn call(
 ) -> ToolOutput {
     match verb {
         FsmVerb::Start => start(runtime, fsm, Value::Object(args), watch).await,
-        FsmVerb::Tool => crate::ask::run_as_tool(runtime, fsm, Value::Object(args), watch).await,
+        FsmVerb::Tool => ask::run_as_tool(runtime, fsm, Value::Object(args), watch).await,
         FsmVerb::Continue => {
             let Some(run_id) = args.get("run_id").and_then(Value::as_str) else {
                 return ToolOutput::error("`run_id` (a string) is required");

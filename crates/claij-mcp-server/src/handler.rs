@@ -370,7 +370,7 @@ impl ServerHandler for McpServer {
                 .map(|r| r.clone() as Arc<dyn claij_engine::Observer>)
                 .chain([self.inner.bell.observer()])
                 .collect(),
-            asker: crate::ask::PeerAsker::of(&context.peer),
+            asker: crate::fsm_tools::ask::PeerAsker::of(&context.peer),
         };
         let output = self.call(&request.name, args, watch).await;
         if let Some(reporter) = reporter {

@@ -30,7 +30,6 @@
 //! - `workflow_state`: a bot's workflow state, kept in one file, saved atomically.
 //! - `serve`: the transports: stdio, and streamable HTTP through claij-door.
 
-mod ask;
 pub mod bot_folder;
 pub mod bot_prompts;
 pub mod bot_tools;

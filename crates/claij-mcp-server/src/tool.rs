@@ -81,3 +81,12 @@ impl ToolOutput {
         }
     }
 }
+
+/// Whether `name` may appear in a tool name: 1–64 of `A-Z a-z 0-9 _ -`.
+pub(crate) fn is_tool_word(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}

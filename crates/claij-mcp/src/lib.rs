@@ -40,7 +40,6 @@
 
 pub mod access;
 pub mod action;
-mod assertion;
 pub mod auth;
 pub mod catalog;
 pub mod client;

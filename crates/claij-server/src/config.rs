@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use claij_door::{ApiToken, Limits, check_exposure};
 
-use crate::callbacks::{DEFAULT_RETRY_DELAYS, WebhookSecret};
+use crate::webhook::{DEFAULT_RETRY_DELAYS, WebhookSecret};
 
 pub use claij_door::DEFAULT_BODY_LIMIT;
 

@@ -41,22 +41,22 @@ mod auth;
 mod body;
 mod callbacks;
 mod config;
+mod links;
 mod live;
-mod openapi;
 mod page;
 mod problem;
-mod queued;
 mod routes;
 mod runner;
 mod state;
 mod views;
+mod webhook;
 
-pub use callbacks::{BadSecret, DEFAULT_RETRY_DELAYS, WebhookSecret};
 pub use claij_door::{ApiToken, Limits, MIN_TOKEN_LEN, WeakToken};
 pub use config::{ConfigError, DEFAULT_BODY_LIMIT, ServerConfig};
-pub use openapi::openapi_json;
 pub use problem::{PROBLEM_JSON, PlacedError, Problem};
+pub use routes::openapi::openapi_json;
 pub use state::{Assembly, Stores};
+pub use webhook::{BadSecret, DEFAULT_RETRY_DELAYS, WebhookSecret};
 
 /// The server could not serve.
 #[derive(Debug, thiserror::Error)]
@@ -110,7 +110,7 @@ impl Server {
             live,
             config: Arc::new(config),
             shutdown: CancellationToken::new(),
-            callbacks: callbacks::Callbacks::new(),
+            callbacks: webhook::Callbacks::new(),
             bound: Arc::default(),
             streams,
         };

@@ -1,7 +1,10 @@
 //! Runs on their own tasks: a start or a resume answers as soon as the run is under way
 //! (or refused, with nothing changed), and may then wait a while for it to end or suspend.
 //! A run outlives the request that started it, and the server: a run in flight when the
-//! process dies is continued by the next server on the same store.
+//! process dies is continued by the next server on the same store. A server whose runs
+//! `claij worker` processes drive follows them in the store instead ([`queued`]).
+
+mod queued;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -78,7 +81,7 @@ pub(crate) async fn launch(
     input_place: &str,
 ) -> Result<Launched, Problem> {
     if state.config.queue {
-        return crate::queued::launch(state, engine, fsm, work, options, input_place).await;
+        return queued::launch(state, engine, fsm, work, options, input_place).await;
     }
     state
         .assembly
@@ -112,7 +115,7 @@ pub(crate) async fn launch(
                     // An answer handed to the process holding the question's request open:
                     // the run goes on there; it is followed until it ends or suspends.
                     Ok(outcome) if outcome.status == RunStatus::Running => {
-                        logged(&id, crate::queued::settled(&following, id.clone()).await)
+                        logged(&id, queued::settled(&following, id.clone()).await)
                     }
                     result => logged(&id, result),
                 }

@@ -13,9 +13,9 @@ use claij_engine::{BoxFuture, Engine, Need, Refused};
 use claij_store::roles::{Webhooks, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
-use crate::callbacks::Callbacks;
 use crate::config::ServerConfig;
 use crate::live::Live;
+use crate::webhook::Callbacks;
 
 /// What the binary assembles once and hands to the server: the engine every run is
 /// driven by (one model layer for all of them: a run's model is one of its options), and

@@ -15,6 +15,10 @@
 //! This crate depends on no claij crate, so every claij crate (claij-store included) can
 //! use it in its tests without a dependency cycle.
 //!
+//! Its own test `tests/tidy` checks the workspace's layout: no import circle between a
+//! crate's top-level modules, docs/ARCHITECTURE.md true to the repository and to
+//! `cargo metadata`, no dependency needing a newer Rust than the workspace's.
+//!
 //! # Modules
 //!
 //! - `postgres`: the shared PostgreSQL cluster, a fresh database per test.

@@ -9,7 +9,7 @@
 //! warnings by default.
 //!
 //! The process has one tracing subscriber, built here: the log lines' layer and, when
-//! telemetry exports ([`App::tracing_layer`]), telemetry's beside it (which sees the
+//! telemetry exports (`App::tracing_layer`), telemetry's beside it (which sees the
 //! server's callback deliveries and the worker's queue samples whatever the logs' level).
 //! Each layer has its own filter: neither hides from the other what it wants.
 
@@ -27,7 +27,6 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt as _};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
-use crate::app::App;
 use crate::cli::LogFormat;
 
 /// A layer of the subscriber beside the logs' (telemetry's).
@@ -44,9 +43,9 @@ fn level() -> Level {
 }
 
 /// Sets logging up as the command line asks, as the process starts: JSON lines start now,
-/// for every command (with `app`'s telemetry layer beside); text waits for the servers
+/// for every command (with telemetry's layer `beside`); text waits for the servers
 /// ([`for_servers`]).
-pub(crate) fn start(format: LogFormat, app: &App) {
+pub(crate) fn start(format: LogFormat, beside: Option<Beside>) {
     let _ = FORMAT.set(format);
     if format == LogFormat::Json {
         let level = level();
@@ -54,17 +53,15 @@ pub(crate) fn start(format: LogFormat, app: &App) {
         let lines = JsonLines.with_filter(filter_fn(move |meta| {
             meta.is_span() || *meta.level() <= level
         }));
-        let subscriber = tracing_subscriber::registry()
-            .with(app.tracing_layer())
-            .with(lines);
+        let subscriber = tracing_subscriber::registry().with(beside).with(lines);
         let _ = tracing::subscriber::set_global_default(subscriber);
     }
 }
 
 /// Logging for the long-running commands (errors of tools, the transports' own messages):
-/// text on stderr unless JSON lines are on already, with `app`'s telemetry layer beside.
+/// text on stderr unless JSON lines are on already, with telemetry's layer `beside`.
 /// Stdout stays free (the MCP protocol over stdio).
-pub(crate) fn for_servers(app: &App) {
+pub(crate) fn for_servers(beside: Option<Beside>) {
     if FORMAT.get() == Some(&LogFormat::Json) {
         return;
     }
@@ -73,7 +70,7 @@ pub(crate) fn for_servers(app: &App) {
         .with_target(false)
         .with_filter(LevelFilter::from_level(level()));
     let _ = tracing_subscriber::registry()
-        .with(app.tracing_layer())
+        .with(beside)
         .with(text)
         .try_init();
 }

@@ -82,7 +82,7 @@ fn main() -> ExitCode {
         }
     };
     // Logging, with telemetry's layer (the application has it set up now).
-    logs::start(cli.log_format, &app);
+    logs::start(cli.log_format, app.tracing_layer());
     // One worker thread per core (tokio's default; `TOKIO_WORKER_THREADS` overrides it).
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

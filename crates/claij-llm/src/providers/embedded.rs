@@ -113,6 +113,14 @@ fn ensure_loaded<'m>(
         .ok_or_else(|| permanent("the embedded model is not loaded".to_owned()))
 }
 
+/// The conversation as the embedded model's chat template reads it.
+fn chat(messages: &[Message]) -> Vec<claij_embedded::Message> {
+    messages
+        .iter()
+        .map(|m| claij_embedded::Message::new(m.role.to_string(), m.content.clone()))
+        .collect()
+}
+
 /// The prompt tokens of each message: the conversation rendered by the model's chat
 /// template one message longer at a time and tokenized, each message counting what it
 /// adds (the template's reply priming goes with the last one, as in a generation).
@@ -125,6 +133,7 @@ fn count_prompt_tokens(
         .lock()
         .map_err(|_| permanent("an earlier generation panicked".to_owned()))?;
     let model = ensure_loaded(path, &mut guard.model)?;
+    let messages = chat(messages);
     let mut counts = Vec::with_capacity(messages.len());
     let mut before = 0;
     for end in 1..=messages.len() {
@@ -170,7 +179,7 @@ fn generate(
     };
     let generation = model
         .generate(
-            &request.messages,
+            &chat(&request.messages),
             &options(&request.decoding),
             constraint,
             &mut |text| {
@@ -232,7 +241,7 @@ impl Provider for EmbeddedProvider {
     }
 
     fn prompt_room(&self, decoding: &Decoding) -> Option<u64> {
-        let context = u64::from(claij_embedded::llama_cpp::CONTEXT_TOKENS);
+        let context = u64::from(claij_embedded::CONTEXT_TOKENS);
         let answer = u64::try_from(options(decoding).max_tokens).unwrap_or(u64::MAX);
         Some(context.saturating_sub(answer))
     }
@@ -284,7 +293,7 @@ mod tests {
     fn the_prompt_gets_the_context_the_answer_leaves() {
         // No file is read: the room is the context less the answer's max_tokens.
         let provider = EmbeddedProvider::new("/nonexistent/model.gguf");
-        let context = u64::from(claij_embedded::llama_cpp::CONTEXT_TOKENS);
+        let context = u64::from(claij_embedded::CONTEXT_TOKENS);
         let default_answer = GenerateOptions::default().max_tokens as u64;
         assert_eq!(
             provider.prompt_room(&Decoding::default()),

@@ -16,8 +16,9 @@
 //! [`step_up`] authorizes again, as the same client, for the scopes already granted and
 //! those the server asked for ([`scopes`]). A machine logs in with no person through the
 //! client credentials grant: with a secret ([`login_as_client`]) or a private key
-//! ([`login_with_key`], a private-key JWT: `crate::assertion`).
+//! ([`login_with_key`], a private-key JWT: `assertion`).
 
+mod assertion;
 mod consent;
 pub mod scopes;
 
@@ -30,8 +31,8 @@ use rmcp::transport::auth::{
     OAuthState, StoredCredentials,
 };
 
-pub use crate::assertion::{ClientKey, SigningAlgorithm, login_with_key};
 use crate::error::McpError;
+pub use assertion::{ClientKey, SigningAlgorithm, login_with_key};
 pub use scopes::step_up;
 
 /// Where the tokens of HTTP MCP servers are kept: a JSON object from server URL to its

@@ -17,6 +17,7 @@ pub(crate) mod definitions;
 pub(crate) mod events;
 pub(crate) mod hooks;
 pub(crate) mod openai;
+pub(crate) mod openapi;
 pub(crate) mod queue;
 pub(crate) mod runs;
 
@@ -60,7 +61,7 @@ async fn health() -> impl IntoResponse {
 }
 
 async fn openapi() -> impl IntoResponse {
-    Json(crate::openapi::openapi_json())
+    Json(openapi::openapi_json())
 }
 
 async fn not_found(uri: axum::http::Uri) -> Problem {

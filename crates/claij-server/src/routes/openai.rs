@@ -388,7 +388,7 @@ async fn waiting_text(state: &AppState, record: &claij_core::store::RunRecord) -
             .map(|p| format!(": {p}"))
             .unwrap_or_default()
     );
-    if let Ok(hook) = crate::routes::hooks::mint(state, record).await {
+    if let Ok(hook) = crate::links::mint(state, record).await {
         text.push_str(&format!(
             "\nAnswer at {}{} (POST the answer as JSON).",
             state.public_url(),

@@ -187,7 +187,7 @@ async fn answer(
             .wait
             .as_mut()
             .filter(|_| record.wait.as_ref().is_some_and(|w| w.takes_input()))
-            && let Ok(hook) = crate::routes::hooks::mint(state, &record).await
+            && let Ok(hook) = crate::links::mint(state, &record).await
         {
             wait.hook_url = Some(hook.url);
         }

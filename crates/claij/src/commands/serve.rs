@@ -89,7 +89,7 @@ fn webhook_secret(args: &ServeArgs) -> anyhow::Result<Option<WebhookSecret>> {
 
 /// `claij serve`.
 pub(super) async fn serve(app: &App, args: ServeArgs) -> u8 {
-    crate::logs::for_servers(app);
+    crate::logs::for_servers(app.tracing_layer());
     let store = match store::open(&args.store).await {
         Ok(Some(s)) => s,
         Ok(None) => {

@@ -19,7 +19,7 @@ use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
 
 /// `claij worker`.
 pub(super) async fn worker(app: &App, args: WorkerArgs) -> u8 {
-    crate::logs::for_servers(app);
+    crate::logs::for_servers(app.tracing_layer());
     let store = match store::open(&args.store).await {
         Ok(Some(s)) => s,
         Ok(None) => {

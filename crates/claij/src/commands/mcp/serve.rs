@@ -13,7 +13,7 @@ use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
 
 /// `claij mcp serve`.
 pub(super) async fn serve(app: &App, args: McpServeArgs) -> u8 {
-    crate::logs::for_servers(app);
+    crate::logs::for_servers(app.tracing_layer());
     // Over HTTP: the token, and an address beyond loopback refused without one, before
     // anything else is opened.
     let http = match args.http.map(|addr| http_settings(&args, addr)).transpose() {

@@ -4,9 +4,9 @@
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
+use super::{definitions, events, hooks, openai, queue, runs};
 use crate::problem::{PlacedError, Problem};
-use crate::routes::{definitions, events, hooks, openai, queue, runs};
-use crate::views;
+use crate::{links, views};
 
 /// The API's description.
 #[derive(OpenApi)]
@@ -27,7 +27,7 @@ use crate::views;
         Problem, PlacedError, views::RunView, views::WaitView, views::AnswerView, views::RunPage,
         views::RunSummary, views::TrailPage, views::StartRun, views::ResumeRun,
         views::DefinitionSummary, views::DefinitionView, views::Registered, views::RefusedMove, views::PlacedReason, views::Accepted, views::DeliveryView,
-        hooks::NewHook, hooks::HookView, hooks::HookAnswered, openai::ChatRequest,
+        links::NewHook, hooks::HookView, hooks::HookAnswered, openai::ChatRequest,
         queue::QueueView, queue::WorkerView,
     )),
     modifiers(&BearerToken),

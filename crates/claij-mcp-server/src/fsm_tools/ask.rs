@@ -14,7 +14,7 @@ use claij_engine::{BoxFuture, RunOutcome};
 use rmcp::model::ElicitationSchema;
 use serde_json::{Map, Value, json};
 
-use crate::fsm_tools::{RunWatch, Runtime, resumed, started, tool_answer};
+use super::{RunWatch, Runtime, resumed, started, tool_answer};
 use crate::tool::ToolOutput;
 
 /// How many times one tool call asks (each answer a person's step of the run, or a

@@ -15,7 +15,7 @@ use rustls_pki_types::PrivatePkcs8KeyDer;
 use rustls_pki_types::pem::PemObject as _;
 use serde_json::json;
 
-use crate::auth::{CredentialsFile, auth_failed};
+use super::{CredentialsFile, auth_failed};
 use crate::error::McpError;
 
 /// How long an assertion is good for.
@@ -164,7 +164,7 @@ pub async fn login_with_key(
     key: &ClientKey,
 ) -> Result<(), McpError> {
     let fail = |e: AuthError| auth_failed(url, e);
-    let manager = crate::auth::manager(url, file).await?;
+    let manager = super::manager(url, file).await?;
     let metadata = manager.resolve_metadata().await.map_err(fail)?.metadata;
     if !private_enough(url, &metadata.token_endpoint) {
         return Err(auth_failed(
@@ -207,7 +207,7 @@ pub async fn login_with_key(
         .append_pair("client_assertion", &assertion)
         .append_pair("resource", url)
         .finish();
-    let answer = crate::auth::without_redirects()
+    let answer = super::without_redirects()
         .map_err(|e| auth_failed(url, e))?
         .post(&metadata.token_endpoint)
         .header("content-type", "application/x-www-form-urlencoded")

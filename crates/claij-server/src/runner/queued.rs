@@ -9,8 +9,8 @@ use claij_core::Fsm;
 use claij_core::store::RunStatus;
 use claij_engine::{Engine, RunError, RunOptions, RunOutcome, Submission};
 
+use super::{Launched, Work};
 use crate::problem::Problem;
-use crate::runner::{Launched, Work};
 use crate::state::AppState;
 
 /// Queues `work` for the workers and follows it (see the module).
