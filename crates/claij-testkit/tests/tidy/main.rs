@@ -61,29 +61,12 @@ fn no_crate_has_an_import_circle() {
     );
 }
 
-/// Paths docs/ARCHITECTURE.md gives from their crate's folder, not the repository's.
-/// TEMPORARY — the document's rewrite gives them from the repository root; then empty.
-const CRATE_RELATIVE_PATHS: &[&str] = &[
-    "tests/model.rs",
-    "tests/fetch.rs",
-    "examples/llama_cpp_speed.rs",
-    "tests/worker_support/",
-    "tests/served/",
-];
-
 #[test]
 fn architecture_doc_holds() {
     let root = workspace_root();
     let doc = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md")).unwrap();
     let metadata = Metadata::read(&root);
-    let problems: Vec<String> = architecture::check(&doc, &root, &metadata)
-        .into_iter()
-        .filter(|p| {
-            !CRATE_RELATIVE_PATHS
-                .iter()
-                .any(|s| p.contains(&format!("`{s}`")))
-        })
-        .collect();
+    let problems = architecture::check(&doc, &root, &metadata);
     assert!(
         problems.is_empty(),
         "docs/ARCHITECTURE.md does not hold:\n  {}",
