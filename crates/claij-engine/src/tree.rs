@@ -21,6 +21,22 @@ pub use crate::action::ChildRun;
 /// about to notice the child ended or to suspend) before leaving it be.
 const WAKE_PATIENCE: Duration = Duration::from_secs(3);
 
+/// How often a parent looks again at a child another process holds.
+const HELD_CHILD_POLL: Duration = Duration::from_millis(100);
+
+/// How many times a parent looks again at a child claimed by another process between
+/// its look and its claim before it reports the conflict.
+const MAX_CHILD_CONFLICTS: u32 = 5;
+
+/// Whether `record` is a running run held by a live lease (its holder goes on with it).
+fn held_elsewhere(record: &RunRecord) -> bool {
+    record.status == RunStatus::Running
+        && record
+            .lease
+            .as_ref()
+            .is_some_and(|l| l.until > SystemTime::now() && !is_dead_local_owner(&l.owner))
+}
+
 impl Engine {
     /// The definition a stored run is pinned to, loaded (and checked) with this engine's
     /// registry; cached by content hash. Public for callers that resume stored runs, which
@@ -135,26 +151,58 @@ impl Engine {
         }
     }
 
+    /// Takes up a child found in the store: continues one that goes on, reports one that
+    /// ended or waits for an input as it stands. A child another process holds — the
+    /// parent's previous driver, whose lease on the parent ran out while it went on — is
+    /// waited for until its holder lets it go (ends it, hands it back, or dies and its
+    /// lease lapses), never counted a failure for being busy elsewhere.
     async fn continue_child(
         &self,
         store: &Arc<dyn RunStore>,
-        record: RunRecord,
+        mut record: RunRecord,
         options: RunOptions,
     ) -> Result<RunOutcome, RunError> {
-        // A child waiting for children of its own, or stopped for a budget (which its
-        // parent's resume may have raised), tries again; one waiting for an input is
-        // reported as it stands.
-        let goes_on = record.wait.as_ref().is_some_and(|w| !w.takes_input());
-        if record.status == RunStatus::Running || (record.status == RunStatus::Suspended && goes_on)
-        {
+        let mut conflicts = 0;
+        loop {
+            if held_elsewhere(&record) {
+                tokio::select! {
+                    // The parent's attempt is over (its join decided): the child is
+                    // reported as it stands, still running.
+                    _ = options.cancel.cancelled() => {
+                        return Ok(RunOutcome::stored(store.as_ref(), record).await?);
+                    }
+                    _ = tokio::time::sleep(HELD_CHILD_POLL) => {}
+                }
+                record = store.run(&record.id).await?;
+                continue;
+            }
+            // A child waiting for children of its own, or stopped for a budget (which its
+            // parent's resume may have raised), tries again; one waiting for an input is
+            // reported as it stands.
+            let goes_on = record.wait.as_ref().is_some_and(|w| !w.takes_input());
+            if record.status != RunStatus::Running
+                && !(record.status == RunStatus::Suspended && goes_on)
+            {
+                return Ok(RunOutcome::stored(store.as_ref(), record).await?);
+            }
             let fsm = self.stored_fsm(store.as_ref(), &record).await?;
             let options = RunOptions {
                 prior_trail: Vec::new(),
-                ..options
+                ..options.clone()
             };
-            return self.resume_run(fsm, &record.id, None, options).await;
+            match self.resume_run(fsm, &record.id, None, options).await {
+                // Claimed by another process between the look and the claim: looked at
+                // again (and waited for, if it is held now).
+                Err(RunError::Store(conflict @ StoreError::Conflict { .. })) => {
+                    conflicts += 1;
+                    if conflicts > MAX_CHILD_CONFLICTS {
+                        return Err(conflict.into());
+                    }
+                    record = store.run(&record.id).await?;
+                }
+                outcome => return outcome,
+            }
         }
-        Ok(RunOutcome::stored(store.as_ref(), record).await?)
     }
 
     /// Lets `parent` continue after one of its children ended: a parent suspended for
@@ -172,13 +220,9 @@ impl Engine {
             loop {
                 let record = store.run(parent).await?;
                 let waits = record.wait.as_ref().is_some_and(|w| !w.children.is_empty());
-                let stale = record
-                    .lease
-                    .as_ref()
-                    .is_none_or(|l| l.until <= SystemTime::now() || is_dead_local_owner(&l.owner));
                 let go = match record.status {
                     RunStatus::Suspended => waits,
-                    RunStatus::Running if stale => true,
+                    RunStatus::Running if !held_elsewhere(&record) => true,
                     RunStatus::Running if Instant::now() < give_up => {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;

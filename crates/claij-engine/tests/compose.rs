@@ -8,10 +8,11 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
 
 use claij_core::prompts::{PromptOptions, Role, trail_to_prompts};
-use claij_core::store::{Durability, RunStore};
+use claij_core::store::{ClaimFrom, Durability, RunStore};
 use claij_core::{Fsm, load_file};
 use claij_engine::{
     Action, ActionError, ActionInput, ActionOutput, ActionRegistry, BoxFuture, Engine, Outcome,
@@ -810,6 +811,77 @@ async fn interrupting_a_parent_that_waits_interrupts_its_children() {
         let child = store.run(&format!("{}.1.{i}", out.run_id)).await.unwrap();
         assert_eq!(child.status, RunStatus::Interrupted, "branch {i}");
     }
+}
+
+/// A parent taken over (its driver's lease ran out while it went on) finds a child still
+/// driven by that other process: it waits until the holder lets the child go, then
+/// continues it — the branch is not failed for being busy elsewhere.
+#[tokio::test]
+async fn a_parent_taken_over_waits_for_a_child_driven_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    write(dir.path(), "asker.yaml", ASKER);
+    let engine = Engine::new(Arc::new(ActionRegistry::durable()));
+    let doc =
+        fork_parent("{fsms: [asker.yaml, asker.yaml], success_to: joined, failure_to: broken}");
+    let fsm = load(&engine, &write(dir.path(), "p.yaml", &doc));
+    let out = engine
+        .run(fsm.clone(), json!({}), durable(&store))
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Suspended);
+    let held = format!("{}.1.0", out.run_id);
+    // Another process holds the first branch, on a lease far longer than the test.
+    let elsewhere = "elsewhere-host:1:1";
+    let record = store.run(&held).await.unwrap();
+    store
+        .claim(
+            &held,
+            ClaimFrom::wait_of(&record),
+            elsewhere,
+            SystemTime::now() + Duration::from_secs(600),
+        )
+        .await
+        .unwrap();
+    let released = Arc::new(AtomicBool::new(false));
+    let holder = {
+        let (store, held, released) = (store.clone(), held.clone(), released.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            released.store(true, Ordering::SeqCst);
+            assert!(store.release(&held, elsewhere).await.unwrap());
+        })
+    };
+    let again = engine
+        .resume(fsm, &out.run_id, None, durable(&store))
+        .await
+        .unwrap();
+    holder.await.unwrap();
+    assert!(
+        released.load(Ordering::SeqCst),
+        "the parent went on before the holder let its child go"
+    );
+    let failures: Vec<_> = again
+        .trail
+        .iter()
+        .filter_map(|e| e.failure.as_ref())
+        .collect();
+    assert_eq!(
+        (again.status, again.state.as_str()),
+        (RunStatus::Suspended, "fan"),
+        "{failures:#?} {:?}",
+        again.result
+    );
+    let mut waits = again.wait.unwrap().children;
+    waits.sort();
+    assert_eq!(waits, [held.clone(), format!("{}.1.1", out.run_id)]);
+    let child = store.run(&held).await.unwrap();
+    assert_eq!(
+        child.status,
+        RunStatus::Suspended,
+        "continued, then waiting again"
+    );
+    assert!(child.lease.is_none(), "{:?}", child.lease);
 }
 
 #[tokio::test]
