@@ -120,6 +120,7 @@ impl Engine {
             ledger: scope.ledger.cloned(),
             wait_seq: None,
             model: scope.model.map(str::to_owned),
+            idempotency_key: None,
         };
         if let Some(store) = scope.store {
             match store.run(&child.run_id).await {
@@ -285,6 +286,7 @@ impl Engine {
                     RunOptions {
                         run_id,
                         prior_trail,
+                        idempotency_key: options.idempotency_key.clone().filter(|_| i == 0),
                         ..options.clone()
                     },
                 )

@@ -41,6 +41,7 @@ mod auth;
 mod body;
 mod callbacks;
 mod config;
+mod idempotency;
 mod links;
 mod live;
 mod page;

@@ -212,6 +212,85 @@ async fn of_two_concurrent_answers_exactly_one_wins() {
     }
 }
 
+/// A start with an `Idempotency-Key` header.
+async fn keyed_start(http: &reqwest::Client, server: &Served, key: &str, body: &Value) -> Reply {
+    send(
+        http.post(server.url("/runs?wait=1"))
+            .header("idempotency-key", key)
+            .header("content-type", "application/json")
+            .body(body.to_string()),
+    )
+    .await
+}
+
+/// How many runs the server's store holds.
+async fn run_count(http: &reqwest::Client, server: &Served) -> usize {
+    let page = get(http, server.url("/runs?limit=100")).await.body;
+    page["runs"].as_array().expect("a page of runs").len()
+}
+
+#[tokio::test]
+async fn a_retried_start_with_one_idempotency_key_makes_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    for mode in [&[][..], &["--queue"][..]] {
+        let db = dir.path().join(format!("claij{}.db", mode.len()));
+        let mut args: Vec<String> = mode.iter().map(|a| a.to_string()).collect();
+        args.push(approval());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let server = Served::start(&db, &args);
+        let http = client();
+        let body = json!({"fsm": "human-approval", "input": raw_request()});
+        let first = keyed_start(&http, &server, "deploy-2.4.1", &body).await;
+        assert!(
+            [201, 202].contains(&first.status),
+            "{mode:?}: {}",
+            first.body
+        );
+        let id = first.body["id"].as_str().expect("an id").to_owned();
+
+        // A retry: the same run, 200, nothing new.
+        let again = keyed_start(&http, &server, "deploy-2.4.1", &body).await;
+        assert_eq!(again.status, 200, "{mode:?}: {}", again.body);
+        assert_eq!(again.body["id"], id.as_str(), "{mode:?}");
+        // Retried at once, concurrently, under a fresh key: one run between them.
+        let (a, b) = tokio::join!(
+            keyed_start(&http, &server, "twice-at-once", &body),
+            keyed_start(&http, &server, "twice-at-once", &body),
+        );
+        assert!(
+            a.body["id"].is_string() && a.body["id"] == b.body["id"],
+            "{mode:?}: {} / {}",
+            a.body,
+            b.body
+        );
+        assert_eq!(run_count(&http, &server).await, 2, "{mode:?}");
+
+        // The key of another request: refused, nothing changed.
+        let other_input = json!({"fsm": "human-approval", "input": {"id": ["start", "summarise"], "service": "search", "version": "1.0.0", "changes": 2}});
+        let reused = keyed_start(&http, &server, "deploy-2.4.1", &other_input).await;
+        assert_problem(&reused, 422);
+        assert_eq!(
+            reused.body["errors"][0]["place"], "$.input",
+            "{}",
+            reused.body
+        );
+        // A malformed key: refused with its place.
+        let bad = keyed_start(&http, &server, &"k".repeat(300), &body).await;
+        assert_problem(&bad, 400);
+        assert_eq!(
+            bad.body["errors"][0]["place"], "header Idempotency-Key",
+            "{}",
+            bad.body
+        );
+        assert_eq!(run_count(&http, &server).await, 2, "{mode:?}");
+        // Without a key, each start is a run of its own.
+        let unkeyed = post(&http, server.url("/runs"), &body).await;
+        assert!([201, 202].contains(&unkeyed.status), "{}", unkeyed.body);
+        assert_ne!(unkeyed.body["id"], id.as_str());
+        assert_eq!(run_count(&http, &server).await, 3, "{mode:?}");
+    }
+}
+
 #[tokio::test]
 async fn runs_are_listed_newest_first_page_by_page_and_filtered() {
     let dir = tempfile::tempdir().unwrap();

@@ -62,4 +62,8 @@ pub struct RunOptions {
     /// names one (a server request's `model`); its child runs share it. `None`: the
     /// model layer's choice (the command's `--model`, else the default).
     pub model: Option<String>,
+    /// The key a new run is stored under (an API client's `Idempotency-Key`): a second
+    /// start with the same key is refused with a conflict, and the store finds the first
+    /// run by it. Only a start uses it; a chain gives it to its first run.
+    pub idempotency_key: Option<String>,
 }

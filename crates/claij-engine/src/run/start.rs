@@ -99,7 +99,9 @@ impl Engine {
                 },
                 interrupt_requested: false,
                 not_before: queued.and_then(|q| q.not_before),
-                idempotency_key: queued.and_then(|q| q.idempotency_key.clone()),
+                idempotency_key: queued
+                    .and_then(|q| q.idempotency_key.clone())
+                    .or_else(|| options.idempotency_key.clone()),
                 spend: run.spend,
                 budget,
                 pending: None,

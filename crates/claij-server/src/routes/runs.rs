@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use claij_core::store::{RunCursor, RunFilter, RunRecord};
 use claij_core::{Fsm, RunStatus};
@@ -13,6 +13,7 @@ use claij_engine::RunOptions;
 use serde_json::Value;
 
 use crate::body::JsonBody;
+use crate::idempotency;
 use crate::problem::{PlacedError, Problem};
 use crate::runner::{Launched, Work, launch, wait_duration, wait_for};
 use crate::state::AppState;
@@ -24,20 +25,32 @@ use crate::views::{
 /// Starts a run.
 #[utoipa::path(
     post, path = "/runs", tag = "runs",
-    params(WaitParam),
+    params(
+        WaitParam,
+        ("Idempotency-Key" = Option<String>, Header, description = "A key that makes retries of this start safe: a start with a key already used answers with the run it started (200) when it asks for the same FSM and input, and is refused (422) when it asks for another; 1 to 255 visible ASCII characters"),
+    ),
     request_body = StartRun,
     responses(
+        (status = 200, description = "The `Idempotency-Key` names a run this start made before: that run, as it stands (or as it ends or suspends within `wait`)", body = RunView),
         (status = 201, description = "The run ended or suspended within `wait`", body = RunView),
         (status = 202, description = "The run goes on", body = Accepted),
         (status = 404, description = "No such FSM", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "The input (or model, deadline, budget) was refused; nothing changed", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "A malformed `Idempotency-Key`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The input (or model, deadline, budget) was refused, or the `Idempotency-Key` names a run started with another FSM or input; nothing changed", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub(crate) async fn start(
     State(state): State<AppState>,
     Query(wait): Query<WaitParam>,
+    headers: HeaderMap,
     JsonBody(body): JsonBody<StartRun>,
 ) -> Result<Response, Problem> {
+    let key = idempotency::stored_key(&headers)?;
+    if let Some(key) = &key
+        && let Some(record) = idempotency::run_by_key(&state, key).await?
+    {
+        return started_before(&state, record, &body, wait_duration(wait.wait)).await;
+    }
     let served = state.find(&body.fsm, body.version).ok_or_else(|| {
         Problem::not_found(match body.version {
             Some(v) => format!("no FSM `{}` version {v} is served", body.fsm),
@@ -74,7 +87,7 @@ pub(crate) async fn start(
             Problem::refused("bad-budget", "Bad budget", format!("the budget: {e}"))
                 .with_errors(vec![PlacedError::at("$.budget", e)])
         })?;
-    let context = body.context.unwrap_or(Value::Null);
+    let context = body.context.clone().unwrap_or(Value::Null);
     if !(context.is_null() || context.is_object()) {
         return Err(Problem::refused(
             "bad-context",
@@ -93,7 +106,8 @@ pub(crate) async fn start(
         context,
         deadline,
         budget,
-        model: body.model,
+        model: body.model.clone(),
+        idempotency_key: key.clone(),
         ..RunOptions::default()
     };
     if let Some(url) = &webhook {
@@ -103,11 +117,21 @@ pub(crate) async fn start(
         &state,
         engine,
         served.fsm,
-        Work::Start { input: body.input },
+        Work::Start {
+            input: body.input.clone(),
+        },
         options,
         "$.input",
     )
     .await;
+    // Started at the same time under the same key: the other start made the run.
+    if launched.is_err()
+        && let Some(key) = &key
+        && let Some(record) = idempotency::run_by_key(&state, key).await?
+    {
+        state.callbacks.started(&run_id);
+        return started_before(&state, record, &body, wait_duration(wait.wait)).await;
+    }
     if let (Ok(_), Some(url)) = (&launched, &webhook)
         && let Err(e) = state.webhooks.put_callback(&run_id, url).await
     {
@@ -121,6 +145,26 @@ pub(crate) async fn start(
         StatusCode::CREATED,
     )
     .await
+}
+
+/// A start whose `Idempotency-Key` names `record`: the run as it stands, or as it ends or
+/// suspends within `wait` (200) — unless the start asks for another FSM or input (422).
+async fn started_before(
+    state: &AppState,
+    record: RunRecord,
+    body: &StartRun,
+    wait: std::time::Duration,
+) -> Result<Response, Problem> {
+    idempotency::check_same_start(state, &record, &body.fsm, body.version, &body.input).await?;
+    if record.status == RunStatus::Running && !wait.is_zero() {
+        let settled =
+            claij_engine::RunOutcome::settled(state.store.as_ref(), &record.id, &state.shutdown);
+        // Not settled within `wait`: answered as it stands.
+        let _ = tokio::time::timeout(wait, settled).await;
+    }
+    let view = run_view(state, &record.id).await?;
+    let url = format!("/runs/{}", record.id);
+    Ok((StatusCode::OK, [(header::LOCATION, url)], Json(view)).into_response())
 }
 
 /// A callback URL checked: a secret to sign with, and a URL the egress policy allows an
