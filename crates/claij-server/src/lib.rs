@@ -125,6 +125,13 @@ impl Server {
         })
     }
 
+    /// What follows the runs this server drives — their event streams and completion
+    /// callbacks — to give the runs another part of its process drives (a worker beside
+    /// it, in plain `claij serve`), so that they are followed alike.
+    pub fn run_observer(&self) -> Arc<dyn claij_engine::Observer> {
+        self.state.live.observer()
+    }
+
     /// Serves `mcp` (the FSMs as MCP tools) at `/mcp` too, behind the same token.
     pub fn with_mcp(mut self, mcp: McpServer) -> Self {
         self.mcp = Some(mcp);

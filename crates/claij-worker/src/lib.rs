@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use claij_core::store::{EventStatus, Notice, RunRecord, RunStore, StoreError};
-use claij_engine::{Engine, LeaseKeeper, RunError, RunOptions, process_owner};
+use claij_engine::{Engine, LeaseKeeper, Observer, RunError, RunOptions, process_owner};
 use claij_store::roles::{Due, WorkQueue, WorkerRecord};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -94,6 +94,7 @@ pub struct Worker {
     work_queue: Arc<dyn WorkQueue>,
     config: WorkerConfig,
     id: String,
+    observers: Vec<Arc<dyn Observer>>,
 }
 
 /// The longest pause between claims when the store says work is due but none could be
@@ -124,7 +125,16 @@ impl Worker {
                 ..config
             },
             id: process_owner(),
+            observers: Vec::new(),
         }
+    }
+
+    /// Tells `observer` of every run this worker drives, besides the engine's observers:
+    /// a server with a worker in its own process (plain `claij serve`) follows the runs
+    /// the worker takes up — their event streams and completion callbacks — as its own.
+    pub fn observed_by(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observers.push(observer);
+        self
     }
 
     /// Reports how the queue stands (the `claij.queue` event).
@@ -360,6 +370,7 @@ impl Worker {
         let store = self.store.clone();
         let owner = self.id.clone();
         let lease = self.config.lease;
+        let observers = self.observers.clone();
         async move {
             let fsm = match engine.stored_fsm(store.as_ref(), &record).await {
                 Ok(fsm) => fsm,
@@ -374,6 +385,7 @@ impl Worker {
                 owner: Some(owner.clone()),
                 lease: Some(lease),
                 lease_keeper: Some(keeper),
+                observers,
                 ..RunOptions::default()
             };
             match engine.continue_claimed(fsm, &record, options).await {

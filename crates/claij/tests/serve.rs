@@ -212,6 +212,82 @@ async fn of_two_concurrent_answers_exactly_one_wins() {
     }
 }
 
+/// A wait that expires after two seconds, to the `expired` state.
+const EXPIRING: &str = r#"
+id: expiring
+states:
+  - id: ask
+    action: human
+    config: {prompt: "Anyone?", expires: 2s, on_expiry: expired}
+  - {id: answered, action: end}
+  - {id: expired, action: end}
+xitions:
+  - id: [start, ask]
+  - id: [ask, answered]
+    schema: {type: object, required: [who], properties: {who: {type: string}}}
+  - id: [ask, expired]
+    omit: true
+"#;
+
+/// Runs of `fsm` as `GET /runs` lists them.
+async fn runs_of(http: &reqwest::Client, server: &Served, fsm: &str) -> Vec<Value> {
+    let page = get(http, server.url(&format!("/runs?fsm={fsm}&limit=100")))
+        .await
+        .body;
+    page["runs"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_plain_server_fires_expiries_and_dispatches_events_with_no_worker_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let expiring = dir.path().join("expiring.yaml");
+    std::fs::write(&expiring, EXPIRING).unwrap();
+    let events = repo().join("examples/events");
+    let server = Served::start(
+        &dir.path().join("claij.db"),
+        &[expiring.to_str().unwrap(), events.to_str().unwrap()],
+    );
+    let http = client();
+
+    // A wait that expires while the server runs is acted on while it runs.
+    let started = post(
+        &http,
+        server.url("/runs?wait=10"),
+        &json!({"fsm": "expiring", "input": {}}),
+    )
+    .await;
+    assert_eq!(started.status, 201, "{}", started.body);
+    assert_eq!(started.body["status"], "suspended", "{}", started.body);
+    let id = started.body["id"].as_str().expect("an id").to_owned();
+    let expired = eventually(60, "the expired wait is acted on", || async {
+        let run = get(&http, server.url(&format!("/runs/{id}"))).await.body;
+        (run["status"] == "completed").then_some(run)
+    })
+    .await;
+    assert_eq!(expired["state"], "expired", "{expired}");
+
+    // A published event starts the runs of the documents that subscribe to its topic.
+    let intake = post(
+        &http,
+        server.url("/runs?wait=10"),
+        &json!({"fsm": "order-intake", "input": {"order_id": 42, "items": 13}}),
+    )
+    .await;
+    assert_eq!(intake.status, 201, "{}", intake.body);
+    assert_eq!(intake.body["state"], "accepted", "{}", intake.body);
+    let shipped = eventually(60, "the published event starts order-shipping", || async {
+        let runs = runs_of(&http, &server, "order-shipping").await;
+        let done = runs.into_iter().find(|r| r["status"] == "completed")?;
+        let id = done["id"].as_str()?.to_owned();
+        Some(get(&http, server.url(&format!("/runs/{id}"))).await.body)
+    })
+    .await;
+    assert_eq!(shipped["state"], "shipped", "{shipped}");
+    assert_eq!(shipped["result"]["order_id"], 42, "{shipped}");
+    assert_eq!(shipped["result"]["parcels"], 2, "{shipped}");
+    assert_eq!(runs_of(&http, &server, "order-shipping").await.len(), 1);
+}
+
 /// A start with an `Idempotency-Key` header.
 async fn keyed_start(http: &reqwest::Client, server: &Served, key: &str, body: &Value) -> Reply {
     send(
@@ -1267,11 +1343,21 @@ async fn a_link_to_an_expired_wait_answers_nothing() {
     )
     .await;
     assert_problem(&late, 410);
+    // Expired and not acted on yet, or acted on already by the worker beside the server
+    // (the run failed at `ask`, having no `on_expiry`).
+    let detail = late.body["detail"].as_str().unwrap();
     assert!(
-        late.body["detail"].as_str().unwrap().contains("expired"),
+        detail.contains("expired") || detail.contains("the run is failed in `ask`"),
         "{}",
         late.body
     );
+    let id = started.body["id"].as_str().unwrap();
+    let run = eventually(30, "the expired wait is acted on", || async {
+        let run = get(&http, server.url(&format!("/runs/{id}"))).await.body;
+        (run["status"] == "failed").then_some(run)
+    })
+    .await;
+    assert_eq!(run["state"], "ask", "{run}");
 }
 
 #[tokio::test]

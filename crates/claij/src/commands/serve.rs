@@ -3,12 +3,14 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use claij_core::Fsm;
 use claij_engine::Policy;
 use claij_engine::{BoxFuture, Engine};
 use claij_mcp_server::{McpServer, Runtime};
 use claij_server::{Assembly, Server, ServerConfig, Stores, WebhookSecret};
+use claij_worker::{Worker, WorkerConfig};
 use tokio_util::sync::CancellationToken;
 
 use super::load;
@@ -16,6 +18,22 @@ use crate::app::App;
 use crate::cli::ServeArgs;
 use crate::serving::{documents, secret, stop_on_signals, token};
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
+
+/// How the worker beside a plain `claij serve` works: as `claij worker` does by default,
+/// looking for due work every second on SQLite (PostgreSQL's notices ring sooner), with a
+/// short grace period (the server's own runs do not wait for it either).
+fn beside_the_server(store: &dyn claij_core::store::RunStore) -> WorkerConfig {
+    let notices = store.describe().starts_with("postgres");
+    WorkerConfig {
+        poll: if notices {
+            Duration::from_secs(60)
+        } else {
+            Duration::from_secs(1)
+        },
+        grace: Duration::from_secs(5),
+        ..WorkerConfig::default()
+    }
+}
 
 /// The engine of this process, over one model layer: a request's model is its run's
 /// option, so every model of the configuration shares the layer's providers (an embedded
@@ -154,6 +172,14 @@ pub(super) async fn serve(app: &App, args: ServeArgs) -> u8 {
         note!("claij: {e:#}");
         return EXIT_FAILED;
     }
+    // The documents' triggers: published events start their runs (dispatched by the
+    // worker beside the server, or by `claij worker` processes with --queue).
+    for fsm in &fsms {
+        if let Err(e) = assembly.engine.subscribe(store.as_ref(), fsm).await {
+            note!("claij: {e}");
+            return EXIT_FAILED;
+        }
+    }
     let config = ServerConfig {
         bind: args.bind,
         token,
@@ -183,6 +209,7 @@ pub(super) async fn serve(app: &App, args: ServeArgs) -> u8 {
         }
     };
     let served = fsms.len();
+    let engine = assembly.engine.clone();
     let server = match Server::new(config, assembly, stores, fsms) {
         Ok(s) => s.with_mcp(mcp),
         Err(e) => {
@@ -200,6 +227,20 @@ pub(super) async fn serve(app: &App, args: ServeArgs) -> u8 {
     }
     let shutdown = CancellationToken::new();
     stop_on_signals(shutdown.clone());
+    // One process is enough: without --queue a worker runs beside the server on its
+    // store (after `recover` has taken up what was left), firing expired waits, deadlines
+    // and scheduled starts, waking parents whose children ended and dispatching published
+    // events; the server follows what it drives as its own runs.
+    let worker = (!args.queue).then(|| {
+        let worker = Worker::new(
+            engine,
+            store.clone(),
+            store.clone(),
+            beside_the_server(store.as_ref()),
+        )
+        .observed_by(server.run_observer());
+        tokio::spawn(worker.run(shutdown.clone()))
+    });
     let described = store.describe();
     let result = server
         .serve(shutdown, |bound| {
@@ -208,6 +249,14 @@ pub(super) async fn serve(app: &App, args: ServeArgs) -> u8 {
             );
         })
         .await;
+    if let Some(worker) = worker {
+        // Its runs go on for the grace period, then are handed back.
+        match worker.await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => note!("claij: {e}"),
+            Err(e) => note!("claij: the worker beside the server stopped: {e}"),
+        }
+    }
     match result {
         Ok(()) => EXIT_OK,
         Err(e) => {
