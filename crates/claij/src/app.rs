@@ -4,7 +4,8 @@
 //! with ([`App::reader`]), engines over the model layers its flags configure
 //! ([`models`], [`App::engine`]), the MCP client its documents' servers are connected on
 //! ([`App::mcp`]). Commands that run nothing (`validate`, `graph`, `model`, `schema`,
-//! the store's listings) build no engine and no model layer.
+//! the store's listings) build no engine; `validate` builds a model layer only to check
+//! the model names of its documents, the others none.
 //!
 //! A command has one MCP client, shared by every engine it assembles (one connection per
 //! server, whichever engine calls it). Each engine's `mcp` action answers the sampling

@@ -62,10 +62,13 @@ pub(crate) enum LogFormat {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Check FSM documents: meta-schema, structure, schemas, actions and their config.
+    /// Check FSM documents: meta-schema, structure, schemas, actions and their config,
+    /// the child documents their `fsm` and `fork` states name (recursively), and the
+    /// models their `llm` states name.
     ///
-    /// Every problem of every file is listed, each with file, JSON path and reason.
-    /// Exits 0 when all are valid, 1 otherwise.
+    /// Every problem of every file is listed, each with file, JSON path and reason; a
+    /// child's problems are located in the child. Exits 0 when all are valid, 1
+    /// otherwise, 2 when the model configuration cannot be read.
     #[command(after_help = "Example:\n  claij validate examples/*.yaml")]
     Validate {
         /// The documents (JSON or YAML).
@@ -74,6 +77,11 @@ pub(crate) enum Command {
         /// Print the problems as JSON (one object per file) on stdout.
         #[arg(long)]
         json: bool,
+        /// The model configuration the `llm` states' model names are checked against
+        /// (default: $CLAIJ_CONFIG, ./claij.toml, ~/.config/claij/claij.toml, as `claij
+        /// run` finds it).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
     },
     /// Run an FSM to its end and print the final event as JSON on stdout.
     ///

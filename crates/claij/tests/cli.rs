@@ -129,6 +129,199 @@ fn validate_reports_syntax_errors_with_line_and_column() {
     );
 }
 
+/// `claij validate` with no model configuration of the machine's (HOME and
+/// XDG_CONFIG_HOME an empty directory, no configuration or key in the environment).
+fn validate_alone(home: &Path, args: &[&str]) -> Output {
+    let mut cmd = claij();
+    cmd.env("HOME", home).env("XDG_CONFIG_HOME", home);
+    for var in [
+        "CLAIJ_CONFIG",
+        "CLAIJ_MODEL",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "GEMINI_API_KEY",
+        "GOOGLE_API_KEY",
+        "OPENROUTER_API_KEY",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.arg("validate")
+        .args(args)
+        .output()
+        .expect("claij starts")
+}
+
+/// A parent whose state `call` runs the child FSM `child` (a file, as written).
+fn parent_of(child: &str) -> String {
+    format!(
+        "id: parent\nstates:\n  - id: call\n    action: fsm\n    config: {{fsm: {child}, success_to: done}}\n  - {{id: done, action: end}}\nxitions:\n  - id: [start, call]\n  - id: [call, done]\n"
+    )
+}
+
+/// A valid document of one `transform` step.
+const LEAF: &str = "id: leaf\nstates:\n  - {id: t, action: transform, config: {template: '{\"id\": [\"t\", \"done\"]}'}}\n  - {id: done, action: end}\nxitions:\n  - id: [start, t]\n  - id: [t, done]\n";
+
+/// A document whose second state has an unknown field (`$.states[1].colour`).
+const BROKEN: &str = "id: broken\nstates:\n  - {id: t, action: transform, config: {template: '{}'}}\n  - {id: done, action: end, colour: red}\nxitions:\n  - id: [start, t]\n  - id: [t, done]\n";
+
+#[test]
+fn validate_locates_a_childs_problem_in_the_child() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let parent = dir.path().join("parent.yaml");
+    std::fs::write(&parent, parent_of("sub/child.yaml")).unwrap();
+    std::fs::write(dir.path().join("sub/child.yaml"), BROKEN).unwrap();
+    let out = validate_alone(dir.path(), &[parent.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    let child = dir.path().join("sub/child.yaml").display().to_string();
+    assert!(
+        stderr.contains(&format!(
+            "{child}: $.states[1].colour: unknown field `colour`"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("the child of state `call`") && stderr.contains("$.states[0].config.fsm"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn validate_names_the_state_and_the_path_of_a_missing_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let parent = dir.path().join("parent.yaml");
+    std::fs::write(&parent, parent_of("gone.yaml")).unwrap();
+    let out = validate_alone(dir.path(), &["--json", parent.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["valid"], false);
+    let problem = &report["problems"][0];
+    assert_eq!(problem["path"], "$.states[0].config.fsm");
+    let message = problem["message"].as_str().unwrap();
+    let looked_for = dir.path().join("gone.yaml").display().to_string();
+    assert!(
+        message.contains("state `call`") && message.contains(&looked_for),
+        "{message}"
+    );
+}
+
+#[test]
+fn validate_finds_a_grandchilds_problem_relative_to_its_parent() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("b/c")).unwrap();
+    let top = dir.path().join("a.yaml");
+    std::fs::write(&top, parent_of("b/b.yaml")).unwrap();
+    std::fs::write(dir.path().join("b/b.yaml"), parent_of("c/c.yaml")).unwrap();
+    std::fs::write(dir.path().join("b/c/c.yaml"), BROKEN).unwrap();
+    let out = validate_alone(dir.path(), &[top.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let grandchild = dir.path().join("b/c/c.yaml").display().to_string();
+    assert!(
+        text(&out.stderr).contains(&format!("{grandchild}: $.states[1].colour")),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains(&dir.path().join("b/b.yaml").display().to_string()),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn validate_passes_a_valid_parent_and_reports_its_children() {
+    let dir = tempfile::tempdir().unwrap();
+    let parent = dir.path().join("parent.yaml");
+    std::fs::write(&parent, parent_of("leaf.yaml")).unwrap();
+    std::fs::write(dir.path().join("leaf.yaml"), LEAF).unwrap();
+    let out = validate_alone(dir.path(), &["--json", parent.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let reports: Vec<Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(reports.len(), 2, "{reports:?}");
+    assert_eq!(reports[1]["id"], "leaf");
+    assert_eq!(reports[1]["valid"], true);
+    assert_eq!(reports[1]["parent"]["state"], "call");
+    assert_eq!(reports[1]["parent"]["path"], "$.states[0].config.fsm");
+}
+
+#[test]
+fn validate_reports_a_cycle_as_an_error_when_it_cannot_end_and_a_warning_when_it_can() {
+    let dir = tempfile::tempdir().unwrap();
+    // a → b → a, each calling the other on every path: endless.
+    let a = dir.path().join("a.yaml");
+    std::fs::write(&a, parent_of("b.yaml")).unwrap();
+    std::fs::write(dir.path().join("b.yaml"), parent_of("a.yaml")).unwrap();
+    let out = validate_alone(dir.path(), &[a.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("$.states[0].config.fsm: state `call` names")
+            && stderr.contains("recurse without end"),
+        "{stderr}"
+    );
+
+    // A document that calls itself on one path only: recursion that can end.
+    let r = dir.path().join("r.yaml");
+    std::fs::write(
+        &r,
+        "id: r\nstates:\n  - {id: pick, action: transform, config: {template: '{\"id\": [\"pick\", \"done\"]}'}}\n  - id: again\n    action: fsm\n    config: {fsm: r.yaml, success_to: done}\n  - {id: done, action: end}\nxitions:\n  - id: [start, pick]\n  - id: [pick, again]\n  - id: [pick, done]\n  - id: [again, done]\n",
+    )
+    .unwrap();
+    let out = validate_alone(dir.path(), &[r.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("warning: ")
+            && text(&out.stderr).contains("$.states[1].config.fsm: state `again` names"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn validate_locates_an_unknown_model_and_accepts_a_configured_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = |model: &str| {
+        format!(
+            "id: asks\nstates:\n  - {{id: ask, action: llm, config: {{model: {model}}}}}\n  - {{id: done, action: end}}\nxitions:\n  - id: [start, ask]\n  - id: [ask, done]\n"
+        )
+    };
+    let unknown = dir.path().join("unknown.yaml");
+    std::fs::write(&unknown, doc("nosuch/model")).unwrap();
+    let out = validate_alone(dir.path(), &[unknown.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "{}: $.states[0].config.model: unknown model `nosuch/model`",
+            unknown.display()
+        )),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let config = dir.path().join("claij.toml");
+    std::fs::write(
+        &config,
+        "[models.mine]\nprovider = \"embedded\"\npath = \"my-model.gguf\"\n",
+    )
+    .unwrap();
+    let known = dir.path().join("known.yaml");
+    std::fs::write(&known, doc("mine")).unwrap();
+    let args = [
+        known.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    let out = validate_alone(dir.path(), &args);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // Without the configuration, the same name is unknown.
+    let out = validate_alone(dir.path(), &args[..1]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+}
+
 #[test]
 fn run_prints_the_final_event_and_writes_the_trail() {
     let dir = tempfile::tempdir().unwrap();

@@ -293,7 +293,7 @@ impl FsmRef {
         let registry = engine.known_actions();
         match self {
             FsmRef::File(file) => {
-                let path = resolve(&parent.source, file);
+                let path = child_path(&parent.source, file);
                 let path = engine
                     .policy()
                     .file(parent.owner, &path)
@@ -393,9 +393,10 @@ pub(crate) fn fsm_of(outcome: &RunOutcome) -> Option<Arc<str>> {
     outcome.trail.last().map(|e| e.fsm.clone())
 }
 
-/// `file` relative to the directory of the document `source` (when `source` is a file),
-/// else as given.
-fn resolve(source: &str, file: &str) -> PathBuf {
+/// Where a run looks for the child FSM file `file` named by the document `source`
+/// ([`Fsm::source`]): relative to that document's directory (when `source` is a file),
+/// else as given (relative to the working directory).
+pub fn child_path(source: &str, file: &str) -> PathBuf {
     let file = Path::new(file);
     if file.is_absolute() {
         return file.to_owned();
@@ -512,14 +513,14 @@ mod tests {
         let parent = dir.path().join("parent.yaml");
         std::fs::write(&parent, "x").unwrap();
         assert_eq!(
-            resolve(&parent.display().to_string(), "child.yaml"),
+            child_path(&parent.display().to_string(), "child.yaml"),
             dir.path().join("child.yaml")
         );
         assert_eq!(
-            resolve("calc@v1 (stored)", "child.yaml"),
+            child_path("calc@v1 (stored)", "child.yaml"),
             PathBuf::from("child.yaml")
         );
-        assert_eq!(resolve("x", "/abs.yaml"), PathBuf::from("/abs.yaml"));
+        assert_eq!(child_path("x", "/abs.yaml"), PathBuf::from("/abs.yaml"));
     }
 
     #[test]

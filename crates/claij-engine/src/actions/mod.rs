@@ -13,6 +13,7 @@ mod human;
 mod publish;
 mod transform;
 
+pub use child::child_path;
 pub use command::Command;
 pub use fork::Fork;
 pub use fsm::SubFsm;

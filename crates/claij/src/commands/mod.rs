@@ -29,7 +29,21 @@ pub(crate) async fn dispatch(app: &App, cli: Cli) -> u8 {
     let result = match cli.command {
         // Documents are checked against the durable registry: it knows every action the
         // in-memory one does, with the same configuration.
-        Command::Validate { files, json } => Ok(validate::validate(&app.reader(), &files, json)),
+        // Model names are checked against the layer a run would have (no `--model`: a
+        // state's own name resolves without it).
+        Command::Validate {
+            files,
+            json,
+            config,
+        } => match crate::app::models(config.as_deref(), None) {
+            Ok(models) => Ok(validate::validate(
+                &app.reader(),
+                &models.layer,
+                &files,
+                json,
+            )),
+            Err(e) => return usage(e),
+        },
         Command::Run(args) => Ok(run::run(app, args).await),
         Command::Eval(args) => Ok(eval::eval(app, args).await),
         Command::Graph {
