@@ -65,8 +65,11 @@ pub(crate) enum Command {
     /// Check FSM documents: meta-schema, structure, schemas, actions and their config.
     ///
     /// Every problem of every file is listed, each with file, JSON path and reason.
-    /// Exits 0 when all are valid, 1 otherwise.
-    #[command(after_help = "Example:\n  claij validate examples/*.yaml")]
+    /// Warnings (a `timeout: none`, whose attempts are never ended by time) do not make
+    /// a document invalid. Exits 0 when all are valid, 1 otherwise.
+    #[command(
+        after_help = "Examples:\n  claij validate examples/*.yaml\n  claij validate --explain flow.yaml --config claij.toml"
+    )]
     Validate {
         /// The documents (JSON or YAML).
         #[arg(required = true)]
@@ -74,6 +77,14 @@ pub(crate) enum Command {
         /// Print the problems as JSON (one object per file) on stdout.
         #[arg(long)]
         json: bool,
+        /// Print each state's attempt limit and where it comes from: the state's
+        /// `timeout`, the document's, the operator's `[timeouts]`, the action's default.
+        #[arg(long)]
+        explain: bool,
+        /// The configuration whose `[timeouts]` --explain uses (default: $CLAIJ_CONFIG,
+        /// ./claij.toml, ~/.config/claij/claij.toml; read only with --explain or this).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
     },
     /// Run an FSM to its end and print the final event as JSON on stdout.
     ///

@@ -29,7 +29,22 @@ pub(crate) async fn dispatch(app: &App, cli: Cli) -> u8 {
     let result = match cli.command {
         // Documents are checked against the durable registry: it knows every action the
         // in-memory one does, with the same configuration.
-        Command::Validate { files, json } => Ok(validate::validate(&app.reader(), &files, json)),
+        Command::Validate {
+            files,
+            json,
+            explain,
+            config,
+        } => {
+            let mut registry = app.reader();
+            if explain || config.is_some() {
+                let timed = crate::app::configuration(config.as_deref())
+                    .and_then(|c| Ok(crate::app::timed(&mut registry, &c.timeouts)?));
+                if let Err(e) = timed {
+                    return usage(e);
+                }
+            }
+            Ok(validate::validate(&registry, &files, json, explain))
+        }
         Command::Run(args) => Ok(run::run(app, args).await),
         Command::Eval(args) => Ok(eval::eval(app, args).await),
         Command::Graph {
