@@ -153,8 +153,8 @@ impl Trigger {
 pub struct FsmSettings {
     /// Attempts per state unless a state says otherwise.
     pub max_attempts: Option<u32>,
-    /// Timeout of one attempt unless a state says otherwise.
-    pub timeout: Option<Duration>,
+    /// Timeout of one attempt unless a state says otherwise (`none`: no limit).
+    pub timeout: Option<crate::timeout::Timeout>,
     /// Deadline of a whole run.
     pub deadline: Option<Duration>,
     /// The most steps (transitions) a run takes (`config.max_steps`; see
@@ -253,8 +253,8 @@ pub struct Example {
 pub struct StateSettings {
     /// Attempts before giving up (state > FSM > 3).
     pub max_attempts: Option<u32>,
-    /// Timeout of one attempt.
-    pub timeout: Option<Duration>,
+    /// Timeout of one attempt (`none`: no limit).
+    pub timeout: Option<crate::timeout::Timeout>,
     /// Where to go when attempts run out.
     pub on_failure: Option<Arc<str>>,
     /// Where to go, instead of suspending, when the run's budget would be exceeded.
@@ -399,9 +399,21 @@ impl Fsm {
         self.settings.max_steps.unwrap_or(DEFAULT_MAX_STEPS)
     }
 
-    /// Timeout of one attempt in a state: the state's, else the FSM's, else none.
-    pub fn timeout(&self, state: &State) -> Option<Duration> {
-        state.settings.timeout.or(self.settings.timeout)
+    /// The limit of one attempt in `state`: the state's timeout, else the FSM's, else
+    /// `operator`'s (the operator's default for the state's action), else `built_in`
+    /// (the action's own default; `None`: unbounded). See [`crate::timeout`].
+    pub fn attempt_limit(
+        &self,
+        state: &State,
+        operator: Option<crate::timeout::Timeout>,
+        built_in: Option<Duration>,
+    ) -> crate::timeout::AttemptLimit {
+        crate::timeout::AttemptLimit::resolve(
+            state.settings.timeout,
+            self.settings.timeout,
+            operator,
+            built_in,
+        )
     }
 
     /// `schemas` as a `$defs` object, to put beside schemas that refer into it.

@@ -55,6 +55,8 @@
 //! - `diff`: the structural difference of two versions of a document (`claij defs diff`).
 //! - `compat`: whether a new version of a JSON Schema accepts what the old one did.
 //! - `migration`: a run's move to another version, as its trail records it.
+//! - `timeout`: an attempt's timeout as written (a duration or `none`) and the limit it
+//!   resolves to, with where it comes from.
 //! - `store`: the durable-run contract the engine asks of a store: plain types and boxed
 //!   futures, implemented by claij-store.
 
@@ -75,6 +77,7 @@ pub mod schema;
 pub mod source;
 pub mod store;
 pub mod synthesis;
+pub mod timeout;
 pub mod trace_context;
 pub mod trail;
 
@@ -95,6 +98,7 @@ pub use prompts::{
 pub use question::{Answer, Question};
 pub use schema::{CompiledSchema, DynamicSchemas, SchemaError, ValidationIssue};
 pub use store::{RunStatus, RunStore, StoreError};
+pub use timeout::{AttemptLimit, LimitSource, Timeout};
 pub use trail::{Failure, FailureKind, TrailEntry, Usage};
 
 /// Where claij keeps its files by default: `$XDG_DATA_HOME/claij`, else

@@ -92,7 +92,7 @@ pub use events::Dispatch;
 pub use observer::{Call, CallSite, Commit, ModelExchange, Observer, RunBegan};
 pub use questions::Questions;
 pub use recover::{continues_without_input, runs_to_continue};
-pub use registry::{ActionRegistry, document_needs};
+pub use registry::{ActionRegistry, UnknownTimeoutAction, document_needs};
 pub use run::{
     Engine, InputError, RunError, RunOptions, RunOutcome, RunStatus, Submission, Submitted,
     interrupt, new_run_id,

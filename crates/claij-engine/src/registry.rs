@@ -7,7 +7,10 @@ use std::sync::Arc;
 
 use claij_core::known_actions::ConfigRoute;
 use claij_core::schema::SchemaError;
-use claij_core::{CompiledSchema, ConfigIssue, DynamicSchemas, Fsm, JsonPath, KnownActions};
+use claij_core::{
+    AttemptLimit, CompiledSchema, ConfigIssue, DynamicSchemas, Fsm, JsonPath, KnownActions, State,
+    Timeout,
+};
 use serde_json::{Map, Value};
 
 use crate::action::Action;
@@ -24,6 +27,18 @@ struct Registered {
 pub struct ActionRegistry {
     actions: BTreeMap<String, Registered>,
     schemas: Vec<Arc<dyn DynamicSchemas>>,
+    /// The operator's attempt timeouts by action (`[timeouts]` in claij.toml).
+    timeouts: BTreeMap<String, Timeout>,
+}
+
+/// An operator's default timeout names an action the registry does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("there is no action `{action}` to give a default timeout; the actions are: {known}")]
+pub struct UnknownTimeoutAction {
+    /// The name given.
+    pub action: String,
+    /// The registered actions, comma-separated.
+    pub known: String,
 }
 
 impl std::fmt::Debug for ActionRegistry {
@@ -31,6 +46,7 @@ impl std::fmt::Debug for ActionRegistry {
         f.debug_struct("ActionRegistry")
             .field("actions", &self.actions.keys().collect::<Vec<_>>())
             .field("schema_providers", &self.schemas.len())
+            .field("timeouts", &self.timeouts)
             .finish()
     }
 }
@@ -77,6 +93,36 @@ impl ActionRegistry {
     /// The config schema of the action registered under `name`.
     pub fn config_schema(&self, name: &str) -> Option<&Value> {
         self.actions.get(name).map(|r| &r.config_schema.source)
+    }
+
+    /// Makes `timeout` the operator's default for attempts of `action`'s states (used
+    /// when neither the state nor the document sets one); fails for an action not
+    /// registered.
+    pub fn set_default_timeout(
+        &mut self,
+        action: &str,
+        timeout: Timeout,
+    ) -> Result<(), UnknownTimeoutAction> {
+        if !self.actions.contains_key(action) {
+            return Err(UnknownTimeoutAction {
+                action: action.to_owned(),
+                known: self.action_names().join(", "),
+            });
+        }
+        self.timeouts.insert(action.to_owned(), timeout);
+        Ok(())
+    }
+
+    /// The limit of one attempt of `state` and where it comes from: the state's
+    /// `timeout`, else the document's, else the operator's default for its action, else
+    /// the action's own ([`Action::default_timeout`]).
+    pub fn attempt_limit(&self, fsm: &Fsm, state: &State) -> AttemptLimit {
+        let built_in = self
+            .action(&state.action)
+            .map_or(Some(crate::action::DEFAULT_ATTEMPT_TIMEOUT), |a| {
+                a.default_timeout()
+            });
+        fsm.attempt_limit(state, self.timeouts.get(&*state.action).copied(), built_in)
     }
 
     /// The provider serving the dynamic schema `name`.

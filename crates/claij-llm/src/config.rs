@@ -25,6 +25,9 @@
 //! [models.mine]
 //! provider = "embedded"              # the embedded engine, on a local GGUF file
 //! path = "models/my-model.gguf"      # relative to this file's directory
+//!
+//! [timeouts]                         # the engine's: one attempt's limit, by action,
+//! command = "2m"                     # when neither state nor document sets one
 //! ```
 //!
 //! Without a config file, providers whose key is in the environment exist by
@@ -205,6 +208,11 @@ pub struct LlmConfig {
     /// listed under `[models]`.
     #[serde(default)]
     pub prices: BTreeMap<String, Price>,
+    /// Not the models' but the engine's: the operator's attempt timeout for each action
+    /// (`[timeouts] command = "2s"`; a duration, seconds, or `"none"`), used when neither
+    /// a state nor its document sets one.
+    #[serde(default)]
+    pub timeouts: BTreeMap<String, claij_core::Timeout>,
 }
 
 /// The configuration could not be read.

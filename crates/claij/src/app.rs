@@ -2,7 +2,8 @@
 //! [`App`] (trace export, as the environment asks) and hands it to the chosen command;
 //! the command asks it for what it needs, nothing more — a registry to read documents
 //! with ([`App::reader`]), engines over the model layers its flags configure
-//! ([`models`], [`App::engine`]), the MCP client its documents' servers are connected on
+//! ([`models`], [`App::engine`]; the operator's `[timeouts]` given to each engine's
+//! registry), the MCP client its documents' servers are connected on
 //! ([`App::mcp`]). Commands that run nothing (`validate`, `graph`, `model`, `schema`,
 //! the store's listings) build no engine; `validate` builds a model layer only to check
 //! the model names of its documents, the others none.
@@ -16,9 +17,12 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use claij_engine::{ActionRegistry, Engine};
-use claij_llm::LlmLayer;
+use std::collections::BTreeMap;
+
+use claij_core::Timeout;
+use claij_engine::{ActionRegistry, Engine, UnknownTimeoutAction};
 use claij_llm::providers::embedded::default_model_file;
+use claij_llm::{LlmConfig, LlmLayer};
 
 use crate::cli::{ExchangeArgs, LlmArgs};
 use crate::mcp::Mcp;
@@ -59,6 +63,10 @@ impl App {
             ActionRegistry::with_builtins()
         };
         self.client(&layer).register(&mut registry, &layer);
+        // Checked against the registry when the configuration was read (see `models`).
+        if let Err(e) = timed(&mut registry, &layer.config().timeouts) {
+            tracing::warn!("{e}");
+        }
         claij_llm::register(&mut registry, layer);
         self.inner
             .telemetry
@@ -74,10 +82,7 @@ impl App {
     /// A registry to read and check documents with: every action the durable engines
     /// know, with the same configuration schemas; nothing in it runs.
     pub(crate) fn reader(&self) -> ActionRegistry {
-        let mut registry = ActionRegistry::durable();
-        Mcp::new(None).register_for_reading(&mut registry);
-        claij_llm::register(&mut registry, Arc::new(LlmLayer::default()));
-        registry
+        reading_registry()
     }
 
     /// The command's MCP client, on which its documents' servers are connected (made
@@ -120,6 +125,39 @@ impl App {
     }
 }
 
+/// A registry to read documents with (see [`App::reader`]).
+fn reading_registry() -> ActionRegistry {
+    let mut registry = ActionRegistry::durable();
+    Mcp::new(None).register_for_reading(&mut registry);
+    claij_llm::register(&mut registry, Arc::new(LlmLayer::default()));
+    registry
+}
+
+/// Gives `registry` the operator's attempt timeouts (`[timeouts]` of claij.toml);
+/// fails on a name that is no action.
+pub(crate) fn timed(
+    registry: &mut ActionRegistry,
+    timeouts: &BTreeMap<String, Timeout>,
+) -> Result<(), UnknownTimeoutAction> {
+    timeouts
+        .iter()
+        .try_for_each(|(action, t)| registry.set_default_timeout(action, *t))
+}
+
+/// The configuration from `config` (else the documented places; none is fine), its
+/// `[timeouts]` checked: each names an action.
+pub(crate) fn configuration(config: Option<&Path>) -> anyhow::Result<LlmConfig> {
+    let (found, path) = LlmConfig::discover(config)?;
+    if let Err(e) = timed(&mut reading_registry(), &found.timeouts) {
+        let place = path.map_or_else(
+            || "the configuration".to_owned(),
+            |p| p.display().to_string(),
+        );
+        anyhow::bail!("{place}: [timeouts]: {e}");
+    }
+    Ok(found)
+}
+
 /// A command's model layer, and the embedded model's name when it is the model `llm`
 /// states use because nothing else is configured (no `--model`, no default).
 pub(crate) struct Models {
@@ -133,7 +171,7 @@ pub(crate) struct Models {
 /// places), `model` as the command's model (`--model`: what runs use when their states
 /// name none), the embedded model as the default when nothing else is configured.
 pub(crate) fn models(config: Option<&Path>, model: Option<String>) -> anyhow::Result<Models> {
-    Ok(completed(LlmLayer::discover(config)?, model))
+    Ok(completed(LlmLayer::new(configuration(config)?)?, model))
 }
 
 /// [`models`] for commands with no model flags: the configuration found in the

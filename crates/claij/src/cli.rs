@@ -67,9 +67,13 @@ pub(crate) enum Command {
     /// models their `llm` states name.
     ///
     /// Every problem of every file is listed, each with file, JSON path and reason; a
-    /// child's problems are located in the child. Exits 0 when all are valid, 1
-    /// otherwise, 2 when the model configuration cannot be read.
-    #[command(after_help = "Example:\n  claij validate examples/*.yaml")]
+    /// child's problems are located in the child. Warnings (a recursive composition, a
+    /// `timeout: none` whose attempts are never ended by time) do not make a document
+    /// invalid. Exits 0 when all are valid, 1 otherwise, 2 when the configuration
+    /// cannot be read.
+    #[command(
+        after_help = "Examples:\n  claij validate examples/*.yaml\n  claij validate --explain flow.yaml --config claij.toml"
+    )]
     Validate {
         /// The documents (JSON or YAML).
         #[arg(required = true)]
@@ -77,9 +81,13 @@ pub(crate) enum Command {
         /// Print the problems as JSON (one object per file) on stdout.
         #[arg(long)]
         json: bool,
-        /// The model configuration the `llm` states' model names are checked against
-        /// (default: $CLAIJ_CONFIG, ./claij.toml, ~/.config/claij/claij.toml, as `claij
-        /// run` finds it).
+        /// Print each state's attempt limit and where it comes from: the state's
+        /// `timeout`, the document's, the operator's `[timeouts]`, the action's default.
+        #[arg(long)]
+        explain: bool,
+        /// The configuration whose models the `llm` states' model names are checked
+        /// against and whose `[timeouts]` --explain uses (default: $CLAIJ_CONFIG,
+        /// ./claij.toml, ~/.config/claij/claij.toml, as `claij run` finds it).
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },

@@ -1046,7 +1046,8 @@ async fn the_openapi_description_is_generated_and_lists_every_route() {
 async fn the_queue_shows_runs_submitted_for_workers_and_the_workers() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("claij.db");
-    let server = Served::start(&db, &[&approval()]);
+    // With --queue: no worker beside the server takes what is submitted.
+    let server = Served::start(&db, &["--queue", &approval()]);
     let http = client();
     let empty = get(&http, server.url("/queue")).await;
     assert_eq!(empty.status, 200, "{}", empty.body);

@@ -249,7 +249,7 @@ fn build(
             .get("max_attempts")
             .and_then(Value::as_u64)
             .map(clamp_u32),
-        timeout: duration_at(
+        timeout: structure::timeout_at(
             raw.config.get("timeout"),
             &root.join("config").join("timeout"),
             found,

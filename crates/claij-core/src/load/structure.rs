@@ -15,6 +15,7 @@ use crate::diagnostic::{Collector, JsonPath, Problem};
 use crate::fsm::{END_ACTION, Fsm, START, State, StateSettings, Transition};
 use crate::known_actions::{ConfigRoute, KnownActions};
 use crate::schema::transition_id;
+use crate::timeout::Timeout;
 
 pub(super) fn clamp_u32(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
@@ -84,6 +85,24 @@ pub(super) fn duration_at(
         .ok()
 }
 
+/// A timeout (a duration or `none`) at `at`, if written; a bad one is reported. What the
+/// meta-schema rejects already (a number not positive, an empty string) is not reported
+/// again.
+pub(super) fn timeout_at(
+    value: Option<&Value>,
+    at: &JsonPath,
+    found: &mut Collector,
+) -> Option<Timeout> {
+    match value? {
+        Value::Number(n) if !n.as_f64().is_some_and(|secs| secs > 0.0) => None,
+        Value::String(s) if s.is_empty() => None,
+        v @ (Value::Number(_) | Value::String(_)) => Timeout::parse(v)
+            .map_err(|message| found.push(Problem::Format, at.clone(), message))
+            .ok(),
+        _ => None,
+    }
+}
+
 pub(super) fn build_states(
     raw: &[RawState],
     actions: &dyn KnownActions,
@@ -118,7 +137,7 @@ pub(super) fn build_states(
                 .as_ref()
                 .and_then(Value::as_u64)
                 .map(clamp_u32),
-            timeout: duration_at(
+            timeout: timeout_at(
                 config.remove("timeout").as_ref(),
                 &config_at.join("timeout"),
                 found,

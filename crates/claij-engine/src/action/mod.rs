@@ -5,6 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use claij_core::known_actions::ConfigRoute;
 use claij_core::schema::{DynamicSchemas, SchemaError, effective_schema};
@@ -19,6 +20,14 @@ use crate::observer::Observer;
 mod scope;
 
 pub use scope::{ActionHost, ChildRun, RunScope};
+
+/// How long one attempt of an action may run unless someone says otherwise (the action
+/// itself, through [`Action::default_timeout`], included): ten minutes.
+pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
+/// How long a child FSM's attempt (`fsm`, `fork`) may run by default: an hour, since
+/// the child's own states are bounded each.
+pub const CHILD_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 
 /// A boxed, sendable future borrowing from `'a`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -356,6 +365,14 @@ pub trait Action: Send + Sync + 'static {
     /// action asks the policy again when it runs.
     fn needs(&self, of: crate::capability::NeedsOf<'_>) -> Vec<crate::capability::Need> {
         of.from_fields(self.touches())
+    }
+
+    /// How long one attempt may run when neither the state, the document nor the
+    /// operator says ([`ActionRegistry::attempt_limit`](crate::ActionRegistry::attempt_limit)):
+    /// [`DEFAULT_ATTEMPT_TIMEOUT`] unless the action says otherwise; `None` only for an
+    /// action whose attempts do not run (a person's wait, bounded by its own expiry).
+    fn default_timeout(&self) -> Option<Duration> {
+        Some(DEFAULT_ATTEMPT_TIMEOUT)
     }
 
     /// Runs one attempt.

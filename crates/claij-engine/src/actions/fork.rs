@@ -105,6 +105,11 @@ impl Action for Fork {
         })
     }
 
+    /// A child's run: an hour, its own states bounded each.
+    fn default_timeout(&self) -> Option<std::time::Duration> {
+        Some(crate::action::CHILD_ATTEMPT_TIMEOUT)
+    }
+
     /// The branches' FSM files (a stored definition touches nothing).
     fn touches(&self) -> &'static [Field] {
         &FORK_TOUCHES

@@ -49,6 +49,11 @@ impl Action for SubFsm {
         })
     }
 
+    /// A child's run: an hour, its own states bounded each.
+    fn default_timeout(&self) -> Option<std::time::Duration> {
+        Some(crate::action::CHILD_ATTEMPT_TIMEOUT)
+    }
+
     /// The child FSMs' files (a stored definition touches nothing).
     fn touches(&self) -> &'static [Field] {
         &FSM_TOUCHES

@@ -122,6 +122,12 @@ impl Action for Human {
         })
     }
 
+    /// None: a durable run's person is waited for in the store (until `expires`), not
+    /// by a running attempt; the terminal's question waits as long as the person takes.
+    fn default_timeout(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     fn touches(&self) -> &'static [Field] {
         const FIELDS: &[Field] = &[
             Field::inert("/prompt"),

@@ -1,5 +1,6 @@
 //! The timeout rule, said once: an attempt is bounded by its state's timeout (else the
-//! FSM's), or by what is left of the run's deadline when that comes first; the run's
+//! FSM's, else the operator's default for its action, else the action's own — see
+//! [`ActionRegistry::attempt_limit`](crate::ActionRegistry::attempt_limit)), or by what is left of the run's deadline when that comes first; the run's
 //! deadline is the one it was given, else the FSM's `config.deadline`, counted from the
 //! run's creation. A deadline that passes is a failure like any other — its `on_failure`
 //! route is followed, but only once, so a run past its deadline ends.
@@ -29,7 +30,12 @@ impl RunState<'_> {
     /// What bounds an attempt of `state`: its timeout, or the run's deadline when that
     /// comes first (the clock is read only for a run with a deadline).
     pub(super) fn limit(&self, state: &State) -> Option<Limit> {
-        let timeout = self.fsm.timeout(state);
+        let timeout = self
+            .engine
+            .registry()
+            .attempt_limit(self.fsm, state)
+            .timeout
+            .duration();
         let left = self
             .deadline
             .map(|(at, _)| at.saturating_duration_since(Instant::now()));

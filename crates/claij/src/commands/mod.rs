@@ -30,20 +30,30 @@ pub(crate) async fn dispatch(app: &App, cli: Cli) -> u8 {
         // Documents are checked against the durable registry: it knows every action the
         // in-memory one does, with the same configuration.
         // Model names are checked against the layer a run would have (no `--model`: a
-        // state's own name resolves without it).
+        // state's own name resolves without it), limits with the operator's `[timeouts]`.
         Command::Validate {
             files,
             json,
+            explain,
             config,
-        } => match crate::app::models(config.as_deref(), None) {
-            Ok(models) => Ok(validate::validate(
-                &app.reader(),
-                &models.layer,
-                &files,
-                json,
-            )),
-            Err(e) => return usage(e),
-        },
+        } => {
+            let checked = crate::app::models(config.as_deref(), None).and_then(|models| {
+                let mut registry = app.reader();
+                let found = crate::app::configuration(config.as_deref())?;
+                crate::app::timed(&mut registry, &found.timeouts)?;
+                Ok((models, registry))
+            });
+            match checked {
+                Ok((models, registry)) => Ok(validate::validate(
+                    &registry,
+                    &models.layer,
+                    &files,
+                    json,
+                    explain,
+                )),
+                Err(e) => return usage(e),
+            }
+        }
         Command::Run(args) => Ok(run::run(app, args).await),
         Command::Eval(args) => Ok(eval::eval(app, args).await),
         Command::Graph {

@@ -14,11 +14,14 @@
 //! an `end` state passes a state that starts one): a run would recurse without end. Else
 //! it is a warning: a recursive composition ends when some run takes a path that starts
 //! no child, which validate cannot decide, and claij sets no depth limit.
+//!
+//! Attempts no time limit ends (`timeout: none`) are warned of; with `--explain`, each
+//! state's attempt limit is shown with where it comes from.
 
 use std::collections::{HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 
-use claij_core::{Diagnostic, Fsm, JsonPath, Problem};
+use claij_core::{AttemptLimit, Diagnostic, Fsm, JsonPath, LimitSource, Problem, State};
 use claij_engine::actions::child_path;
 use claij_engine::capability::config_path;
 use claij_engine::{ActionRegistry, NeedsOf, Touch, document_needs};
@@ -28,20 +31,22 @@ use serde_json::{Value, json};
 use super::load;
 use crate::{EXIT_FAILED, EXIT_OK};
 
-/// Loads each file and reports every problem, its children's and their children's; exit 0
-/// when all are valid, 1 otherwise. `layer` is the model layer the states' model names
-/// must resolve in.
+/// Loads each file and reports every problem, its children's and their children's (and
+/// warnings, and with `explain` the states' attempt limits); exit 0 when all are valid, 1
+/// otherwise. `layer` is the model layer the states' model names must resolve in.
 pub(super) fn validate(
     registry: &ActionRegistry,
     layer: &LlmLayer,
     files: &[PathBuf],
     as_json: bool,
+    explain: bool,
 ) -> u8 {
     let mut walk = Walk {
         registry,
         layer,
         seen: HashSet::new(),
         as_json,
+        explain,
         all_valid: true,
     };
     for file in files {
@@ -84,6 +89,7 @@ struct Walk<'a> {
     /// The child documents checked already (canonical paths): each is checked once.
     seen: HashSet<PathBuf>,
     as_json: bool,
+    explain: bool,
     all_valid: bool,
 }
 
@@ -104,7 +110,7 @@ impl Walk<'_> {
             }
         };
         let mut problems = self.model_problems(&fsm);
-        let mut warnings = Vec::new();
+        let mut warnings = timeout_warnings(self.registry, &fsm);
         let notes = stored_refs(&fsm);
         let refs = self.child_refs(&fsm);
         let canonical = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_owned());
@@ -273,6 +279,11 @@ impl Walk<'_> {
             if let Some(fsm) = fsm.filter(|_| problems.is_empty()) {
                 report["id"] = json!(&*fsm.id);
                 report["version"] = json!(fsm.version);
+                if self.explain {
+                    report["limits"] = limits(self.registry, fsm)
+                        .map(|(state, limit)| json!({"state": &*state.id, "action": &*state.action, "timeout": limit.timeout.to_string(), "source": source_word(limit.source)}))
+                        .collect();
+                }
             }
             if let Some(o) = origin {
                 report["parent"] =
@@ -286,14 +297,24 @@ impl Walk<'_> {
             format!("; the child of state `{}`, {}: {}", o.state, o.file, o.path)
         });
         match fsm.filter(|_| problems.is_empty()) {
-            Some(fsm) => println!(
-                "{indent}ok  {}  ({} v{}: {} states, {} transitions{named_by})",
-                file.display(),
-                fsm.id,
-                fsm.version,
-                fsm.states.len(),
-                fsm.transitions.len()
-            ),
+            Some(fsm) => {
+                println!(
+                    "{indent}ok  {}  ({} v{}: {} states, {} transitions{named_by})",
+                    file.display(),
+                    fsm.id,
+                    fsm.version,
+                    fsm.states.len(),
+                    fsm.transitions.len()
+                );
+                if self.explain {
+                    for (state, limit) in limits(self.registry, fsm) {
+                        println!(
+                            "{indent}  {} ({}): {}  from {}",
+                            state.id, state.action, limit.timeout, limit.source
+                        );
+                    }
+                }
+            }
             None => {
                 note!(
                     "{indent}bad {}  ({} problem(s){named_by})",
@@ -392,4 +413,55 @@ fn ends_avoiding(fsm: &Fsm, blocked: &HashSet<&str>) -> bool {
         }
     }
     false
+}
+
+/// The attempt limit of each state that runs (terminal states never do), in order.
+fn limits<'f>(
+    registry: &'f ActionRegistry,
+    fsm: &'f Fsm,
+) -> impl Iterator<Item = (&'f State, AttemptLimit)> + 'f {
+    fsm.states
+        .iter()
+        .filter(|s| !s.is_terminal())
+        .map(|s| (s, registry.attempt_limit(fsm, s)))
+}
+
+/// The states whose attempts no time limit ends because the document says `timeout:
+/// none`, each warned of at the place it says so.
+fn timeout_warnings(registry: &ActionRegistry, fsm: &Fsm) -> Vec<Diagnostic> {
+    fsm.states
+        .iter()
+        .filter(|s| !s.is_terminal())
+        .filter_map(|s| {
+            let limit = registry.attempt_limit(fsm, s);
+            if !limit.written_none() {
+                return None;
+            }
+            let path = match limit.source {
+                LimitSource::State => config_path(fsm, &s.id).join("timeout"),
+                _ => JsonPath::root().join("config").join("timeout"),
+            };
+            Some(Diagnostic {
+                file: fsm.source.clone(),
+                path,
+                line_col: None,
+                problem: Problem::BadConfig,
+                message: format!(
+                    "state `{}` has `timeout: none`: its attempts are never ended by time \
+                     (a `{}` that blocks holds its run until interrupted)",
+                    s.id, s.action
+                ),
+            })
+        })
+        .collect()
+}
+
+/// The word for `source` in JSON reports.
+fn source_word(source: LimitSource) -> Value {
+    Value::from(match source {
+        LimitSource::State => "state",
+        LimitSource::Document => "document",
+        LimitSource::Operator => "operator",
+        LimitSource::BuiltIn => "built-in",
+    })
 }
