@@ -18,7 +18,7 @@ mod no_engine {
     use crate::chat::Message;
     use crate::constraint::Constraint;
     use crate::error::{GenerateError, LoadError};
-    use crate::generation::{GenerateOptions, Generation};
+    use crate::generation::{GenerateOptions, Generation, StopSignal};
 
     /// A loaded model, in a build without an engine: there never is one, since
     /// [`LocalModel::load`] always fails. Its methods are those of the llama.cpp engine's
@@ -75,6 +75,18 @@ mod no_engine {
             _messages: &[Message],
             _options: &GenerateOptions,
             _constraint: Option<&Constraint>,
+            _on_token: &mut dyn FnMut(&str),
+        ) -> Result<Generation, GenerateError> {
+            match *self {}
+        }
+
+        /// Generates the assistant's answer to `messages` until `stop` is raised.
+        pub fn generate_until(
+            &mut self,
+            _messages: &[Message],
+            _options: &GenerateOptions,
+            _constraint: Option<&Constraint>,
+            _stop: &StopSignal,
             _on_token: &mut dyn FnMut(&str),
         ) -> Result<Generation, GenerateError> {
             match *self {}

@@ -62,6 +62,15 @@ pub enum GenerateError {
     /// The constraint could not be compiled for this model, or refused every token.
     #[error("constrained decoding failed: {0}")]
     Constraint(String),
+    /// The generation's [`StopSignal`](crate::StopSignal) was raised (an interrupt, a
+    /// timeout, a caller gone): it stopped before its answer was complete.
+    #[error(
+        "the generation was stopped (interrupted or timed out) after {completion_tokens} tokens"
+    )]
+    Stopped {
+        /// Tokens generated before it stopped (0 when it stopped reading the prompt).
+        completion_tokens: usize,
+    },
     /// `max_tokens` ran out before the constrained output was complete.
     #[error("max_tokens ({0}) ran out before the output satisfied the schema")]
     Truncated(usize),

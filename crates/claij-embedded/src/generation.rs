@@ -1,6 +1,9 @@
 //! What a generation is asked for ([`GenerateOptions`]) and what it gives
-//! ([`Generation`]), and the streaming of its text as whole UTF-8 characters.
+//! ([`Generation`]), the signal that stops it early ([`StopSignal`]), and the streaming
+//! of its text as whole UTF-8 characters.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// The context a model is given: prompt and completion together fit in this many tokens.
@@ -27,6 +30,30 @@ impl Default for GenerateOptions {
             seed: 42,
             max_tokens: 512,
         }
+    }
+}
+
+/// Stops a generation early: raised from any thread (an interrupt, a timeout, a caller
+/// gone), it is seen before each new token and between the prompt's chunks, and the
+/// generation then ends with [`GenerateError::Stopped`](crate::GenerateError::Stopped).
+/// Clones share one signal.
+#[derive(Debug, Clone, Default)]
+pub struct StopSignal(Arc<AtomicBool>);
+
+impl StopSignal {
+    /// A signal not raised yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Raises the signal: the generation watching it stops at its next check.
+    pub fn raise(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    /// Whether the signal has been raised.
+    pub fn is_raised(&self) -> bool {
+        self.0.load(Ordering::Acquire)
     }
 }
 
@@ -121,6 +148,17 @@ mod tests {
     fn invalid_bytes_become_replacement_characters_and_an_unfinished_tail_is_flushed() {
         let pieces = stream(&[b"a\xFFb", b"\xE2\x82"]);
         assert_eq!(pieces, ["a\u{FFFD}", "b", "\u{FFFD}"]);
+    }
+
+    #[test]
+    fn a_raised_signal_is_seen_by_every_clone() {
+        let signal = StopSignal::new();
+        let seen_elsewhere = signal.clone();
+        assert!(!seen_elsewhere.is_raised());
+        let raiser = signal.clone();
+        std::thread::spawn(move || raiser.raise()).join().unwrap();
+        assert!(signal.is_raised() && seen_elsewhere.is_raised());
+        assert!(!StopSignal::new().is_raised(), "a new signal is its own");
     }
 
     #[test]

@@ -27,7 +27,8 @@
 //!   constraint applied to its logits, the prompt's common prefix kept.
 //! - `constraint`: JSON Schema to an llguidance constraint, compiled once per schema.
 //! - `token_choice`: the next token chosen, seeded: greedy, or temperature and top-p.
-//! - `generation`: `GenerateOptions`, `Generation`, text streamed as whole characters.
+//! - `generation`: `GenerateOptions`, `Generation`, `StopSignal`, text streamed as whole
+//!   characters.
 //! - `chat`: the GGUF's chat template rendered with minijinja (ChatML when absent).
 //! - `error`: `LoadError`, `GenerateError`.
 
@@ -49,6 +50,6 @@ pub use fetch::{
     CATALOG, DEFAULT_MODEL, Engine, FetchError, KnownModel, Progress, cache_root, fetch,
     fetch_model, fetched, known, model_path, ready_path,
 };
-pub use generation::{CONTEXT_TOKENS, GenerateOptions, Generation};
+pub use generation::{CONTEXT_TOKENS, GenerateOptions, Generation, StopSignal};
 #[cfg(feature = "llama-cpp")]
 pub use llama_cpp::LlamaCppModel;

@@ -30,11 +30,18 @@ use crate::chat::{CHATML, ChatTemplate, Message};
 use crate::constraint::{Constraint, MatcherCache};
 use crate::error::{GenerateError, LoadError};
 pub use crate::generation::CONTEXT_TOKENS;
-use crate::generation::{GenerateOptions, Generation, emit_complete_chars};
+use crate::generation::{GenerateOptions, Generation, StopSignal, emit_complete_chars};
 use crate::token_choice::{Rng, next_token};
 
 /// Tokens computed per `decode` call while reading a prompt.
 const BATCH_TOKENS: usize = 512;
+
+/// Prompt tokens computed per `decode` call while reading a prompt. A stop signal is seen
+/// between calls (llama.cpp's abort callback is not reachable through llama-cpp-2), so a
+/// chunk is what a stop waits for at most: 64 tokens take about half a second for
+/// SmolLM2-135M on one busy core, and reading a prompt in chunks of 64 was no slower
+/// than in chunks of 512.
+const PREFILL_CHUNK_TOKENS: usize = 64;
 
 /// llama.cpp's process-wide backend, set up once (it may only be initialised once).
 fn backend() -> Result<&'static LlamaBackend, String> {
@@ -276,6 +283,26 @@ impl LlamaCppModel {
         constraint: Option<&Constraint>,
         on_token: &mut dyn FnMut(&str),
     ) -> Result<Generation, GenerateError> {
+        self.generate_until(messages, options, constraint, &StopSignal::new(), on_token)
+    }
+
+    /// Generates as [`LlamaCppModel::generate`] does until `stop` is raised: it is checked
+    /// before each new token and between the prompt's chunks of 64 tokens
+    /// (one `decode` call each, which llama.cpp cannot abort through these bindings), and
+    /// a raised signal ends the generation with [`GenerateError::Stopped`]. The key/value
+    /// cache keeps what was computed, so the next prompt can still reuse it.
+    pub fn generate_until(
+        &mut self,
+        messages: &[Message],
+        options: &GenerateOptions,
+        constraint: Option<&Constraint>,
+        stop: &StopSignal,
+        on_token: &mut dyn FnMut(&str),
+    ) -> Result<Generation, GenerateError> {
+        let stopped = |completion_tokens| GenerateError::Stopped { completion_tokens };
+        if stop.is_raised() {
+            return Err(stopped(0));
+        }
         let started = Instant::now();
         let prompt = self.template.render(messages)?;
         let mut matcher = match constraint {
@@ -299,7 +326,7 @@ impl LlamaCppModel {
                     context: CONTEXT_TOKENS as usize,
                 });
             }
-            let (logits_at, prefilled_tokens) = session.prefill(&prompt_tokens)?;
+            let (logits_at, prefilled_tokens) = session.prefill(&prompt_tokens, stop)?;
             let prompt_duration = started.elapsed();
             let generating = Instant::now();
 
@@ -315,6 +342,9 @@ impl LlamaCppModel {
                     && m.is_stopped()
                 {
                     break;
+                }
+                if stop.is_raised() {
+                    return Err(stopped(out));
                 }
                 if out >= options.max_tokens {
                     if matcher.is_some() {
@@ -379,8 +409,13 @@ impl Session<'_> {
     /// Brings the cache to exactly `prompt`: keeps the common prefix with what it holds
     /// (at least the last prompt token is computed again, for its logits) and computes the
     /// rest. Returns the batch index of the last token's logits and how many tokens were
-    /// computed.
-    fn prefill(&mut self, prompt: &[LlamaToken]) -> Result<(i32, usize), GenerateError> {
+    /// computed; stops with [`GenerateError::Stopped`] before a chunk when `stop` is
+    /// raised (what was computed stays cached).
+    fn prefill(
+        &mut self,
+        prompt: &[LlamaToken],
+        stop: &StopSignal,
+    ) -> Result<(i32, usize), GenerateError> {
         let model_err = |e: String| GenerateError::Model(e);
         let common = self
             .cached
@@ -405,7 +440,12 @@ impl Session<'_> {
         let rest = &prompt[self.cached.len()..];
         let computed = rest.len();
         let mut last = 0;
-        for chunk in rest.chunks(BATCH_TOKENS) {
+        for chunk in rest.chunks(PREFILL_CHUNK_TOKENS) {
+            if stop.is_raised() {
+                return Err(GenerateError::Stopped {
+                    completion_tokens: 0,
+                });
+            }
             batch.clear();
             for (i, token) in chunk.iter().enumerate() {
                 let is_last = self.cached.len() + i + 1 == prompt.len();

@@ -6,13 +6,18 @@
 //! The model is loaded on first use and kept; generation is CPU-bound and runs on a
 //! blocking thread, one at a time (the key/value cache lives in the model). Compiled
 //! constraints are kept per schema, so each state's union is compiled once per process.
+//!
+//! The future that waits for the thread holds a guard that raises the generation's
+//! [`StopSignal`] when it is dropped: an interrupt, a timeout, a lost lease or a client
+//! gone drops it, and the thread stops at its next token (or prompt chunk) and frees its
+//! core, instead of computing an answer nobody reads up to `max_tokens`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use claij_core::prompts::Message;
-use claij_embedded::{Constraint, GenerateOptions, LocalModel};
+use claij_embedded::{Constraint, GenerateOptions, LocalModel, StopSignal};
 use claij_engine::{BoxFuture, TextSink};
 use sha2::{Digest, Sha256};
 
@@ -63,6 +68,21 @@ impl std::fmt::Debug for EmbeddedProvider {
             .field("path", &self.path)
             .finish()
     }
+}
+
+/// Raises its signal when dropped: held by the future waiting for a blocking thread, so
+/// dropping that future stops the thread's work at its next check.
+struct StopOnDrop(StopSignal);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.raise();
+    }
+}
+
+/// The error of work stopped because its caller is gone (nobody reads it).
+fn stopped() -> ProviderError {
+    permanent("stopped: the call was interrupted or timed out".to_owned())
 }
 
 fn permanent(message: String) -> ProviderError {
@@ -124,10 +144,12 @@ fn chat(messages: &[Message]) -> Vec<claij_embedded::Message> {
 /// The prompt tokens of each message: the conversation rendered by the model's chat
 /// template one message longer at a time and tokenized, each message counting what it
 /// adds (the template's reply priming goes with the last one, as in a generation).
+/// Stops between messages when `stop` is raised.
 fn count_prompt_tokens(
     path: &Path,
     loaded: &Mutex<Loaded>,
     messages: &[Message],
+    stop: &StopSignal,
 ) -> Result<Vec<usize>, ProviderError> {
     let mut guard = loaded
         .lock()
@@ -137,6 +159,9 @@ fn count_prompt_tokens(
     let mut counts = Vec::with_capacity(messages.len());
     let mut before = 0;
     for end in 1..=messages.len() {
+        if stop.is_raised() {
+            return Err(stopped());
+        }
         let text = model
             .render(&messages[..end])
             .map_err(|e| permanent(e.to_string()))?;
@@ -147,16 +172,21 @@ fn count_prompt_tokens(
     Ok(counts)
 }
 
-/// One generation, on the calling (blocking) thread.
+/// One generation, on the calling (blocking) thread, until `stop` is raised.
 fn generate(
     path: &Path,
     loaded: &Mutex<Loaded>,
     request: &ModelRequest,
     on_text: Option<&TextSink>,
+    stop: &StopSignal,
 ) -> Result<ModelResponse, ProviderError> {
     let mut guard = loaded
         .lock()
         .map_err(|_| permanent("an earlier generation panicked".to_owned()))?;
+    if stop.is_raised() {
+        // Stopped while it waited for an earlier generation.
+        return Err(stopped());
+    }
     let Loaded { model, constraints } = &mut *guard;
     let model = ensure_loaded(path, model)?;
     let constraint = match request.enforcement.mode {
@@ -178,17 +208,24 @@ fn generate(
         }
     };
     let generation = model
-        .generate(
+        .generate_until(
             &chat(&request.messages),
             &options(&request.decoding),
             constraint,
+            stop,
             &mut |text| {
                 if let Some(sink) = on_text {
                     sink(text);
                 }
             },
         )
-        .map_err(|e| permanent(e.to_string()))?;
+        .map_err(|e| match e {
+            why @ claij_embedded::GenerateError::Stopped { .. } => {
+                tracing::debug!("{why}");
+                stopped()
+            }
+            other => permanent(other.to_string()),
+        })?;
     tracing::debug!(
         prompt_tokens = generation.prompt_tokens,
         prefilled_tokens = generation.prefilled_tokens,
@@ -254,11 +291,14 @@ impl Provider for EmbeddedProvider {
             let path = self.path.clone();
             let loaded = Arc::clone(&self.loaded);
             let messages = messages.to_vec();
-            let counted =
-                tokio::task::spawn_blocking(move || count_prompt_tokens(&path, &loaded, &messages))
-                    .await
-                    .map_err(|e| permanent(format!("the counting thread failed: {e}")))
-                    .and_then(|r| r);
+            let stop = StopSignal::new();
+            let _stop_on_drop = StopOnDrop(stop.clone());
+            let counted = tokio::task::spawn_blocking(move || {
+                count_prompt_tokens(&path, &loaded, &messages, &stop)
+            })
+            .await
+            .map_err(|e| permanent(format!("the counting thread failed: {e}")))
+            .and_then(|r| r);
             Some(counted)
         })
     }
@@ -266,7 +306,7 @@ impl Provider for EmbeddedProvider {
 
 impl EmbeddedProvider {
     /// One generation on a blocking thread (the model computes there), its text streamed
-    /// to `on_text` as whole characters come.
+    /// to `on_text` as whole characters come; dropping the future stops the thread.
     fn generate_on_a_thread<'a>(
         &'a self,
         request: &'a ModelRequest,
@@ -276,8 +316,10 @@ impl EmbeddedProvider {
             let path = self.path.clone();
             let loaded = Arc::clone(&self.loaded);
             let request = request.clone();
+            let stop = StopSignal::new();
+            let _stop_on_drop = StopOnDrop(stop.clone());
             tokio::task::spawn_blocking(move || {
-                generate(&path, &loaded, &request, on_text.as_ref())
+                generate(&path, &loaded, &request, on_text.as_ref(), &stop)
             })
             .await
             .map_err(|e| permanent(format!("the generation thread failed: {e}")))?
