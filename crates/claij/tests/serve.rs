@@ -4,7 +4,10 @@
 //! answered (a refused answer changes nothing; of two concurrent answers exactly one
 //! wins), interrupted, their trails paged and followed live as server-sent events
 //! (resumed with `Last-Event-ID`), a restart after `kill -9` continuing the run that was
-//! in flight, the API token, body limits, malformed bodies, the OpenAPI description.
+//! in flight, the API token, body limits, malformed bodies, the OpenAPI description;
+//! retried starts under one `Idempotency-Key`; the worker beside a plain server (expiries
+//! and published events with no other process); an interrupt or a timeout stopping the
+//! embedded model's generation.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test reports failure
 
@@ -210,6 +213,138 @@ async fn of_two_concurrent_answers_exactly_one_wins() {
         );
         assert_eq!(run["status"], "completed");
     }
+}
+
+/// A model step that writes for far longer than any test waits: a JSON string of at least
+/// 6,000 characters, which the grammar holds the model to.
+const ESSAY: &str = r#"
+id: essay
+states:
+  - id: write
+    action: llm
+    prompts: [Write a very long essay on the history of computing.]
+    config: {max_tokens: 4000, max_attempts: 1, timeout: TIMEOUT}
+  - {id: done, action: end}
+xitions:
+  - id: [start, write]
+  - id: [write, done]
+    schema: {type: object, required: [essay], properties: {essay: {type: string, minLength: 6000}}}
+"#;
+
+/// The CPU time the process `pid` has used, in clock ticks (user and system).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    // utime and stime: fields 14 and 15 of the line, 12 and 13 after the name.
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// Whether the process `pid` falls idle: within four windows of three seconds, one in
+/// which it uses less than a tenth of a core (a generation left running uses a whole one,
+/// for longer than that: its 4,000 tokens take the small model over 30 s).
+async fn falls_idle(pid: u32) -> bool {
+    let ticks_per_second = 100;
+    for _ in 0..4 {
+        let before = cpu_ticks(pid);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        if cpu_ticks(pid) - before < 3 * ticks_per_second / 10 {
+            return true;
+        }
+    }
+    false
+}
+
+#[tokio::test]
+async fn an_interrupt_or_a_timeout_stops_the_embedded_model_and_frees_its_core() {
+    let dir = tempfile::tempdir().unwrap();
+    let timed = dir.path().join("essay.yaml");
+    std::fs::write(&timed, ESSAY.replace("TIMEOUT", "2s")).unwrap();
+    let open = dir.path().join("essay-open.yaml");
+    std::fs::write(
+        &open,
+        ESSAY
+            .replace("TIMEOUT", "1h")
+            .replace("id: essay\n", "id: essay-open\n"),
+    )
+    .unwrap();
+    let model = claij_testkit::cache::embedded_model();
+    let server = Served::start_env(
+        &dir.path().join("claij.db"),
+        &[timed.to_str().unwrap(), open.to_str().unwrap()],
+        &[
+            ("CLAIJ_EMBEDDED_MODEL", model.to_str().unwrap()),
+            ("CLAIJ_THREADS", "1"),
+        ],
+    );
+    let http = client();
+
+    // A timeout: the attempt is recorded as timed out, and the generation stops with it.
+    let started = post(
+        &http,
+        server.url("/runs"),
+        &json!({"fsm": "essay", "input": {}}),
+    )
+    .await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    let id = started.body["id"].as_str().unwrap().to_owned();
+    eventually(120, "the attempt times out", || async {
+        let run = get(&http, server.url(&format!("/runs/{id}"))).await.body;
+        (run["status"] == "failed").then_some(())
+    })
+    .await;
+    let trail = get(&http, server.url(&format!("/runs/{id}/trail")))
+        .await
+        .body;
+    let failure = trail["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|e| e["failure"].as_object().cloned())
+        .expect("a failure entry");
+    assert_eq!(failure["kind"], "timeout", "{trail}");
+    assert!(
+        falls_idle(server.pid()).await,
+        "the timed-out generation goes on"
+    );
+
+    // An interrupt while the model writes: the run is interrupted, the generation stops.
+    let started = post(
+        &http,
+        server.url("/runs"),
+        &json!({"fsm": "essay-open", "input": {}}),
+    )
+    .await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    let id = started.body["id"].as_str().unwrap().to_owned();
+    let mut events = http
+        .get(server.url(&format!("/runs/{id}/events")))
+        .send()
+        .await
+        .unwrap();
+    let mut buffer = String::new();
+    let seen = read_events(&mut events, &mut buffer, |kind, _, _| kind == "token").await;
+    assert!(seen.iter().any(|(k, _, _)| k == "token"), "{seen:?}");
+    let interrupted = post(
+        &http,
+        server.url(&format!("/runs/{id}/interrupt")),
+        &json!({}),
+    )
+    .await;
+    assert!(interrupted.status < 300, "{}", interrupted.body);
+    eventually(60, "the run is interrupted", || async {
+        let run = get(&http, server.url(&format!("/runs/{id}"))).await.body;
+        (run["status"] == "interrupted").then_some(())
+    })
+    .await;
+    assert!(
+        falls_idle(server.pid()).await,
+        "the interrupted generation goes on"
+    );
 }
 
 /// A wait that expires after two seconds, to the `expired` state.
