@@ -351,15 +351,65 @@ impl fmt::Display for BudgetPause {
     }
 }
 
-/// Model calls a run has in flight (made, not yet committed with their trail entry): at
-/// most what they can cost. The store keeps them until the next commit; a run taken over
-/// after a crash records them as spent (at most), since they may have been paid for.
+/// Calls a run has in flight (made, not yet committed with their trail entry): the model
+/// calls, at most what they can cost, and the side-effecting calls (intents). The store
+/// keeps them until the next commit; a run taken over after a crash records the model
+/// calls as spent (at most), since they may have been paid for, and the intents as calls
+/// that may have happened, which the re-attempt makes again under the same keys.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PendingCalls {
     /// The models called.
     pub models: Vec<String>,
     /// What the calls can cost at most.
     pub at_most: Spend,
+    /// The side-effecting calls made (MCP tool calls, programs run), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intents: Vec<Intent>,
+}
+
+/// A side-effecting call an attempt is about to make, noted in the store before it is
+/// made: what kind of call, to what, and the idempotency key it carries. Never its
+/// arguments or environment (they may hold secrets).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Intent {
+    /// What kind of call.
+    pub kind: IntentKind,
+    /// The tool called, or the program run (as the document names it, `argv[0]`).
+    pub name: String,
+    /// The MCP server the tool is called on (tool calls only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The idempotency key the call carries (`RUN:SEQ` for a program, `RUN:SEQ:N` for
+    /// the attempt's `N`th MCP request).
+    pub key: String,
+}
+
+/// The kinds of side-effecting call an [`Intent`] notes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IntentKind {
+    /// An MCP `tools/call`.
+    Tool,
+    /// A `command` state's program.
+    Program,
+}
+
+impl std::fmt::Display for Intent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.kind, &self.server) {
+            (IntentKind::Tool, Some(server)) => write!(
+                f,
+                "a call to tool `{}` of MCP server `{server}` (key `{}`)",
+                self.name, self.key
+            ),
+            (IntentKind::Tool, None) => {
+                write!(f, "a call to tool `{}` (key `{}`)", self.name, self.key)
+            }
+            (IntentKind::Program, _) => {
+                write!(f, "a run of program `{}` (key `{}`)", self.name, self.key)
+            }
+        }
+    }
 }
 
 /// Whether an entry records a pause rather than an attempt: a run stopped for its budget

@@ -81,7 +81,7 @@ pub mod timeout;
 pub mod trace_context;
 pub mod trail;
 
-pub use budget::{Budget, BudgetPause, Limit, PendingCalls, Spend};
+pub use budget::{Budget, BudgetPause, Intent, IntentKind, Limit, PendingCalls, Spend};
 pub use diagnostic::{Diagnostic, Diagnostics, JsonPath, Problem};
 pub use fsm::{
     DEFAULT_MAX_ATTEMPTS, END_ACTION, Example, Fsm, FsmSettings, Keep, OnNewVersion, Owner, START,

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use claij_core::Usage;
-use claij_core::budget::{Budget, BudgetPause, Limit, PendingCalls, Spend};
+use claij_core::budget::{Budget, BudgetPause, Intent, Limit, PendingCalls, Spend};
 use claij_core::store::{RunStore, StoreError};
 
 /// The budget of one run, shared by the runs below it, as this process knows it: the
@@ -328,6 +328,28 @@ impl Meter {
             return Err(Refusal::Store(e));
         }
         Ok(())
+    }
+
+    /// Before a side-effecting call (an MCP tool call, a program): in a durable run, notes
+    /// `intent` in the store as in flight (with the attempt's model calls), so that a run
+    /// taken over after a crash records that the call may have happened and makes it
+    /// again under the same key. Fails only when the store cannot note it (the call must
+    /// not be made then).
+    pub async fn before_side_effect(&self, intent: Intent) -> Result<(), StoreError> {
+        let Some(inner) = &self.0 else {
+            return Ok(());
+        };
+        let Some((store, run, owner)) = &inner.durable else {
+            return Ok(());
+        };
+        let pending = self.tally().map(|mut tally| {
+            tally.pending.intents.push(intent);
+            tally.pending.clone()
+        });
+        match pending {
+            Some(pending) => store.note_pending(run, owner, &pending).await,
+            None => Ok(()),
+        }
     }
 
     /// After the call [`before_call`](Self::before_call) let through with `at_most`:

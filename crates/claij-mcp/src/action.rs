@@ -218,6 +218,27 @@ impl Action for McpAction {
                     results.push(item);
                     continue;
                 }
+                // A tool call may change the world: it carries a key of its own, the
+                // same when the attempt is made again, and (durable runs) is noted in the
+                // store before it is sent, so that a crash leaves a record of it.
+                let idempotency_key =
+                    (method == "tools/call").then(|| input.call_key(results.len()));
+                if let Some(key) = &idempotency_key {
+                    input
+                        .meter
+                        .before_side_effect(claij_core::Intent {
+                            kind: claij_core::IntentKind::Tool,
+                            name: params["name"].as_str().unwrap_or_default().to_owned(),
+                            server: Some(server.clone()),
+                            key: key.clone(),
+                        })
+                        .await
+                        .map_err(|e| {
+                            ActionError::failed(format!(
+                                "state `{me}`: the call to `{server}` could not be noted as in flight: {e}"
+                            ))
+                        })?;
+                }
                 let caller = Caller {
                     info: json!({
                         "run_id": input.run_id,
@@ -229,6 +250,7 @@ impl Action for McpAction {
                     questions: input.questions.clone(),
                     deadline: Some(std::time::Instant::now() + connection.spec().timeout),
                     traceparent: input.trace_context(Call::Request(results.len())),
+                    idempotency_key,
                 };
                 let exchange = connection
                     .request_answered_by(

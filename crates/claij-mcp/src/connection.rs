@@ -338,10 +338,18 @@ impl Connection {
         sampling: Option<Arc<dyn SamplingHandler>>,
     ) -> Result<Exchange, McpError> {
         let mut options = PeerRequestOptions::with_timeout(self.spec.timeout);
+        let mut meta = rmcp::model::RequestMetaObject::default();
         if let Some(traceparent) = caller.as_ref().and_then(|c| c.traceparent.clone()) {
-            let mut meta = rmcp::model::RequestMetaObject::default();
             meta.0
                 .insert("traceparent".to_owned(), Value::String(traceparent));
+        }
+        if let Some(key) = caller.as_ref().and_then(|c| c.idempotency_key.clone()) {
+            meta.0.insert(
+                crate::hooks::IDEMPOTENCY_KEY_META.to_owned(),
+                Value::String(key),
+            );
+        }
+        if !meta.0.is_empty() {
             options.meta = Some(meta);
         }
         let _on_behalf = caller.map(|caller| CallerGuard::push(&self.shared, caller, sampling));

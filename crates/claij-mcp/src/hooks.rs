@@ -32,7 +32,17 @@ pub struct Caller {
     /// The W3C `traceparent` of the call, when the run is traced: sent in the request's
     /// `_meta`, so that the server's spans join the run's trace.
     pub traceparent: Option<String>,
+    /// The call's idempotency key (`RUN:SEQ:N`), for a `tools/call` a run makes: sent in
+    /// the request's `_meta` under [`IDEMPOTENCY_KEY_META`], the same when the attempt is
+    /// made again after a crash, so that a server can tell a repeated call from a new one.
+    pub idempotency_key: Option<String>,
 }
+
+/// The `_meta` key a run's `tools/call` carries its idempotency key under. MCP reserves
+/// `_meta` names whose prefix has `modelcontextprotocol` or `mcp` as its second label and
+/// asks others to use a reverse-DNS prefix of their own, so that names from different
+/// clients never collide: hence claij's `dev.claij/` prefix.
+pub const IDEMPOTENCY_KEY_META: &str = "dev.claij/idempotency-key";
 
 /// Answers `sampling/createMessage` requests from servers.
 ///

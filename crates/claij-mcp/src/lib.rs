@@ -64,7 +64,8 @@ pub use client::McpClient;
 pub use connection::{ClientHooks, Connection, Exchange, Reply};
 pub use error::McpError;
 pub use hooks::{
-    Caller, ElicitationHandler, HumanElicitation, SamplingHandler, ScriptedElicitation,
+    Caller, ElicitationHandler, HumanElicitation, IDEMPOTENCY_KEY_META, SamplingHandler,
+    ScriptedElicitation,
 };
 pub use sampling::{SamplingRequest, sampling_result};
 pub use schemas::McpSchemas;

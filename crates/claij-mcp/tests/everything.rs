@@ -296,6 +296,7 @@ async fn sampling_elicitation_and_roots_are_answered() {
                 questions: claij_engine::Questions::none(),
                 deadline: None,
                 traceparent: None,
+                idempotency_key: None,
             }),
         )
         .await

@@ -501,6 +501,12 @@ mod tests {
                 calls: 1,
                 ..Spend::default()
             },
+            intents: vec![claij_core::Intent {
+                kind: claij_core::IntentKind::Tool,
+                name: "add".into(),
+                server: Some("py".into()),
+                key: "r1:3:0".into(),
+            }],
         };
         let decoded = decode_run(RunRow {
             spend: encode_spend("r1", &spend).ok().unwrap_or_default(),

@@ -12,7 +12,10 @@
 //! the reference (sequence, states, event, attempt, failure; not times or durations), and
 //! the `command` state's side-effect log must show that every re-run of an interrupted
 //! action reused its idempotency key (`RUN:SEQ`), and that no action ran under a key the
-//! trail does not hold.
+//! trail does not hold. A program in flight when its process was killed leaves an
+//! `interrupted` entry saying it may have run, with its key: such entries are not
+//! attempts (left out of the comparison), and each must name the key the attempt made
+//! again runs under.
 //!
 //! The same body runs on SQLite and on PostgreSQL (the test kit's server), 30 kills each
 //! at least. The seed is printed; `CLAIJ_CRASH_SEED=N` replays one.
@@ -216,16 +219,57 @@ fn stored_trail(ws: &Workspace, run: &str, store: &str) -> Option<Vec<Value>> {
     )
 }
 
+/// Whether `entry` records side effects a killed process had in flight (the `command`
+/// state's program, noted before it started): an `interrupted` pause, not an attempt.
+fn is_lost(entry: &Value) -> bool {
+    entry["failure"]["kind"] == "interrupted"
+        && entry["failure"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("may have happened"))
+}
+
+/// The attempts of `trail` (lost-call entries left out), each with the sequence number
+/// its idempotency key was made of: its own, less the lost-call entries just before it
+/// (the attempt made again after a crash has the key it had). A lost-call entry must
+/// name the key of the attempt that follows it.
+fn attempts<'a>(run: &str, trail: &'a [Value]) -> Result<Vec<(u64, &'a Value)>, String> {
+    let mut kept = Vec::new();
+    let mut lost: Vec<&Value> = Vec::new();
+    for entry in trail {
+        let seq = entry["seq"]
+            .as_u64()
+            .ok_or_else(|| format!("an entry of run {run} has no seq: {entry}"))?;
+        if is_lost(entry) {
+            lost.push(entry);
+            continue;
+        }
+        let key_seq = seq - lost.len() as u64;
+        for l in lost.drain(..) {
+            let named = format!("(key `{run}:{key_seq}`)");
+            if !l["failure"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(&named))
+            {
+                return Err(format!(
+                    "entry {} of run {run} does not name the key {named} of the attempt made again: {l}",
+                    l["seq"]
+                ));
+            }
+        }
+        kept.push((key_seq, entry));
+    }
+    Ok(kept)
+}
+
 /// What must be equal between an interrupted run's trail and the reference: everything
 /// but times and durations, with the run id in the idempotency key made neutral once it
-/// is checked to be the entry's own `RUN:SEQ`.
-fn project(run: &str, entry: &Value) -> Result<Value, String> {
-    let seq = entry["seq"]
-        .as_u64()
-        .ok_or_else(|| format!("an entry of run {run} has no seq: {entry}"))?;
+/// is checked to be the attempt's own `RUN:SEQ`; `at` is the attempt's place among the
+/// attempts (lost-call entries left out), `key_seq` what its key was made of.
+fn project(run: &str, at: usize, key_seq: u64, entry: &Value) -> Result<Value, String> {
+    let seq = at as u64;
     let mut event = entry["event"].clone();
     if let Some(key) = event.get_mut("key") {
-        if key.as_str() != Some(format!("{run}:{seq}").as_str()) {
+        if key.as_str() != Some(format!("{run}:{key_seq}").as_str()) {
             return Err(format!(
                 "entry {seq} of run {run} carries the key of another attempt: {entry}"
             ));
@@ -253,25 +297,37 @@ fn project(run: &str, entry: &Value) -> Result<Value, String> {
 }
 
 fn projected(run: &str, trail: &[Value]) -> Result<Vec<Value>, String> {
-    trail.iter().map(|e| project(run, e)).collect()
+    attempts(run, trail)?
+        .into_iter()
+        .enumerate()
+        .map(|(at, (key_seq, e))| project(run, at, key_seq, e))
+        .collect()
 }
 
-/// Whether `trail` is `reference[..trail.len()]`, entry by entry, with no gap or
-/// duplicate in its sequence numbers; what differs if not.
+/// How many attempts `trail` holds (lost-call entries left out).
+fn attempt_count(trail: &[Value]) -> usize {
+    trail.iter().filter(|e| !is_lost(e)).count()
+}
+
+/// Whether the attempts of `trail` are `reference[..n]`, entry by entry, with no gap or
+/// duplicate in its sequence numbers; what differs if not. Entries of side effects a
+/// killed process had in flight are not attempts: they must name the key of the attempt
+/// made again.
 fn check_prefix(run: &str, trail: &[Value], reference: &[Value]) -> Result<(), String> {
     let seqs: Vec<Option<u64>> = trail.iter().map(|e| e["seq"].as_u64()).collect();
     let expected: Vec<Option<u64>> = (0..trail.len() as u64).map(Some).collect();
     if seqs != expected {
         return Err(format!("gaps or duplicates: sequence numbers {seqs:?}"));
     }
-    if trail.len() > reference.len() {
+    let got = projected(run, trail)?;
+    if got.len() > reference.len() {
         return Err(format!(
-            "{} entries, the uninterrupted run has {}",
-            trail.len(),
+            "{} attempts, the uninterrupted run has {}",
+            got.len(),
             reference.len()
         ));
     }
-    for (got, want) in projected(run, trail)?.iter().zip(reference) {
+    for (got, want) in got.iter().zip(reference) {
         if got != want {
             return Err(format!(
                 "entry differs from the reference:\n  got  {got}\n  want {want}"
@@ -281,12 +337,13 @@ fn check_prefix(run: &str, trail: &[Value], reference: &[Value]) -> Result<(), S
     Ok(())
 }
 
-/// The seqs of the attempts of the `command` state (transitions and failures alike).
-fn command_seqs(trail: &[Value]) -> BTreeSet<u64> {
-    trail
-        .iter()
-        .filter(|e| e["from"] == "tick")
-        .map(|e| e["seq"].as_u64().unwrap())
+/// The key seqs of the attempts of the `command` state (transitions and failures alike).
+fn command_seqs(run: &str, trail: &[Value]) -> BTreeSet<u64> {
+    attempts(run, trail)
+        .unwrap()
+        .into_iter()
+        .filter(|(_, e)| e["from"] == "tick")
+        .map(|(key_seq, _)| key_seq)
         .collect()
 }
 
@@ -307,7 +364,7 @@ fn check_side_effects(ws: &Workspace, run: &str, trail: &[Value]) -> usize {
     let ran: BTreeSet<u64> = counts.keys().copied().collect();
     assert_eq!(
         ran,
-        command_seqs(trail),
+        command_seqs(run, trail),
         "run {run}: the keys the command ran under are not those of its attempts in the trail"
     );
     counts.values().map(|n| n - 1).sum()
@@ -357,6 +414,8 @@ struct Tally {
     finished: usize,
     /// Actions that ran again under a key they had already used.
     reruns: usize,
+    /// Entries of programs in flight when a process was killed (they may have run).
+    lost: usize,
 }
 
 fn crash_test(backend: Backend) {
@@ -404,6 +463,7 @@ fn crash_test(backend: Backend) {
         tally.runs += 1;
         let mut created = false;
         let mut kills_here = 0;
+        let mut printed = None;
         loop {
             let cmd = if created {
                 ws.resume(&run, store)
@@ -430,9 +490,9 @@ fn crash_test(backend: Backend) {
                             if let Err(problem) = check_prefix(&run, &trail, &reference) {
                                 panic!("run {run} {when}: {problem}");
                             }
-                            *tally.by_committed.entry(trail.len()).or_default() += 1;
+                            *tally.by_committed.entry(attempt_count(&trail)).or_default() += 1;
                             created = true;
-                            if trail.len() == ENTRIES {
+                            if attempt_count(&trail) == ENTRIES {
                                 // Killed after its last commit, before it exited: the run
                                 // is complete (its last commit also ended it).
                                 break;
@@ -443,7 +503,10 @@ fn crash_test(backend: Backend) {
                 Ended::Exited(status) => {
                     let (stdout, stderr) = ws.output();
                     if status.success() {
-                        assert!(stdout.contains(&format!(r#""{run}:55""#)), "{stdout}");
+                        // The key its last attempt ran under (checked against the trail
+                        // below): `RUN:55`, later when programs in flight were recorded.
+                        assert!(stdout.contains(&format!(r#""key": "{run}:"#)), "{stdout}");
+                        printed = Some(stdout);
                         tally.finished += 1;
                         break;
                     }
@@ -458,15 +521,20 @@ fn crash_test(backend: Backend) {
             }
         }
         let trail = stored_trail(&ws, &run, store).unwrap();
-        let complete = check_prefix(&run, &trail, &reference).and_then(|()| match trail.len() {
-            ENTRIES => Ok(()),
-            n => Err(format!("{n} entries, the uninterrupted run has {ENTRIES}")),
-        });
+        let complete =
+            check_prefix(&run, &trail, &reference).and_then(|()| match attempt_count(&trail) {
+                ENTRIES => Ok(()),
+                n => Err(format!("{n} attempts, the uninterrupted run has {ENTRIES}")),
+            });
         if let Err(problem) = complete {
             panic!(
                 "run {run}, killed {kills_here} time(s), ends with another trail than an \
                  uninterrupted run: {problem}"
             );
+        }
+        if let Some(stdout) = printed {
+            let key = &trail.last().unwrap()["event"]["key"];
+            assert!(stdout.contains(&key.to_string()), "{key} in {stdout}");
         }
         tally.reruns += check_side_effects(&ws, &run, &trail);
         let status = ws
@@ -478,7 +546,8 @@ fn crash_test(backend: Backend) {
         let record: Value = serde_json::from_str(&stdout).unwrap();
         assert_eq!(record["status"], "completed", "{record:#}");
         assert_eq!(record["owner"], Value::Null, "{record:#}");
-        assert_eq!(record["steps"], ENTRIES, "{record:#}");
+        assert_eq!(record["steps"], trail.len(), "{record:#}");
+        tally.lost += trail.len() - ENTRIES;
     }
 
     let mid_run: usize = tally
@@ -490,7 +559,8 @@ fn crash_test(backend: Backend) {
     eprintln!(
         "crash test on {backend}: {} kills (delays 0–{max_delay} ms) over {} runs in {:.1?}: \
          {} before the run existed, {mid_run} mid-run at {} distinct points (committed entries: {:?}); {} \
-         action re-run(s) under the same key; {} process(es) finished a run",
+         action re-run(s) under the same key ({} recorded as in flight when killed); {} \
+         process(es) finished a run",
         tally.kills,
         tally.runs,
         began.elapsed(),
@@ -498,6 +568,7 @@ fn crash_test(backend: Backend) {
         tally.by_committed.len(),
         tally.by_committed,
         tally.reruns,
+        tally.lost,
         tally.finished,
     );
     assert!(tally.kills >= KILLS_PER_BACKEND, "{tally:?}");
@@ -546,7 +617,23 @@ fn the_comparison_catches_lost_duplicated_and_changed_entries() {
     foreign_key[1]["event"]["key"] = json!("r:0");
     let mut longer = good.clone();
     longer.push(entry(3, "e"));
+    // A program in flight when the process was killed: its entry names the key of the
+    // attempt made again, which has the key it had.
+    let in_flight = |seq: u64, key: &str| {
+        json!({"seq": seq, "fsm": "f", "version": 1, "from": "a", "event": null, "attempt": 1,
+               "failure": {"kind": "interrupted", "attempt": 1, "errors": [],
+                           "message": format!("a run of program `sh` (key `{key}`) was in flight when the process stopped; it may have happened")}})
+    };
+    let mut resumed = vec![good[0].clone(), in_flight(1, "r:1"), entry(1, "c")];
+    resumed[2]["seq"] = json!(2);
+    assert_eq!(check_prefix("r", &resumed, &reference), Ok(()));
+    let mut wrong_key = resumed.clone();
+    wrong_key[1] = in_flight(1, "r:2");
+    let mut new_key = resumed.clone();
+    new_key[2]["event"]["key"] = json!("r:2");
     for (name, trail) in [
+        ("lost-call entry naming another key", wrong_key),
+        ("attempt made again under a new key", new_key),
         ("lost", lost),
         ("duplicated", duplicated),
         ("changed", changed),

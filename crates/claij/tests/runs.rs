@@ -579,11 +579,20 @@ fn resume_all_finishes_a_run_whose_process_was_killed() {
         "{}",
         out.stderr
     );
+    // The attempt cut off is recorded as a program that may have run, with its key (an
+    // entry that is not an attempt), then made again under the same key.
     let trail = store.trail("crashed");
-    assert_eq!(trail.len(), 2, "{trail:#?}");
-    assert_eq!(trail[1].to.as_deref(), Some("done"));
+    assert_eq!(trail.len(), 3, "{trail:#?}");
+    let lost = trail[1].failure.as_deref().expect("the lost attempt");
+    assert_eq!(lost.kind, claij_core::FailureKind::Interrupted);
+    assert!(
+        lost.message.contains("(key `crashed:1`)") && lost.message.contains("may have happened"),
+        "{}",
+        lost.message
+    );
+    assert_eq!(trail[2].to.as_deref(), Some("done"));
     assert_eq!(
-        trail[1].event["key"], "crashed:1",
+        trail[2].event["key"], "crashed:1",
         "the attempt made again has the key of the one cut off"
     );
 

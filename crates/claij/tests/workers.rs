@@ -66,9 +66,9 @@ use std::time::{Duration, Instant};
 use claij_testkit::{Backend, Rng, TestStore};
 use serde_json::{Value, json};
 use worker_support::{
-    Problems, Worker, Workspace, compare, count, held_by, in_parallel, list_events, list_runs,
-    list_workers, normalized, stdout_of, stop_report, stored_trail, stored_trails, wait_completed,
-    wait_for,
+    Problems, Worker, Workspace, attempts, compare, count, held_by, in_parallel, list_events,
+    list_runs, list_workers, normalized, stdout_of, stop_report, stored_trail, stored_trails,
+    wait_completed, wait_for,
 };
 
 /// Runs submitted on PostgreSQL, as the issue asks. Measured on 2 cores, debug build, the
@@ -1475,10 +1475,10 @@ fn check_slow_runs(ws: &Workspace, store: &str, runs: &[String], reference: &[Va
             .map(str::to_owned)
             .collect();
         let distinct: BTreeSet<&String> = logged.iter().collect();
-        let in_trail: BTreeSet<String> = trail
-            .iter()
-            .filter(|e| e["from"] == "nap")
-            .map(|e| format!("{run}:{}", e["seq"]))
+        let in_trail: BTreeSet<String> = attempts(&trail)
+            .into_iter()
+            .filter(|(_, e)| e["from"] == "nap")
+            .map(|(key_seq, _)| format!("{run}:{key_seq}"))
             .collect();
         assert_eq!(
             distinct,

@@ -132,6 +132,12 @@ impl<'a> ActionInput<'a> {
         format!("{}:{}", self.run_id, self.seq)
     }
 
+    /// The key of this attempt's `n`th call of several (an `mcp` state's requests, counted
+    /// from 0): `RUN_ID:SEQ:N`, the same every time the attempt is made again.
+    pub fn call_key(&self, n: usize) -> String {
+        format!("{}:{}:{n}", self.run_id, self.seq)
+    }
+
     /// The effective schema of transition `t` (the engine's `id` const added; `$ref`s
     /// into the document's `schemas` left as they are), with a dynamic schema resolved
     /// through [`schemas`](Self::schemas).

@@ -28,7 +28,9 @@ const STDERR_TAIL: usize = 4 << 10;
 /// `{id: [state, routes[exit code] or routes["*"]], exit_code, stdout, stderr}`.
 ///
 /// The program gets `CLAIJ_RUN_ID`, `CLAIJ_FSM`, `CLAIJ_STATE`, `CLAIJ_ATTEMPT` and
-/// `CLAIJ_IDEMPOTENCY_KEY` (run id + sequence number) in its environment. It runs in a
+/// `CLAIJ_IDEMPOTENCY_KEY` (run id + sequence number; the same when the attempt is made
+/// again after a crash, which a durable run notes in its store before the program starts)
+/// in its environment. It runs in a
 /// process group of its own, killed (SIGKILL) when the attempt times out or the run is
 /// interrupted, and swept when the program exits, so nothing it started lingers.
 #[derive(Debug, Clone, Copy, Default)]
@@ -188,6 +190,23 @@ async fn run_command(input: ActionInput<'_>) -> Result<ActionOutput, ActionError
     if let Some(cwd) = config.get("cwd").and_then(Value::as_str) {
         cmd.current_dir(policy.file(owner, Path::new(cwd)).map_err(refused)?);
     }
+    // The intent is noted (durable runs) before the program can do anything: after a
+    // crash the run records that it may have run, and runs it again under the same key.
+    input
+        .meter
+        .before_side_effect(claij_core::Intent {
+            kind: claij_core::IntentKind::Program,
+            name: (*program).to_owned(),
+            server: None,
+            key: input.idempotency_key(),
+        })
+        .await
+        .map_err(|e| {
+            ActionError::failed(format!(
+                "state `{}`: the program `{program}` could not be noted as in flight: {e}",
+                input.state.id
+            ))
+        })?;
     let mut child = cmd
         .spawn()
         .map_err(|e| ActionError::failed(format!("cannot start `{program}`: {e}")))?;

@@ -32,9 +32,11 @@ impl RunState<'_> {
         Some(t)
     }
 
-    /// Records the model calls a crashed process had in flight (the store kept them): an
-    /// `interrupted` entry in the current state with what they could cost at most, which
-    /// is counted as spent (they may have been paid for) but is not an attempt.
+    /// Records the calls a crashed process had in flight (the store kept them): an
+    /// `interrupted` entry in the current state with what its model calls could cost at
+    /// most, which is counted as spent (they may have been paid for), and the
+    /// side-effecting calls it noted, with their keys, as calls that may have happened.
+    /// The entry is a pause, not an attempt: the attempt made again has the key it had.
     pub(crate) fn record_lost_calls(&mut self, pending: &claij_core::PendingCalls) {
         let Some(state) = self
             .trail
@@ -57,11 +59,7 @@ impl RunState<'_> {
             Value::Null,
             Failure {
                 kind: FailureKind::Interrupted,
-                message: format!(
-                    "the process running this attempt stopped during {} model call(s) ({}); they are counted as spent at most",
-                    at_most.calls,
-                    pending.models.join(", ")
-                ),
+                message: lost_calls_message(pending),
                 errors: Vec::new(),
                 attempt,
             },
@@ -81,6 +79,36 @@ impl RunState<'_> {
             .saturating_add(u64::try_from(self.taken_up.elapsed().as_millis()).unwrap_or(u64::MAX));
         spend
     }
+}
+
+/// What the entry of calls lost in a crash says: the model calls and what they are
+/// counted as, then the side-effecting calls and their keys.
+fn lost_calls_message(pending: &claij_core::PendingCalls) -> String {
+    let mut parts = Vec::new();
+    if pending.at_most.calls > 0 || !pending.models.is_empty() {
+        parts.push(format!(
+            "the process running this attempt stopped during {} model call(s) ({}); they are counted as spent at most",
+            pending.at_most.calls,
+            pending.models.join(", ")
+        ));
+    }
+    match pending.intents.as_slice() {
+        [] => {}
+        [one] => parts.push(format!(
+            "{one} was in flight when the process stopped; it may have happened, and the attempt made again sends the same key"
+        )),
+        many => parts.push(format!(
+            "{} were made or in flight when the process stopped; they may have happened, and the attempt made again sends the same keys",
+            many.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+    if parts.is_empty() {
+        parts.push("the process running this attempt stopped during it".to_owned());
+    }
+    parts.join("; ")
 }
 
 /// The usage an attempt's entry records: what its calls through the meter cost, else

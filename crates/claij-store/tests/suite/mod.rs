@@ -2071,6 +2071,7 @@ pub(crate) async fn a_commits_spend_is_written_in_place_and_summed_over_its_tree
     root.pending = Some(PendingCalls {
         models: vec!["smollm2".into()],
         at_most: spent(2),
+        intents: Vec::new(),
     });
     store.create_run(&root, &[]).await.expect("create p");
     assert_eq!(store.run("p").await.expect("run"), root);
@@ -2215,6 +2216,12 @@ pub(crate) async fn pending_calls_are_noted_by_the_holder_and_forgotten_by_the_n
             calls: 2,
             ..Spend::default()
         },
+        intents: vec![claij_core::Intent {
+            kind: claij_core::IntentKind::Program,
+            name: "sh".into(),
+            server: None,
+            key: "r1:1".into(),
+        }],
     };
     store
         .note_pending("r1", "w1", &calls)

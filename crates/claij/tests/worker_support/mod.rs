@@ -326,16 +326,44 @@ pub(crate) fn in_parallel<T: Sync, R: Send>(
     results.into_iter().map(Option::unwrap).collect()
 }
 
+/// Whether `entry` records side effects a stopped process had in flight (a program noted
+/// before it started, which may have run): an `interrupted` pause, not an attempt.
+pub(crate) fn is_lost(entry: &Value) -> bool {
+    entry["failure"]["kind"] == "interrupted"
+        && entry["failure"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("may have happened"))
+}
+
+/// The attempts of `trail` (entries of side effects in flight when a process stopped left
+/// out), each with the sequence number its idempotency key was made of: its own, less
+/// the such entries just before it (the attempt made again has the key it had).
+pub(crate) fn attempts(trail: &[Value]) -> Vec<(u64, &Value)> {
+    let mut lost = 0;
+    let mut kept = Vec::new();
+    for entry in trail {
+        if is_lost(entry) {
+            lost += 1;
+            continue;
+        }
+        kept.push((entry["seq"].as_u64().unwrap_or_default() - lost, entry));
+        lost = 0;
+    }
+    kept
+}
+
 /// What must be equal between a run's trail and its reference: everything but times and
 /// durations, with `run` (and the ids derived from it: `RUN.SEQ.i` children, `RUN:SEQ`
-/// keys and event ids) written `RUN`.
+/// keys and event ids) written `RUN`. Entries of side effects in flight when a process
+/// stopped are left out, the attempts numbered as if they were not there.
 pub(crate) fn normalized(run: &str, trail: &[Value]) -> Vec<Value> {
-    trail
-        .iter()
-        .map(|entry| {
+    attempts(trail)
+        .into_iter()
+        .enumerate()
+        .map(|(at, (key_seq, entry))| {
             let failure = &entry["failure"];
             let projected = json!({
-                "seq": entry["seq"],
+                "seq": at,
                 "fsm": entry["fsm"],
                 "version": entry["version"],
                 "from": entry["from"],
@@ -353,6 +381,7 @@ pub(crate) fn normalized(run: &str, trail: &[Value]) -> Vec<Value> {
             });
             let text = projected
                 .to_string()
+                .replace(&format!("\"{run}:{key_seq}\""), &format!("\"RUN:{at}\""))
                 .replace(&format!("\"{run}\""), "\"RUN\"")
                 .replace(&format!("\"{run}."), "\"RUN.")
                 .replace(&format!("\"{run}:"), "\"RUN:");
