@@ -3,7 +3,9 @@
 //! the command asks it for what it needs, nothing more — a registry to read documents
 //! with ([`App::reader`]), engines over the model layers its flags configure
 //! ([`models`], [`App::engine`]; the operator's `[timeouts]` given to each engine's
-//! registry), the MCP client its documents' servers are connected on
+//! registry; [`App::taped_engine`] for `claij run` and `claij runs resume`, whose
+//! programs and MCP servers are recorded on or replayed from the model layer's tape),
+//! the MCP client its documents' servers are connected on
 //! ([`App::mcp`]). Commands that run nothing (`validate`, `graph`, `model`, `schema`,
 //! the store's listings) build no engine; `validate` builds a model layer only to check
 //! the model names of its documents, the others none.
