@@ -65,6 +65,7 @@
 pub mod action;
 pub mod actions;
 pub mod capability;
+pub mod cassette;
 mod drive;
 pub mod durable;
 pub mod egress;
@@ -86,6 +87,7 @@ pub use action::{
     RunScope, Suspension, TextSink,
 };
 pub use capability::{Field, Need, NeedsOf, Policy, PolicyError, Refused, Touch};
+pub use cassette::Cassette;
 pub use durable::{LeaseKeeper, is_dead_local_owner, process_owner};
 pub use egress::{EgressRefused, Route};
 pub use events::Dispatch;

@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 
 use crate::action::Action;
 use crate::capability::{Need, NeedsOf, Policy, Refused, config_path};
+use crate::cassette::Cassette;
 
 struct Registered {
     action: Arc<dyn Action>,
@@ -29,6 +30,8 @@ pub struct ActionRegistry {
     schemas: Vec<Arc<dyn DynamicSchemas>>,
     /// The operator's attempt timeouts by action (`[timeouts]` in claij.toml).
     timeouts: BTreeMap<String, Timeout>,
+    /// Where programs' and MCP servers' exchanges are recorded or replayed from.
+    cassette: Option<Arc<dyn Cassette>>,
 }
 
 /// An operator's default timeout names an action the registry does not have.
@@ -47,6 +50,7 @@ impl std::fmt::Debug for ActionRegistry {
             .field("actions", &self.actions.keys().collect::<Vec<_>>())
             .field("schema_providers", &self.schemas.len())
             .field("timeouts", &self.timeouts)
+            .field("cassette", &self.cassette)
             .finish()
     }
 }
@@ -83,6 +87,17 @@ impl ActionRegistry {
     /// a layer's provider takes over names the built-ins only reserve (`mcp:…`).
     pub fn register_schemas(&mut self, provider: Arc<dyn DynamicSchemas>) {
         self.schemas.insert(0, provider);
+    }
+
+    /// Records the exchanges of the programs and MCP servers its actions call on
+    /// `cassette`, or answers them from it (see [`crate::cassette`]).
+    pub fn set_cassette(&mut self, cassette: Arc<dyn Cassette>) {
+        self.cassette = Some(cassette);
+    }
+
+    /// The cassette exchanges are recorded on or replayed from, if any.
+    pub fn cassette(&self) -> Option<&Arc<dyn Cassette>> {
+        self.cassette.as_ref()
     }
 
     /// The action registered under `name`.

@@ -320,6 +320,10 @@ impl ActionHost for Engine {
         self.registry()
     }
 
+    fn cassette(&self) -> Option<&Arc<dyn crate::cassette::Cassette>> {
+        self.registry().cassette()
+    }
+
     fn run_child<'a>(
         &'a self,
         scope: &'a RunScope<'a>,

@@ -100,7 +100,7 @@ pub struct LlmLayer {
     preferred: Option<String>,
     /// The model used when nothing names one: the single place the default lives.
     default: Option<ResolvedModel>,
-    tape: Option<Tape>,
+    tape: Option<Arc<Tape>>,
     retry_override: Option<RetryPolicy>,
     /// The embedded models of `[models]` entries with a `path`, by entry name, and the
     /// fetched catalog models other than the default, as `embedded/NAME` (one provider per
@@ -305,7 +305,14 @@ impl LlmLayer {
 
     /// Records or replays every exchange through `tape`.
     pub fn set_tape(&mut self, tape: Tape) {
-        self.tape = Some(tape);
+        self.tape = Some(Arc::new(tape));
+    }
+
+    /// The tape exchanges are recorded on or replayed from, if any: the run's cassette,
+    /// which the engine's programs and MCP servers share (see
+    /// [`claij_engine::cassette`]).
+    pub fn tape(&self) -> Option<Arc<Tape>> {
+        self.tape.clone()
     }
 
     /// Overrides the retry policy of every provider.

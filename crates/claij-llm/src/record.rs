@@ -1,22 +1,32 @@
-//! Record and replay: every model exchange of a run stored in a file (a digest of the
-//! request, the request, the answer or the provider's failure), and runs answered from
-//! such a file with no network. Replay fails loudly on a request the file does not hold,
-//! naming its digest, state and model.
+//! Record and replay (the cassette): every exchange of a run with the world outside it
+//! stored in a file — model calls, the programs `command` states start, the requests
+//! `mcp` states make and the listings of the document's servers — each with a digest of
+//! the request, the request, and what came back; and runs answered from such a file with
+//! no network, no server started and no program run. Replay fails loudly on a request the
+//! file does not hold, naming its digest and the state.
 //!
-//! The file is JSON: `{"claij_exchanges": 1, "exchanges": [{"digest", "state", "model",
-//! "request", "response" | "error"}, …]}`; an `error` (`{"provider", "message",
-//! "transient"}`: a call that failed after its retries, or a request the provider refused,
-//! such as one that does not fit the embedded model's context) replays as that failure. The digest is SHA-256 over the request's JSON (model
+//! The file is JSON: `{"claij_exchanges": 2, "exchanges": [entry, …]}`. A model entry is
+//! `{"digest", "state", "model", "request", "response" | "error"}`; an `error`
+//! (`{"provider", "message", "transient"}`: a call that failed after its retries, or a
+//! request the provider refused, such as one that does not fit the embedded model's
+//! context) replays as that failure. The digest is SHA-256 over the request's JSON (model
 //! name, messages, enforcement, decoding settings under `sampling`): keys and URLs are
-//! not part of it, so a file recorded against one server replays anywhere. Equal
-//! requests are answered in the order they were recorded.
+//! not part of it, so a file recorded against one server replays anywhere.
+//!
+//! Other entries carry a `kind` (an entry without one is a model's): `{"kind": "program" | "mcp", "digest",
+//! "state", "request", "reply"}` (see [`claij_engine::cassette`]); their digest is
+//! SHA-256 over the kind and the request's JSON with its keys sorted. Equal requests are
+//! answered in the order they were recorded. A file of version 1 (written before there
+//! were kinds, or merged by `claij eval`) holds models' exchanges only: replaying it,
+//! programs run and servers are started as they were then.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use claij_engine::cassette::{Cassette, Kind, canonical};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::provider::ProviderError;
@@ -25,11 +35,15 @@ use crate::request::{ModelRequest, ModelResponse};
 /// One stored exchange.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Exchange {
+    /// What it is with: `program`, `mcp` (absent: a model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
     /// SHA-256 of the request (hex).
     pub digest: String,
-    /// The state that asked.
+    /// The state that asked (for a server's listing, the document).
     pub state: String,
-    /// The model (as named in the run).
+    /// The model (as named in the run; empty for other kinds).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub model: String,
     /// The request (for people reading the file; replay goes by the digest).
     pub request: Value,
@@ -39,6 +53,9 @@ pub struct Exchange {
     /// The failure (absent when the call was answered).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<RecordedFailure>,
+    /// What came back (for other kinds than a model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<Value>,
 }
 
 /// A call that failed, as recorded.
@@ -93,6 +110,9 @@ impl RecordedFailure {
 /// What a recorded call gave.
 type Outcome = Result<ModelResponse, ProviderError>;
 
+/// The version of the files that hold whole runs (1: models' exchanges only).
+const WHOLE_RUN: u32 = 2;
+
 #[derive(Debug, Serialize, Deserialize)]
 struct ExchangeFile {
     claij_exchanges: u32,
@@ -128,14 +148,44 @@ pub enum Tape {
         path: PathBuf,
         /// Answers (or failures) by digest, in recorded order.
         answers: Mutex<HashMap<String, VecDeque<Outcome>>>,
+        /// The replies of the other kinds' exchanges by digest, in recorded order.
+        replies: Mutex<HashMap<String, VecDeque<Value>>>,
+        /// Whether the file holds the whole run (version 2): programs and MCP servers
+        /// are answered from it too, not started.
+        whole: bool,
     },
 }
 
 /// The digest of a request (hex SHA-256 of its JSON).
 pub fn digest(request: &ModelRequest) -> String {
-    let json = serde_json::to_vec(request).unwrap_or_default();
-    let hash = Sha256::digest(&json);
-    hash.iter().map(|b| format!("{b:02x}")).collect()
+    hex(&serde_json::to_vec(request).unwrap_or_default())
+}
+
+/// The digest of a request of `kind` (hex SHA-256 of the kind and the request's JSON,
+/// its keys sorted).
+pub fn kind_digest(kind: Kind, request: &Value) -> String {
+    let json = serde_json::to_vec(&json!([kind.as_str(), canonical(request)])).unwrap_or_default();
+    hex(&json)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// What a request of another kind is, in a replay's failure: the program's argv, or the
+/// server and method.
+fn described(kind: Kind, request: &Value) -> String {
+    match kind {
+        Kind::Program => format!("the program {}", request["argv"]),
+        Kind::Mcp => format!(
+            "`{}` on the MCP server `{}`",
+            request["method"].as_str().unwrap_or_default(),
+            request["server"].as_str().unwrap_or_default()
+        ),
+    }
 }
 
 impl Tape {
@@ -157,7 +207,18 @@ impl Tape {
         let file: ExchangeFile =
             serde_json::from_str(&text).map_err(|e| io(format!("not an exchange file: {e}")))?;
         let mut answers: HashMap<String, VecDeque<Outcome>> = HashMap::new();
+        let mut replies: HashMap<String, VecDeque<Value>> = HashMap::new();
         for (i, e) in file.exchanges.into_iter().enumerate() {
+            if let Some(kind) = &e.kind {
+                let Some(reply) = e.reply else {
+                    return Err(io(format!(
+                        "exchange {i} (state `{}`, kind `{kind}`) holds no `reply`",
+                        e.state
+                    )));
+                };
+                replies.entry(e.digest).or_default().push_back(reply);
+                continue;
+            }
             let outcome = match (e.response, e.error) {
                 (Some(response), None) => Ok(response),
                 (None, Some(error)) => Err(error.replayed()),
@@ -173,6 +234,8 @@ impl Tape {
         Ok(Tape::Replay {
             path: path.to_owned(),
             answers: Mutex::new(answers),
+            replies: Mutex::new(replies),
+            whole: file.claij_exchanges >= WHOLE_RUN,
         })
     }
 
@@ -183,7 +246,7 @@ impl Tape {
         request: &ModelRequest,
         state: &str,
     ) -> Option<Result<ModelResponse, ProviderError>> {
-        let Tape::Replay { path, answers } = self else {
+        let Tape::Replay { path, answers, .. } = self else {
             return None;
         };
         let d = digest(request);
@@ -219,17 +282,32 @@ impl Tape {
                 None => return Ok(()),
             },
         };
+        Self::write(
+            path,
+            exchanges,
+            Exchange {
+                kind: None,
+                digest: digest(request),
+                state: state.to_owned(),
+                model: request.model.clone(),
+                request: serde_json::to_value(request).unwrap_or(Value::Null),
+                response,
+                error,
+                reply: None,
+            },
+        )
+    }
+
+    /// Appends `exchange` and rewrites the file.
+    fn write(
+        path: &Path,
+        exchanges: &Mutex<Vec<Exchange>>,
+        exchange: Exchange,
+    ) -> Result<(), RecordError> {
         let mut exchanges = exchanges.lock().unwrap_or_else(|p| p.into_inner());
-        exchanges.push(Exchange {
-            digest: digest(request),
-            state: state.to_owned(),
-            model: request.model.clone(),
-            request: serde_json::to_value(request).unwrap_or(Value::Null),
-            response,
-            error,
-        });
+        exchanges.push(exchange);
         let file = ExchangeFile {
-            claij_exchanges: 1,
+            claij_exchanges: WHOLE_RUN,
             exchanges: exchanges.clone(),
         };
         let text = serde_json::to_string_pretty(&file).unwrap_or_default();
@@ -237,6 +315,59 @@ impl Tape {
             path: path.to_owned(),
             message: e.to_string(),
         })
+    }
+}
+
+/// The tape is the run's cassette: programs' and MCP servers' exchanges are recorded on
+/// it, or answered from it, beside the models'.
+impl Cassette for Tape {
+    fn replaying(&self) -> bool {
+        matches!(self, Tape::Replay { whole: true, .. })
+    }
+
+    fn replay(&self, kind: Kind, state: &str, request: &Value) -> Result<Value, String> {
+        let Tape::Replay { path, replies, .. } = self else {
+            return Err("this tape records; it answers nothing".to_owned());
+        };
+        let d = kind_digest(kind, request);
+        let mut replies = replies.lock().unwrap_or_else(|p| p.into_inner());
+        replies
+            .get_mut(&d)
+            .and_then(VecDeque::pop_front)
+            .ok_or_else(|| {
+                format!(
+                    "replay: {} holds no reply to {} asked by `{state}` (request {request}, digest {d}); the run differs from the recorded one (record it again with --record)",
+                    path.display(),
+                    described(kind, request),
+                )
+            })
+    }
+
+    fn record(
+        &self,
+        kind: Kind,
+        state: &str,
+        request: &Value,
+        reply: &Value,
+    ) -> Result<(), String> {
+        let Tape::Record { path, exchanges } = self else {
+            return Ok(());
+        };
+        Self::write(
+            path,
+            exchanges,
+            Exchange {
+                kind: Some(kind.as_str().to_owned()),
+                digest: kind_digest(kind, request),
+                state: state.to_owned(),
+                model: String::new(),
+                request: request.clone(),
+                response: None,
+                error: None,
+                reply: Some(reply.clone()),
+            },
+        )
+        .map_err(|e| e.to_string())
     }
 }
 
@@ -308,6 +439,63 @@ mod tests {
         let miss = player.answer(&request("d"), "s").unwrap().unwrap_err();
         assert!(matches!(miss, ProviderError::NotRecorded(m) if m.contains("state `s`")));
         assert!(Tape::record(&path).answer(&request("a"), "s").is_none());
+    }
+
+    #[test]
+    fn programs_and_servers_replay_beside_models_and_a_miss_names_the_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tape.json");
+        let recorder = Tape::record(&path);
+        assert!(!recorder.replaying());
+        let answer = ModelResponse {
+            text: "{}".into(),
+            tool_call: None,
+            tokens: None,
+            retries: 0,
+        };
+        recorder
+            .store(&request("a"), "s", &Ok(answer.clone()))
+            .unwrap();
+        let run = json!({"argv": ["sh", "-c", "date"], "stdin": {"a": 1, "b": 2}, "env": {}});
+        Cassette::record(&recorder, Kind::Program, "p", &run, &json!({"n": 1})).unwrap();
+        Cassette::record(&recorder, Kind::Program, "p", &run, &json!({"n": 2})).unwrap();
+        let call = json!({"server": "fs", "method": "tools/call", "params": {"name": "x"}});
+        Cassette::record(&recorder, Kind::Mcp, "m", &call, &json!({"result": {}})).unwrap();
+
+        let player = Tape::replay(&path).unwrap();
+        assert!(player.replaying());
+        assert_eq!(player.answer(&request("a"), "s").unwrap(), Ok(answer));
+        // Keys in another order are the same request; equal requests answer in order.
+        let reordered = json!({"env": {}, "stdin": {"b": 2, "a": 1}, "argv": ["sh", "-c", "date"]});
+        assert_eq!(
+            player.replay(Kind::Program, "p", &reordered).unwrap(),
+            json!({"n": 1})
+        );
+        assert_eq!(
+            player.replay(Kind::Program, "p", &run).unwrap(),
+            json!({"n": 2})
+        );
+        let miss = player.replay(Kind::Program, "p", &run).unwrap_err();
+        assert!(
+            miss.contains("asked by `p`") && miss.contains("sh"),
+            "{miss}"
+        );
+        // The same request of another kind is another exchange.
+        assert!(player.replay(Kind::Mcp, "m", &run).is_err());
+        assert_eq!(
+            player.replay(Kind::Mcp, "m", &call).unwrap(),
+            json!({"result": {}})
+        );
+    }
+
+    #[test]
+    fn a_file_of_models_only_replays_models_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tape.json");
+        let old = r#"{"claij_exchanges": 1, "exchanges": [{"digest": "d", "state": "s", "model": "m", "request": {}, "response": {"text": "{}"}}]}"#;
+        std::fs::write(&path, old).unwrap();
+        let player = Tape::replay(&path).unwrap();
+        assert!(!player.replaying(), "programs run, servers start");
     }
 
     #[test]

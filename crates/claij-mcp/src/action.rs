@@ -12,6 +12,7 @@
 use std::sync::Arc;
 
 use claij_engine::capability::{Field, Need, NeedsOf, Touch};
+use claij_engine::cassette::{Cassette, Kind};
 use claij_engine::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Call, Outcome};
 use serde_json::{Value, json};
 
@@ -19,6 +20,7 @@ use crate::client::McpClient;
 use crate::connection::Reply;
 use crate::error::McpError;
 use crate::hooks::{Caller, SamplingHandler};
+use crate::spec::ServerSpec;
 
 /// The `mcp` action over an [`McpClient`].
 #[derive(Clone)]
@@ -197,108 +199,44 @@ impl Action for McpAction {
                     results.push(item);
                     continue;
                 }
-                // The document's own server, as its owner may reach it.
-                let connection = self
-                    .client
-                    .connect_for(input.fsm, &server, policy)
-                    .await
-                    .map_err(|e| match e {
-                        McpError::Refused { .. } => ActionError::fatal(e.to_string()),
-                        e => ActionError::failed(e.to_string()),
-                    })?;
                 let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
-                if method == "tools/call"
-                    && let Some(tool) = params["name"].as_str()
-                    && !connection.spec().exposes_tool(tool)
-                {
-                    item["error"] = json!({"message": format!(
-                        "the tool `{tool}` of `{server}` is not one of its `tools` ({:?})",
-                        connection.spec().tools.as_deref().unwrap_or_default()
-                    )});
-                    results.push(item);
-                    continue;
-                }
-                // A tool call may change the world: it carries a key of its own, the
-                // same when the attempt is made again, and (durable runs) is noted in the
-                // store before it is sent, so that a crash leaves a record of it.
-                let idempotency_key =
-                    (method == "tools/call").then(|| input.call_key(results.len()));
-                if let Some(key) = &idempotency_key {
-                    input
-                        .meter
-                        .before_side_effect(claij_core::Intent {
-                            kind: claij_core::IntentKind::Tool,
-                            name: params["name"].as_str().unwrap_or_default().to_owned(),
-                            server: Some(server.clone()),
-                            key: key.clone(),
-                        })
-                        .await
-                        .map_err(|e| {
-                            ActionError::failed(format!(
-                                "state `{me}`: the call to `{server}` could not be noted as in flight: {e}"
-                            ))
-                        })?;
-                }
-                let caller = Caller {
-                    info: json!({
-                        "run_id": input.run_id,
-                        "state": reply_to,
-                        "config": input.fsm.state(&reply_to).map(|s| s.config.clone()),
-                        "model": input.scope.model,
-                    }),
-                    meter: input.meter.clone(),
-                    questions: input.questions.clone(),
-                    deadline: Some(std::time::Instant::now() + connection.spec().timeout),
-                    traceparent: input.trace_context(Call::Request(results.len())),
-                    idempotency_key,
+                // What a cassette knows the request by: without `_meta`, which carries
+                // what changes from one run to the next (trace contexts, tokens).
+                let asked =
+                    json!({"server": server, "method": method, "params": without_meta(&params)});
+                let cassette = input.scope.engine.cassette();
+                let called = match cassette.filter(|c| c.replaying()) {
+                    // Nothing is started: the server's answer is the cassette's.
+                    Some(c) => replayed(c.as_ref(), &me, input.fsm, &asked, item),
+                    None => {
+                        let called = self
+                            .call(
+                                &input,
+                                results.len(),
+                                (&server, &method, params),
+                                &reply_to,
+                                item,
+                            )
+                            .await;
+                        if input.questions.asked().is_some() {
+                            // The run stops for the server's question; the rest of the
+                            // batch is made when the attempt is made again.
+                            return Err(ActionError::failed(
+                                "stopped for an MCP server's question",
+                            ));
+                        }
+                        if let Some(c) = cassette {
+                            let reply = match &called {
+                                Ok(item) => item.clone(),
+                                Err(e) => json!({"failed": e.message, "fatal": !e.retryable}),
+                            };
+                            c.record(Kind::Mcp, &me, &asked, &reply)
+                                .map_err(|m| ActionError::fatal(format!("state `{me}`: {m}")))?;
+                        }
+                        called
+                    }
                 };
-                let exchange = connection
-                    .request_answered_by(
-                        &method,
-                        params,
-                        input.cancel,
-                        Some(caller),
-                        self.sampling.clone(),
-                    )
-                    .await
-                    .map_err(|e| match e {
-                        // Asking again with the same tokens cannot help: a person must
-                        // grant more (the message says how).
-                        McpError::InsufficientScope { .. } => ActionError::fatal(e.to_string()),
-                        e => ActionError::failed(e.to_string()),
-                    })?;
-                if input.questions.asked().is_some() {
-                    // The run stops for the server's question; the rest of the batch is
-                    // made when the attempt is made again.
-                    return Err(ActionError::failed("stopped for an MCP server's question"));
-                }
-                match exchange.reply {
-                    Reply::Result(result) => {
-                        if result["isError"] == true {
-                            item["error"] = json!({"message": content_text(&result)});
-                        }
-                        item["result"] = result;
-                    }
-                    Reply::Error {
-                        code,
-                        message,
-                        data,
-                    } => {
-                        item["error"] = json!({"code": code, "message": message});
-                        if let Some(data) = data {
-                            item["error"]["data"] = data;
-                        }
-                    }
-                    Reply::Timeout(after) => {
-                        item["error"] = json!({"message": format!(
-                            "no answer within {}; the request was cancelled",
-                            humantime::format_duration(after)
-                        )});
-                    }
-                }
-                if !exchange.notifications.is_empty() {
-                    item["notifications"] = Value::Array(exchange.notifications);
-                }
+                let item = called?;
                 if fail_on_error && let Some(message) = item["error"]["message"].as_str() {
                     let mut error =
                         ActionError::failed(format!("`{method}` on `{server}`: {message}"));
@@ -311,5 +249,173 @@ impl Action for McpAction {
                 json!({"id": [me, reply_to], "results": results}),
             )))
         })
+    }
+}
+
+impl McpAction {
+    /// Makes the request `index` of the batch — `(server, method, params)` — to the
+    /// document's server (connected as its owner may reach it): `item` with the server's
+    /// `result`, or its `error`, and its `notifications`.
+    async fn call(
+        &self,
+        input: &ActionInput<'_>,
+        index: usize,
+        (server, method, params): (&str, &str, Value),
+        reply_to: &str,
+        mut item: Value,
+    ) -> Result<Value, ActionError> {
+        let policy = input.scope.engine.policy();
+        // The document's own server, as its owner may reach it.
+        let connection = self
+            .client
+            .connect_for(input.fsm, server, policy)
+            .await
+            .map_err(|e| match e {
+                McpError::Refused { .. } => ActionError::fatal(e.to_string()),
+                e => ActionError::failed(e.to_string()),
+            })?;
+        if method == "tools/call"
+            && let Some(tool) = params["name"].as_str()
+            && !connection.spec().exposes_tool(tool)
+        {
+            item["error"] = not_exposed(tool, server, connection.spec());
+            return Ok(item);
+        }
+        // A tool call may change the world: it carries a key of its own, the same when the
+        // attempt is made again, and (durable runs) is noted in the store before it is
+        // sent, so that a crash leaves a record of it.
+        let idempotency_key = (method == "tools/call").then(|| input.call_key(index));
+        if let Some(key) = &idempotency_key {
+            input
+                .meter
+                .before_side_effect(claij_core::Intent {
+                    kind: claij_core::IntentKind::Tool,
+                    name: params["name"].as_str().unwrap_or_default().to_owned(),
+                    server: Some(server.to_owned()),
+                    key: key.clone(),
+                })
+                .await
+                .map_err(|e| {
+                    ActionError::failed(format!(
+                        "state `{}`: the call to `{server}` could not be noted as in flight: {e}",
+                        input.state.id
+                    ))
+                })?;
+        }
+        let caller = Caller {
+            info: json!({
+                "run_id": input.run_id,
+                "state": reply_to,
+                "config": input.fsm.state(reply_to).map(|s| s.config.clone()),
+                "model": input.scope.model,
+            }),
+            meter: input.meter.clone(),
+            questions: input.questions.clone(),
+            deadline: Some(std::time::Instant::now() + connection.spec().timeout),
+            traceparent: input.trace_context(Call::Request(index)),
+            idempotency_key,
+        };
+        let exchange = connection
+            .request_answered_by(
+                method,
+                params,
+                input.cancel,
+                Some(caller),
+                self.sampling.clone(),
+            )
+            .await
+            .map_err(|e| match e {
+                // Asking again with the same tokens cannot help: a person must
+                // grant more (the message says how).
+                McpError::InsufficientScope { .. } => ActionError::fatal(e.to_string()),
+                e => ActionError::failed(e.to_string()),
+            })?;
+        match exchange.reply {
+            Reply::Result(result) => {
+                if result["isError"] == true {
+                    item["error"] = json!({"message": content_text(&result)});
+                }
+                item["result"] = result;
+            }
+            Reply::Error {
+                code,
+                message,
+                data,
+            } => {
+                item["error"] = json!({"code": code, "message": message});
+                if let Some(data) = data {
+                    item["error"]["data"] = data;
+                }
+            }
+            Reply::Timeout(after) => {
+                item["error"] = json!({"message": format!(
+                    "no answer within {}; the request was cancelled",
+                    humantime::format_duration(after)
+                )});
+            }
+        }
+        if !exchange.notifications.is_empty() {
+            item["notifications"] = Value::Array(exchange.notifications);
+        }
+        Ok(item)
+    }
+}
+
+/// The error of a call to a tool the server's entry does not list in its `tools`.
+fn not_exposed(tool: &str, server: &str, spec: &ServerSpec) -> Value {
+    json!({"message": format!(
+        "the tool `{tool}` of `{server}` is not one of its `tools` ({:?})",
+        spec.tools.as_deref().unwrap_or_default()
+    )})
+}
+
+/// `params` without its `_meta` (what a cassette knows a request by).
+fn without_meta(params: &Value) -> Value {
+    let mut params = params.clone();
+    if let Value::Object(map) = &mut params {
+        map.remove("_meta");
+    }
+    params
+}
+
+/// The result of the request `asked` as the cassette recorded it (`item` with the
+/// server's `result` or `error`): a failure of the attempt when it failed then, or when
+/// the cassette holds none (naming the state `me` and the request).
+fn replayed(
+    cassette: &dyn Cassette,
+    me: &str,
+    fsm: &claij_core::Fsm,
+    asked: &Value,
+    mut item: Value,
+) -> Result<Value, ActionError> {
+    let server = asked["server"].as_str().unwrap_or_default();
+    if asked["method"] == "tools/call"
+        && let Some(tool) = asked["params"]["name"].as_str()
+        && let Some(declared) = fsm.servers.get(server)
+    {
+        let spec = ServerSpec::from_value(server, declared)
+            .map_err(|e| ActionError::fatal(format!("state `{me}`: {e}")))?;
+        if !spec.exposes_tool(tool) {
+            item["error"] = not_exposed(tool, server, &spec);
+            return Ok(item);
+        }
+    }
+    let reply = cassette
+        .replay(Kind::Mcp, me, asked)
+        .map_err(|m| ActionError::fatal(format!("state `{me}`: {m}")))?;
+    if let Some(message) = reply["failed"].as_str() {
+        // Failed as recorded.
+        return Err(if reply["fatal"] == true {
+            ActionError::fatal(message)
+        } else {
+            ActionError::failed(message)
+        });
+    }
+    match reply {
+        Value::Object(_) => Ok(reply),
+        other => Err(ActionError::fatal(format!(
+            "state `{me}`: the cassette's reply to `{}` on `{server}` is not an object: {other}",
+            asked["method"]
+        ))),
     }
 }

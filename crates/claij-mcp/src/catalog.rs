@@ -31,6 +31,17 @@ impl Catalog {
         })
     }
 
+    /// A catalog from its [`to_json`](Self::to_json) form (what is missing is empty).
+    pub fn from_json(value: &Value) -> Self {
+        let list = |key: &str| value[key].as_array().cloned().unwrap_or_default();
+        Self {
+            tools: list("tools"),
+            resources: list("resources"),
+            prompts: list("prompts"),
+            completions: value["completions"] == true,
+        }
+    }
+
     /// The tool named `name`.
     pub fn tool(&self, name: &str) -> Option<&Value> {
         self.tools.iter().find(|t| t["name"] == name)

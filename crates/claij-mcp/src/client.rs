@@ -18,7 +18,11 @@ use std::sync::{Arc, Mutex, RwLock};
 use claij_core::{Fsm, Owner};
 use claij_engine::Policy;
 
+use claij_engine::cassette::{Cassette, Kind};
+use serde_json::json;
+
 use crate::access::Access;
+use crate::catalog::Catalog;
 use crate::connection::{ClientHooks, Connection};
 use crate::error::McpError;
 use crate::process::Ending;
@@ -35,6 +39,10 @@ pub struct McpClient {
     /// API clients' documents' connections, each known by its name and settings.
     theirs: RwLock<Vec<Arc<Connection>>>,
     connecting: tokio::sync::Mutex<()>,
+    /// Where the servers' listings are recorded, or replayed from (nothing started).
+    cassette: RwLock<Option<Arc<dyn Cassette>>>,
+    /// The listings replayed from the cassette, by server name.
+    replayed: RwLock<BTreeMap<String, Arc<Catalog>>>,
 }
 
 impl std::fmt::Debug for McpClient {
@@ -55,7 +63,25 @@ impl McpClient {
             connections: RwLock::new(BTreeMap::new()),
             theirs: RwLock::new(Vec::new()),
             connecting: tokio::sync::Mutex::new(()),
+            cassette: RwLock::new(None),
+            replayed: RwLock::new(BTreeMap::new()),
         })
+    }
+
+    /// Records the listings of the servers [`connect_document`](Self::connect_document)
+    /// connects on `cassette`; or, when it replays, takes them from it and starts no
+    /// server (the `mcp` action answers its requests from the cassette too).
+    pub fn set_cassette(&self, cassette: Arc<dyn Cassette>) {
+        *self.cassette.write().unwrap_or_else(|p| p.into_inner()) = Some(cassette);
+    }
+
+    /// The listing of `name` replayed from the cassette, if any.
+    pub fn replayed_catalog(&self, name: &str) -> Option<Arc<Catalog>> {
+        self.replayed
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
     }
 
     /// Declares server `name`. Declaring it again with the same spec is a no-op; with
@@ -100,9 +126,38 @@ impl McpClient {
 
     /// Declares and connects every server of `fsm` as its owner may reach them by
     /// `policy`.
+    ///
+    /// With a cassette ([`set_cassette`](Self::set_cassette)) each server's listing is
+    /// recorded as `{server, method: "catalog"}`, its reply the catalog's JSON; replaying,
+    /// the listings come from the cassette and no server is started.
     pub async fn connect_document(&self, fsm: &Fsm, policy: &Policy) -> Result<(), McpError> {
+        let cassette = self
+            .cassette
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         for name in self.declare_fsm(fsm)? {
-            self.connect_for(fsm, &name, policy).await?;
+            let asked = json!({"server": name, "method": "catalog", "params": {}});
+            let failed = |message: String| McpError::Cassette {
+                server: name.clone(),
+                message,
+            };
+            match &cassette {
+                Some(c) if c.replaying() => {
+                    let listed = c.replay(Kind::Mcp, &fsm.id, &asked).map_err(failed)?;
+                    self.replayed
+                        .write()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(name.clone(), Arc::new(Catalog::from_json(&listed)));
+                }
+                _ => {
+                    let connection = self.connect_for(fsm, &name, policy).await?;
+                    if let Some(c) = &cassette {
+                        c.record(Kind::Mcp, &fsm.id, &asked, &connection.catalog().to_json())
+                            .map_err(failed)?;
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -208,7 +263,7 @@ impl McpClient {
         })
     }
 
-    /// The names of the connected servers.
+    /// The names of the connected servers (and of those whose listings were replayed).
     pub fn connected_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self
             .connections
@@ -220,6 +275,16 @@ impl McpClient {
         for c in self.theirs.read().unwrap_or_else(|p| p.into_inner()).iter() {
             if !names.iter().any(|n| n == c.name()) {
                 names.push(c.name().to_owned());
+            }
+        }
+        for name in self
+            .replayed
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+        {
+            if !names.contains(name) {
+                names.push(name.clone());
             }
         }
         names

@@ -48,6 +48,15 @@ pub enum McpError {
         /// Why.
         message: String,
     },
+    /// A cassette (`claij run --record` / `--replay`) could not record the server's
+    /// listing, or holds none for it.
+    #[error("server `{server}`: {message}")]
+    Cassette {
+        /// The server's name.
+        server: String,
+        /// What went wrong (naming the cassette).
+        message: String,
+    },
     /// No server of that name is declared or connected.
     #[error("no MCP server named `{0}`")]
     UnknownServer(String),

@@ -349,6 +349,12 @@ fn response_schema(servers: &[String]) -> Value {
     })
 }
 
+/// Where a server's catalog comes from: its connection, or a replayed listing.
+enum Listed {
+    Live(Arc<crate::connection::Connection>),
+    Replayed(Arc<Catalog>),
+}
+
 type Memo = HashMap<String, (Vec<(String, u64)>, Arc<Value>)>;
 
 /// The [`DynamicSchemas`] provider of the MCP client: serves `mcp:…` names from the
@@ -385,18 +391,25 @@ impl DynamicSchemas for McpSchemas {
             Some(servers) => servers,
             None => client.connected_names(),
         };
-        let mut connections = Vec::with_capacity(servers.len());
+        let mut listed = Vec::with_capacity(servers.len());
         for server in &servers {
-            let connection = client.connection(server).ok_or_else(|| {
-                SchemaError::new(format!(
-                    "`{name}`: the MCP server `{server}` is not connected"
-                ))
-            })?;
-            connections.push(connection);
+            let source = match client.connection(server) {
+                Some(connection) => Listed::Live(connection),
+                None => Listed::Replayed(client.replayed_catalog(server).ok_or_else(|| {
+                    SchemaError::new(format!(
+                        "`{name}`: the MCP server `{server}` is not connected"
+                    ))
+                })?),
+            };
+            listed.push((server.clone(), source));
         }
-        let stamp: Vec<(String, u64)> = connections
+        // A replayed listing never changes.
+        let stamp: Vec<(String, u64)> = listed
             .iter()
-            .map(|c| (c.name().to_owned(), c.generation()))
+            .map(|(server, source)| match source {
+                Listed::Live(c) => (server.clone(), c.generation()),
+                Listed::Replayed(_) => (server.clone(), u64::MAX),
+            })
             .collect();
         let mut memo = self.memo.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((seen, value)) = memo.get(name)
@@ -406,9 +419,15 @@ impl DynamicSchemas for McpSchemas {
         }
         let value = Arc::new(match parsed.kind {
             SchemaKind::Request | SchemaKind::Call => {
-                let catalogs: Vec<(String, Catalog)> = connections
+                let catalogs: Vec<(String, Catalog)> = listed
                     .iter()
-                    .map(|c| (c.name().to_owned(), c.catalog()))
+                    .map(|(server, source)| {
+                        let catalog = match source {
+                            Listed::Live(c) => c.catalog(),
+                            Listed::Replayed(catalog) => Catalog::clone(catalog),
+                        };
+                        (server.clone(), catalog)
+                    })
                     .collect();
                 if parsed.kind == SchemaKind::Call {
                     call_schema(&catalogs)

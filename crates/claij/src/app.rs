@@ -3,7 +3,9 @@
 //! the command asks it for what it needs, nothing more — a registry to read documents
 //! with ([`App::reader`]), engines over the model layers its flags configure
 //! ([`models`], [`App::engine`]; the operator's `[timeouts]` given to each engine's
-//! registry), the MCP client its documents' servers are connected on
+//! registry; [`App::taped_engine`] for `claij run` and `claij runs resume`, whose
+//! programs and MCP servers are recorded on or replayed from the model layer's tape),
+//! the MCP client its documents' servers are connected on
 //! ([`App::mcp`]). Commands that run nothing (`validate`, `graph`, `model`, `schema`,
 //! the store's listings) build no engine; `validate` builds a model layer only to check
 //! the model names of its documents, the others none.
@@ -20,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::collections::BTreeMap;
 
 use claij_core::Timeout;
-use claij_engine::{ActionRegistry, Engine, UnknownTimeoutAction};
+use claij_engine::{ActionRegistry, Cassette, Engine, UnknownTimeoutAction};
 use claij_llm::providers::embedded::default_model_file;
 use claij_llm::{LlmConfig, LlmLayer};
 
@@ -57,20 +59,47 @@ impl App {
     /// `durable`: its `human` states suspend the run when there is a store to wait in
     /// (else they ask at the terminal).
     pub(crate) fn engine(&self, durable: bool, layer: Arc<LlmLayer>) -> Engine {
+        let registry = self.registry(durable, &layer);
+        self.assembled(registry)
+    }
+
+    /// The registry of an [`engine`](Self::engine) over `layer`.
+    fn registry(&self, durable: bool, layer: &Arc<LlmLayer>) -> ActionRegistry {
         let mut registry = if durable {
             ActionRegistry::durable()
         } else {
             ActionRegistry::with_builtins()
         };
-        self.client(&layer).register(&mut registry, &layer);
+        self.client(layer).register(&mut registry, layer);
         // Checked against the registry when the configuration was read (see `models`).
         if let Err(e) = timed(&mut registry, &layer.config().timeouts) {
             tracing::warn!("{e}");
         }
-        claij_llm::register(&mut registry, layer);
+        claij_llm::register(&mut registry, layer.clone());
+        registry
+    }
+
+    /// An engine running `registry`'s actions, observed by the trace exporter when there
+    /// is one.
+    fn assembled(&self, registry: ActionRegistry) -> Engine {
         self.inner
             .telemetry
             .install(Engine::new(Arc::new(registry)))
+    }
+
+    /// An [`engine`](Self::engine) whose programs and MCP servers are recorded on, or
+    /// replayed from, `layer`'s tape beside its models (`claij run --record` /
+    /// `--replay`; see `claij_engine::cassette`): replaying, the command's MCP client
+    /// starts no server and `command` states run no program.
+    pub(crate) fn taped_engine(&self, durable: bool, layer: Arc<LlmLayer>) -> Engine {
+        let Some(tape) = layer.tape() else {
+            return self.engine(durable, layer);
+        };
+        let cassette: Arc<dyn Cassette> = tape;
+        let mut registry = self.registry(durable, &layer);
+        registry.set_cassette(cassette.clone());
+        self.client(&layer).set_cassette(cassette);
+        self.assembled(registry)
     }
 
     /// A durable [`engine`](Self::engine) over the model configuration found in the

@@ -1023,11 +1023,14 @@ pub(crate) struct ExchangeArgs {
     /// ~/.config/claij/claij.toml).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Record every model exchange to FILE (for replay).
+    /// Record every model exchange to FILE (for replay); for `claij run` and `claij runs
+    /// resume`, also what programs printed and what MCP servers answered.
     #[arg(long, value_name = "FILE", conflicts_with = "replay")]
     pub record: Option<PathBuf>,
-    /// Answer every model request from FILE (recorded with --record); no network. A
-    /// request the file does not hold fails the run, naming its digest and state.
+    /// Answer every model request from FILE (recorded with --record); no network (and,
+    /// for `claij run` and `claij runs resume` with a file that holds them, no MCP server
+    /// started and no program run). A request the file does not hold fails the run,
+    /// naming its digest and state.
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
 }

@@ -56,6 +56,12 @@ impl Mcp {
         }
     }
 
+    /// Records the listings of the servers it connects on `cassette`, or, replaying,
+    /// takes them from it and starts none (see `McpClient::set_cassette`).
+    pub(crate) fn set_cassette(&self, cassette: Arc<dyn claij_engine::Cassette>) {
+        self.client.set_cassette(cassette);
+    }
+
     /// Starts the servers `fsm` declares (none: nothing to do); an API client's
     /// document's are refused (see [`connect_governed`](Self::connect_governed)).
     pub(crate) async fn connect(&self, fsm: &Fsm) -> Result<(), claij_mcp::McpError> {

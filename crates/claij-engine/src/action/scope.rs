@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::BoxFuture;
 use crate::capability::Policy;
+use crate::cassette::Cassette;
 use crate::error::RunError;
 use crate::outcome::RunOutcome;
 
@@ -23,6 +24,12 @@ pub trait ActionHost: Send + Sync {
 
     /// The actions documents are checked against when they load (the engine's registry).
     fn known_actions(&self) -> &(dyn KnownActions + Sync);
+
+    /// Where the exchanges of the programs and MCP servers actions call are recorded or
+    /// replayed from (see [`crate::cassette`]); none by default.
+    fn cassette(&self) -> Option<&Arc<dyn Cassette>> {
+        None
+    }
 
     /// Starts the child run `child` of `parent` within `scope`, or continues it where the
     /// store has it (see [`Engine::run_child`](crate::Engine::run_child)).

@@ -14,6 +14,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use crate::action::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome};
 use crate::capability::{Field, Touch};
+use crate::cassette::Kind;
 
 /// How much of a program's stdout is kept (beyond it the attempt fails).
 const MAX_STDOUT: usize = 16 << 20;
@@ -155,92 +156,88 @@ async fn run_command(input: ActionInput<'_>) -> Result<ActionOutput, ActionError
     // The operator's programs by name, as written; a client's by the absolute path the
     // policy found on this process's PATH (never the document's own `env.PATH`).
     let executable = policy.program(owner, program).map_err(refused)?;
-    let mut cmd = tokio::process::Command::new(&executable);
-    cmd.arg0(program);
-    if owner == Owner::Client {
-        // A client's program gets none of the server's secrets: only the variables a
-        // program needs to run, the run's own and those its document may set.
-        cmd.env_clear();
-        for name in PASSED_TO_CLIENTS {
-            if let Some(value) = std::env::var_os(name) {
-                cmd.env(name, value);
+    let env: Vec<(&String, &str)> = match config.get("env").and_then(Value::as_object) {
+        Some(env) => env
+            .iter()
+            .map(|(k, v)| {
+                policy.environment(owner, k).map_err(refused)?;
+                Ok(v.as_str().map(|v| (k, v)))
+            })
+            .filter_map(Result::transpose)
+            .collect::<Result<_, ActionError>>()?,
+        None => Vec::new(),
+    };
+    let cwd = config.get("cwd").and_then(Value::as_str);
+    // What a cassette knows the run by: what the program is given, without what changes
+    // from one run to the next (its run id, attempt and idempotency key).
+    let mut asked = json!({
+        "argv": argv,
+        "stdin": input.event,
+        "env": env.iter().map(|(k, v)| ((*k).clone(), json!(v))).collect::<Map<String, Value>>(),
+    });
+    if let Some(cwd) = cwd {
+        asked["cwd"] = json!(cwd);
+    }
+    let cassette = input.scope.engine.cassette();
+    let ran = match cassette.filter(|c| c.replaying()) {
+        Some(c) => {
+            let reply = c
+                .replay(Kind::Program, &input.state.id, &asked)
+                .map_err(|m| ActionError::fatal(format!("state `{}`: {m}", input.state.id)))?;
+            if let Some(message) = reply["failed"].as_str() {
+                // Failed as recorded (another attempt is made as it was then).
+                return Err(ActionError::failed(message));
             }
+            Ran::replayed(&reply).map_err(|m| {
+                ActionError::fatal(format!(
+                    "state `{}`: the cassette's reply to `{program}` {m}",
+                    input.state.id
+                ))
+            })?
         }
-    }
-    dies_with_this_process(&mut cmd);
-    cmd.args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .process_group(0)
-        .env("CLAIJ_RUN_ID", input.run_id)
-        .env("CLAIJ_FSM", &*input.fsm.id)
-        .env("CLAIJ_STATE", &*input.state.id)
-        .env("CLAIJ_ATTEMPT", input.attempt.to_string())
-        .env("CLAIJ_IDEMPOTENCY_KEY", input.idempotency_key());
-    if let Some(env) = config.get("env").and_then(Value::as_object) {
-        for (k, v) in env {
-            policy.environment(owner, k).map_err(refused)?;
-            if let Some(v) = v.as_str() {
-                cmd.env(k, v);
+        None => {
+            let started = Started {
+                input: &input,
+                program,
+                args,
+                executable: &executable,
+                env: &env,
+                cwd: cwd
+                    .map(|cwd| policy.file(owner, Path::new(cwd)).map_err(refused))
+                    .transpose()?,
+            };
+            // The intent is noted (durable runs) before the program can do anything:
+            // after a crash the run records that it may have run, and runs it again under
+            // the same key.
+            input
+                .meter
+                .before_side_effect(claij_core::Intent {
+                    kind: claij_core::IntentKind::Program,
+                    name: (*program).to_owned(),
+                    server: None,
+                    key: input.idempotency_key(),
+                })
+                .await
+                .map_err(|e| {
+                    ActionError::failed(format!(
+                        "state `{}`: the program `{program}` could not be noted as in flight: {e}",
+                        input.state.id
+                    ))
+                })?;
+            let ran = started.run().await;
+            if let Some(c) = cassette {
+                c.record(Kind::Program, &input.state.id, &asked, &Ran::reply(&ran))
+                    .map_err(|m| ActionError::fatal(format!("state `{}`: {m}", input.state.id)))?;
             }
-        }
-    }
-    if let Some(cwd) = config.get("cwd").and_then(Value::as_str) {
-        cmd.current_dir(policy.file(owner, Path::new(cwd)).map_err(refused)?);
-    }
-    // The intent is noted (durable runs) before the program can do anything: after a
-    // crash the run records that it may have run, and runs it again under the same key.
-    input
-        .meter
-        .before_side_effect(claij_core::Intent {
-            kind: claij_core::IntentKind::Program,
-            name: (*program).to_owned(),
-            server: None,
-            key: input.idempotency_key(),
-        })
-        .await
-        .map_err(|e| {
-            ActionError::failed(format!(
-                "state `{}`: the program `{program}` could not be noted as in flight: {e}",
-                input.state.id
-            ))
-        })?;
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| ActionError::failed(format!("cannot start `{program}`: {e}")))?;
-    let _guard = GroupGuard(
-        child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .map(Pid::from_raw),
-    );
-
-    let stdin_bytes = serde_json::to_vec(input.event).unwrap_or_default();
-    let mut stdin = child.stdin.take();
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
-    let feed = async move {
-        if let Some(mut s) = stdin.take() {
-            // A program that does not read its stdin is fine: ignore broken pipes.
-            let _ = s.write_all(&stdin_bytes).await;
-            let _ = s.shutdown().await;
+            ran?
         }
     };
-    let (_, out, err, status) = tokio::join!(
-        feed,
-        read_capped(stdout.as_mut(), MAX_STDOUT),
-        read_tail(stderr.as_mut(), STDERR_TAIL),
-        child.wait()
-    );
-    let status =
-        status.map_err(|e| ActionError::failed(format!("waiting for `{program}`: {e}")))?;
-    let (out, truncated) =
-        out.map_err(|e| ActionError::failed(format!("reading stdout of `{program}`: {e}")))?;
-    let err = err.unwrap_or_default();
-    let stderr_tail = String::from_utf8_lossy(&err).into_owned();
-    let code = status.code();
+    let Ran {
+        code,
+        stdout: text,
+        truncated,
+        stderr: stderr_tail,
+    } = ran;
     let with_stderr = |message: String| {
         if stderr_tail.trim().is_empty() {
             message
@@ -258,16 +255,15 @@ async fn run_command(input: ActionInput<'_>) -> Result<ActionOutput, ActionError
                 describe_status(code)
             ))));
         };
-        let stdout_text = String::from_utf8_lossy(&out).into_owned();
         return Ok(ActionOutput::event(json!({
             "id": [&*input.state.id, target],
             "exit_code": code,
-            "stdout": stdout_text,
+            "stdout": text,
             "stderr": stderr_tail,
         })));
     }
 
-    if !status.success() {
+    if code != Some(0) {
         return Err(ActionError::failed(with_stderr(format!(
             "`{program}` {}",
             describe_status(code)
@@ -279,7 +275,6 @@ async fn run_command(input: ActionInput<'_>) -> Result<ActionOutput, ActionError
             MAX_STDOUT >> 20
         )));
     }
-    let text = String::from_utf8_lossy(&out);
     match serde_json::from_str::<Value>(text.trim()) {
         Ok(event @ Value::Object(_)) => Ok(ActionOutput::event(event)),
         Ok(other) => Err(ActionError::parse(
@@ -292,6 +287,148 @@ async fn run_command(input: ActionInput<'_>) -> Result<ActionOutput, ActionError
             )),
             Value::String(tail_chars(&text, 2000)),
         )),
+    }
+}
+
+/// What a program did, as the action consumes it: its exit code (`None`: killed by a
+/// signal), its stdout as text (up to [`MAX_STDOUT`]; `truncated` when it wrote more),
+/// the tail of its stderr.
+struct Ran {
+    code: Option<i32>,
+    stdout: String,
+    truncated: bool,
+    stderr: String,
+}
+
+impl Ran {
+    /// The reply a cassette keeps for `ran` (a program that could not be started or
+    /// read: `{"failed": message}`).
+    fn reply(ran: &Result<Ran, ActionError>) -> Value {
+        match ran {
+            Ok(ran) => json!({
+                "exit_code": ran.code,
+                "stdout": ran.stdout,
+                "truncated": ran.truncated,
+                "stderr": ran.stderr,
+            }),
+            Err(e) => json!({"failed": e.message}),
+        }
+    }
+
+    /// What a program did, from a cassette's reply (`Err`: how the reply is wrong).
+    fn replayed(reply: &Value) -> Result<Ran, String> {
+        let text = |key: &str| {
+            reply[key]
+                .as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| format!("holds no `{key}` text"))
+        };
+        let code = match &reply["exit_code"] {
+            Value::Null => None,
+            code => Some(
+                code.as_i64()
+                    .and_then(|c| i32::try_from(c).ok())
+                    .ok_or_else(|| format!("has a bad `exit_code` ({code})"))?,
+            ),
+        };
+        Ok(Ran {
+            code,
+            stdout: text("stdout")?,
+            truncated: reply["truncated"] == true,
+            stderr: text("stderr")?,
+        })
+    }
+}
+
+/// A program about to be started, as its state configures it.
+struct Started<'i, 'a> {
+    input: &'i ActionInput<'a>,
+    program: &'i str,
+    args: &'i [&'i str],
+    executable: &'i Path,
+    env: &'i [(&'i String, &'i str)],
+    cwd: Option<std::path::PathBuf>,
+}
+
+impl Started<'_, '_> {
+    /// Starts the program, feeds it the input event and waits for it.
+    async fn run(self) -> Result<Ran, ActionError> {
+        let Started {
+            input,
+            program,
+            args,
+            executable,
+            env,
+            cwd,
+        } = self;
+        let mut cmd = tokio::process::Command::new(executable);
+        cmd.arg0(program);
+        if input.fsm.owner == Owner::Client {
+            // A client's program gets none of the server's secrets: only the variables a
+            // program needs to run, the run's own and those its document may set.
+            cmd.env_clear();
+            for name in PASSED_TO_CLIENTS {
+                if let Some(value) = std::env::var_os(name) {
+                    cmd.env(name, value);
+                }
+            }
+        }
+        dies_with_this_process(&mut cmd);
+        cmd.args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(0)
+            .env("CLAIJ_RUN_ID", input.run_id)
+            .env("CLAIJ_FSM", &*input.fsm.id)
+            .env("CLAIJ_STATE", &*input.state.id)
+            .env("CLAIJ_ATTEMPT", input.attempt.to_string())
+            .env("CLAIJ_IDEMPOTENCY_KEY", input.idempotency_key());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        if let Some(cwd) = cwd {
+            cmd.current_dir(cwd);
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| ActionError::failed(format!("cannot start `{program}`: {e}")))?;
+        let _guard = GroupGuard(
+            child
+                .id()
+                .and_then(|id| i32::try_from(id).ok())
+                .map(Pid::from_raw),
+        );
+
+        let stdin_bytes = serde_json::to_vec(input.event).unwrap_or_default();
+        let mut stdin = child.stdin.take();
+        let mut stdout = child.stdout.take();
+        let mut stderr = child.stderr.take();
+        let feed = async move {
+            if let Some(mut s) = stdin.take() {
+                // A program that does not read its stdin is fine: ignore broken pipes.
+                let _ = s.write_all(&stdin_bytes).await;
+                let _ = s.shutdown().await;
+            }
+        };
+        let (_, out, err, status) = tokio::join!(
+            feed,
+            read_capped(stdout.as_mut(), MAX_STDOUT),
+            read_tail(stderr.as_mut(), STDERR_TAIL),
+            child.wait()
+        );
+        let status =
+            status.map_err(|e| ActionError::failed(format!("waiting for `{program}`: {e}")))?;
+        let (out, truncated) =
+            out.map_err(|e| ActionError::failed(format!("reading stdout of `{program}`: {e}")))?;
+        let err = err.unwrap_or_default();
+        Ok(Ran {
+            code: status.code(),
+            stdout: String::from_utf8_lossy(&out).into_owned(),
+            truncated,
+            stderr: String::from_utf8_lossy(&err).into_owned(),
+        })
     }
 }
 

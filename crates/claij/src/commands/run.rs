@@ -30,7 +30,7 @@ pub(super) async fn run(app: &App, args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let engine = app.engine(store.is_some(), Arc::new(layer));
+    let engine = app.taped_engine(store.is_some(), Arc::new(layer));
     let mcp = app.mcp();
     let mut fsms = Vec::with_capacity(1 + args.then.len());
     for file in std::iter::once(&args.file).chain(&args.then) {

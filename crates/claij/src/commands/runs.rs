@@ -486,7 +486,7 @@ async fn resume_one(app: &App, store: Arc<dyn RunStore>, run: &str, how: Resume<
         }
     };
     let engine = match crate::app::run_models(llm) {
-        Ok(models) => app.engine(true, Arc::new(models.layer)),
+        Ok(models) => app.taped_engine(true, Arc::new(models.layer)),
         Err(e) => {
             note!("claij: {e:#}");
             return Ok(EXIT_USAGE);
