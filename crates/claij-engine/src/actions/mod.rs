@@ -9,6 +9,7 @@ pub(crate) mod child;
 mod command;
 mod fork;
 mod fsm;
+mod http;
 mod human;
 mod publish;
 mod transform;
@@ -17,6 +18,7 @@ pub use child::child_path;
 pub use command::Command;
 pub use fork::Fork;
 pub use fsm::SubFsm;
+pub use http::Http;
 pub use human::{Human, HumanIo, TerminalIo};
 pub use publish::Publish;
 pub use transform::{DEFAULT_FUEL, MAX_FUEL, Transform};
@@ -31,19 +33,21 @@ use crate::registry::ActionRegistry;
 use crate::run::Engine;
 
 impl ActionRegistry {
-    /// The built-in actions: `end`, `transform`, `command`, `human`, `fsm` and `fork`,
+    /// The built-in actions: `end`, `transform`, `command`, `http`, `human`, `fsm`,
+    /// `fork` and `publish`,
     /// and the names of actions provided by layers (`llm` by claij-llm, `mcp` by
     /// claij-mcp, each replacing its placeholder when registered) or done elsewhere
     /// (`join`), which load but fail clearly when run; likewise the dynamic schema names
     /// `mcp:…`.
     pub fn with_builtins() -> Self {
         let mut registry = ActionRegistry::empty();
-        let builtins: [(&str, Arc<dyn Action>); 7] = [
+        let builtins: [(&str, Arc<dyn Action>); 8] = [
             ("end", Arc::new(End)),
             ("fsm", Arc::new(SubFsm)),
             ("fork", Arc::new(Fork)),
             ("transform", Arc::new(Transform::default())),
             ("command", Arc::new(Command)),
+            ("http", Arc::new(Http::default())),
             ("human", Arc::new(Human::terminal())),
             ("publish", Arc::new(Publish)),
         ];

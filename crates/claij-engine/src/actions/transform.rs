@@ -57,7 +57,7 @@ impl Transform {
 }
 
 /// The template environment of renders with `fuel`.
-fn environment(fuel: u64) -> Environment<'static> {
+pub(crate) fn environment(fuel: u64) -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(minijinja::UndefinedBehavior::SemiStrict);
     env.set_fuel(Some(fuel));
