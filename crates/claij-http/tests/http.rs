@@ -14,9 +14,16 @@ use claij_engine::{ActionRegistry, Engine, Policy, RunOptions, RunOutcome, RunSt
 use claij_testkit::stub::{Reply, Stub};
 use serde_json::{Value, json};
 
+/// The built-ins with this crate's `http` registered, as the binary registers it.
+fn registry() -> ActionRegistry {
+    let mut registry = ActionRegistry::with_builtins();
+    claij_http::register(&mut registry);
+    registry
+}
+
 fn engine(policy: Policy) -> Engine {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    Engine::new(Arc::new(ActionRegistry::with_builtins())).governed_by(Arc::new(policy))
+    Engine::new(Arc::new(registry())).governed_by(Arc::new(policy))
 }
 
 /// A document whose state `call` runs `http` with `config`, then `done` (whose transition
@@ -35,7 +42,7 @@ fn flow(owner: Owner, config: Value, schema: Value) -> Arc<Fsm> {
             {"id": ["call", "missing"]}
         ]
     });
-    let mut fsm = claij_core::load_value("caller.json", document, &ActionRegistry::with_builtins())
+    let mut fsm = claij_core::load_value("caller.json", document, &registry())
         .unwrap_or_else(|d| panic!("{d}"));
     fsm.owner = owner;
     Arc::new(fsm)

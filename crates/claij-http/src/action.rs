@@ -1,7 +1,7 @@
 //! `http`: calls a service over HTTP; its answer is the next event.
 //!
-//! The method, URL, headers and body are templates over the run's values (rendered as
-//! `transform` renders, on a blocking thread, bounded by fuel), with `secret.NAME` for
+//! The method, URL, headers and body are templates over the run's values (rendered in
+//! `transform`'s environment, [`template_environment`], on a blocking thread, bounded by fuel), with `secret.NAME` for
 //! each variable of the process's environment the state declares in `secrets`. A secret's
 //! value is read when the call is made and never written anywhere: wherever it would
 //! appear in the event, a failure or its output, it is replaced by `[secret NAME]`.
@@ -12,7 +12,7 @@
 //! bounds the whole call, and `request_timeout` (30 s by default) each try.
 //!
 //! Where the call may go is the operator's policy's to say
-//! ([`Policy::host`](crate::Policy::host) and [`Policy::egress`](crate::Policy::egress)):
+//! ([`Policy::host`](claij_engine::Policy::host) and [`Policy::egress`](claij_engine::Policy::egress)):
 //! an API client's document reaches only the hosts `--allow-connect` names, checked when
 //! it is registered (a URL whose host is written out) and again before each call, pinned
 //! to the addresses checked, following no redirect.
@@ -25,9 +25,9 @@ use claij_core::{ConfigIssue, JsonPath};
 use minijinja::Environment;
 use serde_json::{Map, Value, json};
 
-use super::transform::{DEFAULT_FUEL, environment};
-use crate::action::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome};
-use crate::capability::{Field, Need, NeedsOf, Touch};
+use claij_engine::actions::{DEFAULT_FUEL, template_environment};
+use claij_engine::capability::{Field, Need, NeedsOf, Touch};
+use claij_engine::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome};
 
 /// How many times an answer with 429 or 5xx is asked again unless `retries` says.
 const DEFAULT_RETRIES: u64 = 3;
@@ -59,7 +59,7 @@ pub struct Http {
 impl Default for Http {
     fn default() -> Self {
         Self {
-            env: Arc::new(environment(DEFAULT_FUEL)),
+            env: Arc::new(template_environment(DEFAULT_FUEL)),
         }
     }
 }
@@ -349,7 +349,7 @@ fn located(url: &str) -> String {
             parsed.set_fragment(None);
             parsed.to_string()
         }
-        Err(_) => crate::egress::shown(url)
+        Err(_) => claij_engine::egress::shown(url)
             .split(['?', '#'])
             .next()
             .unwrap_or_default()
