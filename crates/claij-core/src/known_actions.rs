@@ -54,11 +54,12 @@ pub trait KnownActions {
 pub struct BuiltinNames;
 
 /// The action names claij knows without any registration.
-pub(crate) const BUILTIN_ACTIONS: [&str; 9] = [
+pub(crate) const BUILTIN_ACTIONS: [&str; 10] = [
     "command",
     "end",
     "fork",
     "fsm",
+    "http",
     "human",
     "join",
     "llm",

@@ -48,7 +48,8 @@
 //! - `registry`: `ActionRegistry`, actions and dynamic schema providers by name; it is
 //!   the loader's `KnownActions`.
 //! - `actions`: the built-in actions (`end`, `transform`, `command`, `human`, `fsm`,
-//!   `fork`, `publish`) and the placeholders of those layers provide (`llm`, `mcp`).
+//!   `fork`, `publish`) and the placeholders of those layers provide (`llm`, `mcp`,
+//!   `http`).
 //! - `tree`: the run tree: child runs started or taken where they stand, parents woken,
 //!   chains, definitions loaded back from the store.
 //! - `durable`: a run's link to its store: lease owner, heartbeat, `LeaseKeeper`.

@@ -30,6 +30,7 @@
 //! - `llama_server`: llama-cpp-python's server on a GGUF from the cache.
 //! - `process`: whether a process is alive, as tests that kill processes see it.
 //! - `rng` (private): `Rng`, a seeded SplitMix64.
+//! - `stub`: a scripted HTTP/1.1 server on a loopback port that records what it is sent.
 
 pub mod cache;
 pub mod llama_server;
@@ -38,6 +39,7 @@ pub mod postgres_tls;
 pub mod process;
 mod rng;
 mod store;
+pub mod stub;
 
 pub use rng::Rng;
 pub use store::{Backend, TestStore};

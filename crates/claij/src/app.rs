@@ -57,7 +57,8 @@ impl App {
     /// An engine over `layer`: its `llm` states and the sampling requests of the MCP
     /// servers it calls use that layer; observed by the trace exporter when there is one.
     /// `durable`: its `human` states suspend the run when there is a store to wait in
-    /// (else they ask at the terminal).
+    /// (else they ask at the terminal). Its registry has every layer's action: `mcp`
+    /// (the command's client), `http` (claij-http) and `llm`.
     pub(crate) fn engine(&self, durable: bool, layer: Arc<LlmLayer>) -> Engine {
         let registry = self.registry(durable, &layer);
         self.assembled(registry)
@@ -71,6 +72,7 @@ impl App {
             ActionRegistry::with_builtins()
         };
         self.client(layer).register(&mut registry, layer);
+        claij_http::register(&mut registry);
         // Checked against the registry when the configuration was read (see `models`).
         if let Err(e) = timed(&mut registry, &layer.config().timeouts) {
             tracing::warn!("{e}");
@@ -158,6 +160,7 @@ impl App {
 fn reading_registry() -> ActionRegistry {
     let mut registry = ActionRegistry::durable();
     Mcp::new(None).register_for_reading(&mut registry);
+    claij_http::register(&mut registry);
     claij_llm::register(&mut registry, Arc::new(LlmLayer::default()));
     registry
 }

@@ -597,3 +597,72 @@ fn help_shows_examples() {
     let out = run(&["run", "--help"]);
     assert!(text(&out.stdout).contains("--trail"));
 }
+
+/// Whether `needle` appears in any file under `dir`.
+fn found_under(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(found_under(&path, needle));
+        } else if std::fs::read(&path)
+            .unwrap_or_default()
+            .windows(needle.len())
+            .any(|w| w == needle)
+        {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn an_http_states_secret_reaches_the_service_but_never_the_trail_the_store_or_the_output() {
+    use claij_testkit::stub::{Reply, Stub};
+    let secret = "tok-5f1e9a7c-never-written";
+    // The service echoes what it was sent: the echo is redacted too.
+    let stub = Stub::start(vec![Reply::json(
+        200,
+        &format!(r#"{{"order": 7, "echo": "Bearer {secret}"}}"#),
+    )]);
+    let dir = tempfile::tempdir().unwrap();
+    let flow = dir.path().join("call.yaml");
+    std::fs::write(
+        &flow,
+        format!(
+            "id: call\nstates:\n  - id: call\n    action: http\n    config:\n      method: POST\n      url: {url}\n      secrets: [API_TOKEN]\n      headers: {{Authorization: \"Bearer {{{{ secret.API_TOKEN }}}}\"}}\n  - {{id: done, action: end}}\nxitions:\n  - id: [start, call]\n  - id: [call, done]\n",
+            url = stub.url("/orders")
+        ),
+    )
+    .unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let trail = dir.path().join("trail.jsonl");
+    let out = claij()
+        .env("API_TOKEN", secret)
+        .args(["run", flow.to_str().unwrap(), "--input", r#"{"sku": "a1"}"#])
+        .arg("--store")
+        .arg(store.join("claij.db"))
+        .arg("--trail")
+        .arg(&trail)
+        .output()
+        .expect("claij starts");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let seen = stub.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        seen[0].header("authorization"),
+        Some(format!("Bearer {secret}").as_str())
+    );
+    let result: Value = serde_json::from_slice(&out.stdout).expect("stdout is the final event");
+    assert_eq!(result["body"]["order"], 7);
+    assert_eq!(result["body"]["echo"], "Bearer [secret API_TOKEN]");
+    for output in [&out.stdout, &out.stderr] {
+        assert!(!text(output).contains(secret), "{}", text(output));
+    }
+    assert!(trail.exists());
+    assert_eq!(
+        found_under(dir.path(), secret.as_bytes()),
+        Vec::<PathBuf>::new()
+    );
+}

@@ -716,6 +716,70 @@ async fn documents_registered_over_http_are_checked_and_never_start_programs() {
     );
 }
 
+/// A document calling `url` with `http`, reading `secrets`.
+fn calling(url: &str, secrets: &[&str]) -> String {
+    json!({
+        "id": "calls-out",
+        "states": [
+            {"id": "call", "action": "http", "config": {"url": url, "secrets": secrets}},
+            {"id": "done", "action": "end"}
+        ],
+        "xitions": [{"id": ["start", "call"]}, {"id": ["call", "done"]}]
+    })
+    .to_string()
+}
+
+#[tokio::test]
+async fn a_registered_document_calls_only_hosts_the_operator_allows() {
+    use claij_testkit::stub::{Reply, Stub};
+    let stub = Stub::start(vec![Reply::json(200, r#"{"ok": true}"#)]);
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("claij.db");
+    let server = Served::start(&store, &[]);
+    let http = client();
+    let register = |server: &Served, document: String| {
+        send(
+            http.post(server.url("/definitions"))
+                .header("content-type", "application/json")
+                .body(document),
+        )
+    };
+    // A loopback host nobody allowed, and a variable of the server's environment.
+    let url = stub.url("/hook");
+    let refused = register(&server, calling(&url, &[])).await;
+    assert_problem(&refused, 403);
+    assert_eq!(
+        places(&refused.body),
+        ["$.states[0].config.url"],
+        "{}",
+        refused.body
+    );
+    let refused = register(&server, calling(&url, &["HOME"])).await;
+    assert_problem(&refused, 403);
+    assert!(
+        places(&refused.body).contains(&"$.states[0].config.secrets[0]".to_owned()),
+        "{}",
+        refused.body
+    );
+    assert!(stub.seen().is_empty(), "nothing was called");
+    drop(server);
+
+    // Allowed by the operator: registered, and its run calls the host.
+    let host = format!("127.0.0.1:{}", stub.port());
+    let allowing = Served::start(&store, &["--allow-connect", &host]);
+    let registered = register(&allowing, calling(&url, &[])).await;
+    assert_eq!(registered.status, 201, "{}", registered.body);
+    let run = post(
+        &http,
+        allowing.url("/runs?wait=30"),
+        &json!({"fsm": "calls-out", "input": {}}),
+    )
+    .await;
+    assert_eq!(run.body["status"], "completed", "{}", run.body);
+    assert_eq!(run.body["result"]["body"]["ok"], true, "{}", run.body);
+    assert_eq!(stub.seen().len(), 1);
+}
+
 #[tokio::test]
 async fn a_version_registered_over_http_that_migrates_moves_the_parked_runs_it_can() {
     let dir = tempfile::tempdir().unwrap();

@@ -19,7 +19,7 @@ pub use fork::Fork;
 pub use fsm::SubFsm;
 pub use human::{Human, HumanIo, TerminalIo};
 pub use publish::Publish;
-pub use transform::{DEFAULT_FUEL, MAX_FUEL, Transform};
+pub use transform::{DEFAULT_FUEL, MAX_FUEL, Transform, template_environment};
 
 use serde_json::{Value, json};
 
@@ -31,11 +31,11 @@ use crate::registry::ActionRegistry;
 use crate::run::Engine;
 
 impl ActionRegistry {
-    /// The built-in actions: `end`, `transform`, `command`, `human`, `fsm` and `fork`,
-    /// and the names of actions provided by layers (`llm` by claij-llm, `mcp` by
-    /// claij-mcp, each replacing its placeholder when registered) or done elsewhere
-    /// (`join`), which load but fail clearly when run; likewise the dynamic schema names
-    /// `mcp:…`.
+    /// The built-in actions: `end`, `transform`, `command`, `human`, `fsm`, `fork` and
+    /// `publish`, and the names of actions provided by layers (`llm` by claij-llm, `mcp`
+    /// by claij-mcp, `http` by claij-http, each replacing its placeholder when
+    /// registered) or done elsewhere (`join`), which load but fail clearly when run;
+    /// likewise the dynamic schema names `mcp:…`.
     pub fn with_builtins() -> Self {
         let mut registry = ActionRegistry::empty();
         let builtins: [(&str, Arc<dyn Action>); 7] = [
@@ -103,9 +103,9 @@ const JOIN_INSTEAD: &str =
     "a `fork` state, which joins its own branches (config `join: all | race | {at_least: k}`)";
 
 /// The action names [`with_builtins`](crate::ActionRegistry::with_builtins) reserves
-/// without running them: those a layer provides (`llm`, `mcp`) and `join`, which a
-/// `fork` state does.
-pub(crate) const RESERVED: [(&str, Reserved); 3] = [
+/// without running them: those a layer provides (`llm`, `mcp`, `http`) and `join`, which
+/// a `fork` state does.
+pub(crate) const RESERVED: [(&str, Reserved); 4] = [
     (
         "llm",
         Reserved::Layer {
@@ -118,6 +118,13 @@ pub(crate) const RESERVED: [(&str, Reserved); 3] = [
         Reserved::Layer {
             layer: "claij-mcp",
             register: "claij_mcp::register(&mut registry, &client)",
+        },
+    ),
+    (
+        "http",
+        Reserved::Layer {
+            layer: "claij-http",
+            register: "claij_http::register(&mut registry)",
         },
     ),
     ("join", Reserved::Join),

@@ -50,14 +50,18 @@ impl Transform {
     /// otherwise.
     pub fn with_fuel(fuel: u64) -> Self {
         Self {
-            env: Arc::new(environment(fuel)),
+            env: Arc::new(template_environment(fuel)),
             fuel,
         }
     }
 }
 
-/// The template environment of renders with `fuel`.
-fn environment(fuel: u64) -> Environment<'static> {
+/// The template environment `transform` renders in, each render bounded by `fuel`
+/// instructions: minijinja with its built-in filters, undefined values semi-strict (an
+/// undefined value may be tested for truth; any other use of it fails). Public so that
+/// actions of other crates (claij-http's `http`) render their templates as `transform`
+/// does.
+pub fn template_environment(fuel: u64) -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(minijinja::UndefinedBehavior::SemiStrict);
     env.set_fuel(Some(fuel));
@@ -114,7 +118,7 @@ impl Action for Transform {
                 .ok_or_else(|| ActionError::fatal("`config.template` is missing"))?
                 .to_owned();
             let (env, fuel) = match config.get("fuel").and_then(Value::as_u64) {
-                Some(fuel) if fuel != self.fuel => (Arc::new(environment(fuel)), fuel),
+                Some(fuel) if fuel != self.fuel => (Arc::new(template_environment(fuel)), fuel),
                 _ => (self.env.clone(), self.fuel),
             };
             let (event, context) = (input.event.clone(), input.context.clone());
