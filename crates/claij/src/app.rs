@@ -73,11 +73,11 @@ impl App {
         };
         self.client(layer).register(&mut registry, layer);
         claij_http::register(&mut registry);
+        claij_llm::register(&mut registry, layer.clone());
         // Checked against the registry when the configuration was read (see `models`).
         if let Err(e) = timed(&mut registry, &layer.config().timeouts) {
             tracing::warn!("{e}");
         }
-        claij_llm::register(&mut registry, layer.clone());
         registry
     }
 
