@@ -33,7 +33,7 @@ const UNKNOWN_FIELD_NOTE: &str = " (a typo? fields starting with `x-` are free)"
 
 /// Readable messages for the meta-schema's `anyOf`s, whose own message only says that
 /// none of the alternatives matched; keyed on the `anyOf`'s schema path.
-const ANY_OF_MESSAGES: [(&str, &str); 5] = [
+const ANY_OF_MESSAGES: [(&str, &str); 6] = [
     (
         "/$defs/count/anyOf",
         "a count is a whole number, or a string such as `5000`, `200k`, `1.5m`",
@@ -41,6 +41,11 @@ const ANY_OF_MESSAGES: [(&str, &str); 5] = [
     (
         "/$defs/duration/anyOf",
         "a duration is a positive number of seconds or a string such as `500ms`, `30s`, `2m`",
+    ),
+    (
+        "/$defs/timeout/anyOf",
+        "a timeout is a duration (a positive number of seconds or a string such as `500ms`, \
+         `30s`, `2m`) or `none` for no limit",
     ),
     (
         "/$defs/state/properties/keep/anyOf",

@@ -272,14 +272,9 @@ async fn an_interrupt_or_a_timeout_stops_the_embedded_model_and_frees_its_core()
             .replace("id: essay\n", "id: essay-open\n"),
     )
     .unwrap();
-    let model = claij_testkit::cache::embedded_model();
-    let server = Served::start_env(
+    let server = Served::start_on_embedded_model(
         &dir.path().join("claij.db"),
         &[timed.to_str().unwrap(), open.to_str().unwrap()],
-        &[
-            ("CLAIJ_EMBEDDED_MODEL", model.to_str().unwrap()),
-            ("CLAIJ_THREADS", "1"),
-        ],
     );
     let http = client();
 
@@ -1923,15 +1918,8 @@ async fn a_model_steps_tokens_reach_the_event_stream_as_it_runs_on_the_embedded_
         "id: greet-model\nstates:\n  - id: pause\n    action: command\n    config: {argv: [sleep, \"1\"], output: capture, routes: {\"0\": answer}}\n  - id: answer\n    action: llm\n    prompts: [Greet the person by name, in a few words.]\n  - id: done\n    action: end\nxitions:\n  - id: [start, pause]\n    schema: {type: object, required: [name], properties: {name: {type: string}}}\n  - id: [pause, answer]\n  - id: [answer, done]\n    schema: {type: object, required: [greeting], properties: {greeting: {type: string, maxLength: 80}}}\n",
     )
     .unwrap();
-    let model = claij_testkit::cache::embedded_model();
-    let server = Served::start_env(
-        &dir.path().join("claij.db"),
-        &[flow.to_str().unwrap()],
-        &[
-            ("CLAIJ_EMBEDDED_MODEL", model.to_str().unwrap()),
-            ("CLAIJ_THREADS", "1"),
-        ],
-    );
+    let server =
+        Served::start_on_embedded_model(&dir.path().join("claij.db"), &[flow.to_str().unwrap()]);
     let http = client();
     let started = post(
         &http,

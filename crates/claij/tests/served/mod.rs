@@ -58,6 +58,18 @@ impl Served {
         Self::start_env(store, args, &[])
     }
 
+    /// [`start`](Self::start) on the small embedded model of the tests' cache, one
+    /// llama.cpp thread.
+    pub(crate) fn start_on_embedded_model(store: &Path, args: &[&str]) -> Self {
+        let model = claij_testkit::cache::embedded_model();
+        let model = model.to_str().expect("a UTF-8 path");
+        Self::start_env(
+            store,
+            args,
+            &[("CLAIJ_EMBEDDED_MODEL", model), ("CLAIJ_THREADS", "1")],
+        )
+    }
+
     /// [`start`](Self::start) with environment variables.
     pub(crate) fn start_env(store: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
         Self::start_at(store, args, env, "127.0.0.1:0")
