@@ -362,7 +362,8 @@ pub struct PendingCalls {
     pub models: Vec<String>,
     /// What the calls can cost at most.
     pub at_most: Spend,
-    /// The side-effecting calls made (MCP tool calls, programs run), in order.
+    /// The side-effecting calls made (MCP tool calls, programs run, HTTP requests), in
+    /// order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub intents: Vec<Intent>,
 }
@@ -374,13 +375,14 @@ pub struct PendingCalls {
 pub struct Intent {
     /// What kind of call.
     pub kind: IntentKind,
-    /// The tool called, or the program run (as the document names it, `argv[0]`).
+    /// The tool called, the program run (as the document names it, `argv[0]`), or the
+    /// HTTP request (`METHOD URL`, the URL without credentials, query or fragment).
     pub name: String,
     /// The MCP server the tool is called on (tool calls only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
-    /// The idempotency key the call carries (`RUN:SEQ` for a program, `RUN:SEQ:N` for
-    /// the attempt's `N`th MCP request).
+    /// The idempotency key the call carries (`RUN:SEQ` for a program or an HTTP request,
+    /// `RUN:SEQ:N` for the attempt's `N`th MCP request).
     pub key: String,
 }
 
@@ -392,6 +394,8 @@ pub enum IntentKind {
     Tool,
     /// A `command` state's program.
     Program,
+    /// An `http` state's request (any method but `GET`, `HEAD` and `OPTIONS`).
+    Request,
 }
 
 impl std::fmt::Display for Intent {
@@ -407,6 +411,9 @@ impl std::fmt::Display for Intent {
             }
             (IntentKind::Program, _) => {
                 write!(f, "a run of program `{}` (key `{}`)", self.name, self.key)
+            }
+            (IntentKind::Request, _) => {
+                write!(f, "the HTTP request `{}` (key `{}`)", self.name, self.key)
             }
         }
     }

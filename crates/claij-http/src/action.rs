@@ -531,6 +531,29 @@ async fn call(
         );
     }
 
+    // A request that may change the world is noted (durable runs) before it is sent:
+    // after a crash the run records that it may have happened, and the attempt made
+    // again sends it with the same key.
+    if !matches!(
+        request.method,
+        reqwest::Method::GET | reqwest::Method::HEAD | reqwest::Method::OPTIONS
+    ) {
+        input
+            .meter
+            .before_side_effect(claij_core::Intent {
+                kind: claij_core::IntentKind::Request,
+                name: format!("{} {shown}", request.method),
+                server: None,
+                key: key.clone(),
+            })
+            .await
+            .map_err(|e| {
+                ActionError::failed(format!(
+                    "state `{state}`: `{} {shown}` could not be noted as in flight: {e}",
+                    request.method
+                ))
+            })?;
+    }
     let retries = config
         .get("retries")
         .and_then(Value::as_u64)

@@ -301,3 +301,101 @@ xitions:
     );
     assert_eq!(status(dir, &store, "tock"), "completed");
 }
+
+#[test]
+fn an_http_request_cut_off_by_a_crash_is_sent_again_under_the_same_key() {
+    use claij_testkit::stub::{Reply, Stub};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // The first request is answered only after the test is long over: claij is killed
+    // while it waits; the second is answered at once.
+    let stub = Stub::start(vec![
+        Reply::json(200, r#"{"charged": 1}"#).after(Duration::from_secs(600)),
+        Reply::json(200, r#"{"charged": 2}"#),
+    ]);
+    let doc = dir.join("paying.yaml");
+    fs::write(
+        &doc,
+        format!(
+            r#"id: paying
+states:
+  - id: pay
+    action: http
+    config: {{method: POST, url: "{}"}}
+  - {{id: done, action: end}}
+xitions:
+  - id: [start, pay]
+  - id: [pay, done]
+"#,
+            stub.url("/charges?session=s3cret")
+        ),
+    )
+    .unwrap();
+    let store = dir.join("runs.db").display().to_string();
+    let mut child = claij(
+        dir,
+        &[
+            "run",
+            doc.to_str().unwrap(),
+            "--run-id",
+            "pay-1",
+            "--store",
+            &store,
+            "--quiet",
+            "--input",
+            r#"{"amount": 5}"#,
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    wait_for("the request under way", || {
+        assert!(child.try_wait().unwrap().is_none(), "claij ended first");
+        !stub.seen().is_empty()
+    });
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert_eq!(
+        status(dir, &store, "pay-1"),
+        "running",
+        "the run was cut off"
+    );
+
+    let out = ok(claij(
+        dir,
+        &["runs", "resume", "pay-1", "--quiet", "--store", &store],
+    )
+    .output()
+    .unwrap());
+    let seen = stub.seen();
+    assert_eq!(seen.len(), 2, "sent twice");
+    let keys: Vec<&str> = seen
+        .iter()
+        .map(|s| s.header("idempotency-key").expect("a key"))
+        .collect();
+    assert_eq!(
+        keys[0], keys[1],
+        "the request is sent again under the same key"
+    );
+    assert!(
+        out.contains(r#""charged":2"#) || out.contains(r#""charged": 2"#),
+        "{out}"
+    );
+
+    let trail = trail(dir, &store, "pay-1");
+    let lost = lost_entry(&trail, "pay");
+    let message = lost["failure"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!(
+            "the HTTP request `POST {}` (key `{}`) was in flight",
+            stub.url("/charges"),
+            keys[0]
+        )),
+        "{message}"
+    );
+    assert!(
+        !message.contains("s3cret"),
+        "the query stays out: {message}"
+    );
+}
