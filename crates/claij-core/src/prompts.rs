@@ -99,7 +99,7 @@ use std::fmt::{self, Write as _};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::fsm::{Fsm, Transition, TransitionIdx, TransitionSchema};
+use crate::fsm::{Fsm, Transition, TransitionSchema};
 use crate::schema::{DynamicSchemas, effective_schema};
 use crate::trail::{Failure, TrailEntry};
 
@@ -206,6 +206,9 @@ impl fmt::Debug for PromptOptions<'_> {
 pub fn system_message(fsm: &Fsm) -> String {
     let mut out = String::new();
     push_prompts(&mut out, &fsm.prompts);
+    if out.is_empty() {
+        out.push_str("Answer with one JSON object.");
+    }
     if !fsm.schemas.is_empty() {
         paragraph(&mut out);
         out.push_str(
@@ -214,17 +217,10 @@ pub fn system_message(fsm: &Fsm) -> String {
         );
         push_json(&mut out, &fsm.schemas);
     }
-    paragraph(&mut out);
-    out.push_str(
-        "User messages show a DOCUMENT and the INPUT-SCHEMA it satisfies, a FAILURE saying \
-         why an answer was rejected, or a request: what to do, the `id` values the answer \
-         may carry and the OUTPUT-SCHEMA it must satisfy.\n\
-         Answer each request with exactly one JSON object and nothing else (no prose, no \
-         code fences).",
-    );
     if has_examples(fsm) {
+        paragraph(&mut out);
         out.push_str(
-            "\nMessages starting EXAMPLE show good answers of the named state to other \
+            "Messages starting EXAMPLE show good answers of the named state to other \
              documents; they are not part of this conversation's case.",
         );
     }
@@ -244,7 +240,7 @@ pub fn task_message(
     opts: &PromptOptions,
 ) -> String {
     let output = render_output(fsm, state, opts);
-    write_task_message(fsm, state, input, output.as_ref())
+    write_task_message(fsm, state, input, None, output.as_ref(), opts.constrained)
 }
 
 /// [`task_message`] with the state's output schema and answer template already rendered.
@@ -252,7 +248,9 @@ fn write_task_message(
     fsm: &Fsm,
     state: &str,
     input: Option<&Transition>,
+    document: Option<&Value>,
     output: Option<&Output>,
+    constrained: bool,
 ) -> String {
     let mut out = String::new();
     if let Some(s) = fsm.state(state) {
@@ -260,6 +258,11 @@ fn write_task_message(
     }
     if let Some(t) = input {
         push_prompts(&mut out, &t.prompts);
+    }
+    if let Some(document) = document {
+        paragraph(&mut out);
+        out.push_str("Input:\n");
+        push_json(&mut out, &without_id(document));
     }
     let routes = shown_outgoing(fsm, state);
     paragraph(&mut out);
@@ -270,9 +273,18 @@ fn write_task_message(
         );
         return out;
     };
+    let described = routes.iter().any(|t| {
+        t.description
+            .as_deref()
+            .is_some_and(|d| !d.trim().is_empty())
+    });
+    if constrained && !described {
+        out.push_str("Answer with one JSON object that satisfies this JSON Schema:\n");
+        out.push_str(&output.schema);
+        return out;
+    }
     out.push_str(
-        "Answer with exactly one JSON object. Its `id` picks what happens next and must be \
-         one of:",
+        "Answer with one JSON object. Its `id` picks what happens next and must be one of:",
     );
     for t in &routes {
         out.push_str("\n- ");
@@ -287,12 +299,7 @@ fn write_task_message(
             out.push_str(d);
         }
     }
-    out.push_str(if routes.len() > 1 {
-        "\nIt must satisfy the option of this OUTPUT-SCHEMA whose `id` it carries:"
-    } else {
-        "\nIt must satisfy this OUTPUT-SCHEMA:"
-    });
-    out.push_str("\nOUTPUT-SCHEMA: ");
+    out.push_str("\n\nIt must satisfy this JSON Schema:\n");
     out.push_str(&output.schema);
     if !output.shape.is_empty() {
         out.push_str("\nAn answer looks like this, each <…> replaced by a value:");
@@ -341,8 +348,8 @@ pub fn project(fsm: &Fsm, trail: &[TrailEntry], state: &str, opts: &PromptOption
     let mut projector = Projector {
         fsm,
         opts,
-        input_schemas: HashMap::new(),
         outputs: HashMap::new(),
+        absorbed: Vec::new(),
     };
     let mut head = vec![Message::system(system_message(fsm))];
     push_example_turns(&mut head, fsm);
@@ -355,6 +362,14 @@ pub fn project(fsm: &Fsm, trail: &[TrailEntry], state: &str, opts: &PromptOption
             .map(|m| Part::new(vec![m]).droppable(Vec::new())),
     );
     let visits = history::visits(fsm, &trail[earlier..]);
+    for pair in visits.windows(2) {
+        projector.absorb(pair[0].last(), pair[1].state);
+    }
+    if is_llm(fsm, state)
+        && let Some(last) = visits.last().filter(|v| v.left || v.state != state)
+    {
+        projector.absorb(last.last(), state);
+    }
     let under_way = visits.last().is_some_and(|v| !v.left && v.state == state);
     // The visit whose result leads into `state`'s (current or next) visit: `state`'s
     // input, which may collapse but never goes.
@@ -366,15 +381,21 @@ pub fn project(fsm: &Fsm, trail: &[TrailEntry], state: &str, opts: &PromptOption
     for (i, visit) in visits.iter().enumerate() {
         let input = previous.and_then(|p| entered_through(fsm, p, visit.state));
         if visit.left {
-            parts.push(projector.finished_visit(visit, input, input_visit == Some(i)));
+            parts.push(projector.finished_visit(
+                visit,
+                input,
+                previous,
+                input_visit == Some(i),
+            ));
         } else {
-            parts.extend(projector.visit_under_way(visit, input));
+            parts.extend(projector.visit_under_way(visit, input, previous));
         }
         previous = Some(visit.last());
     }
     if is_llm(fsm, state) && !under_way {
         let input = previous.and_then(|p| entered_through(fsm, p, state));
-        parts.push(Part::new(vec![Message::user(projector.task(state, input))]));
+        let request = projector.task(state, input, previous);
+        parts.push(Part::new(vec![Message::user(request)]));
     }
     Projection::new(parts)
 }
@@ -406,8 +427,9 @@ fn entered_through<'f>(fsm: &'f Fsm, entry: &TrailEntry, state: &str) -> Option<
 struct Projector<'f, 'o> {
     fsm: &'f Fsm,
     opts: &'o PromptOptions<'o>,
-    /// Rendered effective schema per transition.
-    input_schemas: HashMap<TransitionIdx, String>,
+    /// The entries shown inside the request of the `llm` state they lead into (as its
+    /// `Input:`), not as messages of their own.
+    absorbed: Vec<*const TrailEntry>,
     /// Rendered output schema and answer template per state (`None`: terminal or
     /// unknown).
     outputs: HashMap<String, Option<Output>>,
@@ -417,6 +439,9 @@ impl Projector<'_, '_> {
     /// The message for one entry, `None` when the entry is not shown. The place where
     /// composition ("I asked, I got") and collapsing a left state's traffic will hook in.
     fn entry_message(&mut self, entry: &TrailEntry) -> Option<Message> {
+        if self.is_absorbed(entry) {
+            return None;
+        }
         match (&entry.failure, entry.to.as_deref()) {
             (Some(failure), _) => Some(self.failure_message(entry, failure)),
             (None, Some(to)) => self.transition_message(entry, to),
@@ -452,18 +477,12 @@ impl Projector<'_, '_> {
             out.push_str(text.trim_end());
             return Some(Message::user(out));
         }
-        if let (Some(i), Some(t)) = (idx, transition) {
-            out.push_str("INPUT-SCHEMA: ");
-            let opts = self.opts;
-            out.push_str(
-                self.input_schemas
-                    .entry(i)
-                    .or_insert_with(|| transition_schema(t, opts).to_string()),
-            );
-            out.push('\n');
+        if *entry.from == *crate::fsm::START {
+            out.push_str("Input:\n");
+        } else {
+            let _ = write!(out, "Result of `{}`:\n", entry.from);
         }
-        out.push_str("DOCUMENT: ");
-        push_json(&mut out, &entry.event);
+        push_json(&mut out, &without_id(&entry.event));
         Some(Message::user(out))
     }
 
@@ -500,17 +519,53 @@ impl Projector<'_, '_> {
         // A model's failure: its request (with the OUTPUT-SCHEMA) is above, said once.
         if is_llm(self.fsm, &entry.from) {
             out.push_str(
-                "\nAnswer again with exactly one JSON object that satisfies the OUTPUT-SCHEMA \
-                 of the request above.",
+                "\nAnswer again with exactly one JSON object that satisfies the JSON Schema of \
+                 the request above.",
             );
         }
         Message::user(out)
     }
 
     /// The [`task_message`] of `state`, entered through `input`.
-    fn task(&mut self, state: &str, input: Option<&Transition>) -> String {
+    fn task(
+        &mut self,
+        state: &str,
+        input: Option<&Transition>,
+        document: Option<&TrailEntry>,
+    ) -> String {
         let fsm = self.fsm;
-        write_task_message(fsm, state, input, self.output(state))
+        let constrained = self.opts.constrained;
+        let document = document
+            .filter(|e| self.is_absorbed(e))
+            .map(|e| &e.event);
+        write_task_message(fsm, state, input, document, self.output(state), constrained)
+    }
+
+    /// Shows `entry` inside the request of `state` when it is the input a non-model state
+    /// (the run's start, a program, a person) handed to the model state `state`.
+    fn absorb(&mut self, entry: &TrailEntry, state: &str) {
+        let fsm = self.fsm;
+        let from = fsm.state(&entry.from).map(|s| &*s.action);
+        let composed = matches!(
+            from,
+            Some(crate::synthesis::FSM_ACTION | crate::synthesis::FORK_ACTION)
+        );
+        let omitted = fsm.transition(&entry.from, state).is_some_and(|t| t.omit);
+        if entry.failure.is_none()
+            && entry.to.as_deref() == Some(state)
+            && is_llm(fsm, state)
+            && !is_llm(fsm, &entry.from)
+            && !composed
+            && !omitted
+            && fsm.tool_loop(state).is_none_or(|h| *h.id != *entry.from)
+        {
+            self.absorbed.push(entry as *const TrailEntry);
+        }
+    }
+
+    /// Whether `entry` is shown inside the request it leads into.
+    fn is_absorbed(&self, entry: &TrailEntry) -> bool {
+        self.absorbed.iter().any(|a| std::ptr::eq(*a, entry))
     }
 
     /// What an answer from `state` must satisfy, rendered once per state (see
@@ -646,8 +701,8 @@ fn push_example_turns(messages: &mut Vec<Message>, fsm: &Fsm) {
         for example in &state.examples {
             let mut request = format!("EXAMPLE for `{}`", state.id);
             if let Some(input) = &example.input {
-                request.push_str("\nDOCUMENT: ");
-                push_json(&mut request, input);
+                request.push_str("\nInput:\n");
+                push_json(&mut request, &without_id(input));
             }
             messages.push(Message::user(request));
             let mut answer = example.output.clone();
@@ -658,6 +713,19 @@ fn push_example_turns(messages: &mut Vec<Message>, fsm: &Fsm) {
             }
             messages.push(Message::assistant(answer.to_string()));
         }
+    }
+}
+
+/// `document` without its routing `id` (to a model it is noise: the input's route was
+/// already taken).
+fn without_id(document: &Value) -> Cow<'_, Value> {
+    match document {
+        Value::Object(map) if map.contains_key("id") => {
+            let mut map = map.clone();
+            map.shift_remove("id");
+            Cow::Owned(Value::Object(map))
+        }
+        other => Cow::Borrowed(other),
     }
 }
 

@@ -116,6 +116,7 @@ impl Projector<'_, '_> {
         &mut self,
         visit: &Visit<'_>,
         input: Option<&Transition>,
+        entered: Option<&TrailEntry>,
         is_input: bool,
     ) -> Part {
         let mut full: Vec<Message> = visit
@@ -126,7 +127,7 @@ impl Projector<'_, '_> {
         // A model's visit shows the request it answered first (unless nothing of the
         // visit is shown: an omitted transition).
         if is_llm(self.fsm, visit.state) && !full.is_empty() {
-            full.insert(0, Message::user(self.task(visit.state, input)));
+            full.insert(0, Message::user(self.task(visit.state, input, entered)));
         }
         let result: Vec<Message> = self
             .visit_message(visit, visit.last(), false)
@@ -158,10 +159,11 @@ impl Projector<'_, '_> {
         &mut self,
         visit: &Visit<'_>,
         input: Option<&Transition>,
+        entered: Option<&TrailEntry>,
     ) -> Vec<Part> {
         let mut parts = Vec::new();
         if is_llm(self.fsm, visit.state) {
-            let request = self.task(visit.state, input);
+            let request = self.task(visit.state, input, entered);
             parts.push(Part::new(vec![Message::user(request)]));
         }
         let (rounds, rest) = rounds(visit);
@@ -211,7 +213,7 @@ impl Projector<'_, '_> {
         if !in_loop {
             return self.entry_message(entry);
         }
-        let mut out = String::from("DOCUMENT: ");
+        let mut out = String::from("Result:\n");
         push_json(&mut out, &said_once(&entry.event));
         if last_call {
             let _ = write!(
@@ -268,7 +270,7 @@ fn results_left_out(round: &[TrailEntry]) -> Message {
         .max()
         .unwrap_or_default();
     Message::user(format!(
-        "DOCUMENT: (the results of the calls above, {size} characters, are no longer shown; \
+        "Result: (the results of the calls above, {size} characters, are no longer shown; \
          call again if you need them)"
     ))
 }
