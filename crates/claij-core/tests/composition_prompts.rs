@@ -52,6 +52,10 @@ fn entry(seq: u64, fsm: &str, from: &str, to: &str, event: Value) -> TrailEntry 
     }
 }
 
+fn roles(messages: &[Message]) -> Vec<Role> {
+    messages.iter().map(|m| m.role).collect()
+}
+
 fn render(messages: &[Message]) -> String {
     messages
         .iter()
@@ -94,10 +98,32 @@ fn summary_view() -> Value {
 fn sub_fsm_result_with_trail_omitted() {
     let fsm = fsm();
     let messages = trail_to_prompts(&fsm, &delegated(None), "chair", &PromptOptions::default());
-    // Input, the chair's request, its answer, the sub-FSM's result, the request now.
-    assert_eq!(messages[4].role, Role::User);
+    // The chair's request (showing the input), its answer, the sub-FSM's result (not
+    // absorbed: "I asked, I got"), the request now.
+    assert_eq!(
+        roles(&messages),
+        [
+            Role::System,
+            Role::User,
+            Role::Assistant,
+            Role::User,
+            Role::User
+        ]
+    );
     assert!(
-        messages[4].content.contains("42"),
+        messages[1]
+            .content
+            .contains("Input:\n{\"question\":\"6 x 7?\"}"),
+        "{}",
+        messages[1].content
+    );
+    assert!(
+        messages[3].content.contains("42") && !messages[3].content.contains("Input:"),
+        "{}",
+        messages[3].content
+    );
+    assert!(
+        !messages[4].content.contains("Input:"),
         "{}",
         messages[4].content
     );
@@ -199,16 +225,18 @@ fn a_chain_shows_the_earlier_conversation_first() {
         ),
     ];
     let messages = trail_to_prompts(&fsm, &trail, "chair", &PromptOptions::default());
-    let roles: Vec<Role> = messages.iter().map(|m| m.role).collect();
+    // The earlier run's input and answer, then the chair's request showing this run's
+    // input.
     assert_eq!(
-        roles,
-        [
-            Role::System,
-            Role::User,
-            Role::Assistant,
-            Role::User,
-            Role::User
-        ]
+        roles(&messages),
+        [Role::System, Role::User, Role::Assistant, Role::User]
+    );
+    assert!(
+        messages[3]
+            .content
+            .contains("Input:\n{\"question\":\"6 x 7?\"}"),
+        "{}",
+        messages[3].content
     );
     insta::assert_snapshot!(render(&messages));
 }

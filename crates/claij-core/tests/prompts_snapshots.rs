@@ -92,6 +92,28 @@ fn trail(fsm: &Fsm) -> Vec<TrailEntry> {
     ]
 }
 
+/// The run's input shows inside the chairman's first request, without its routing `id`,
+/// and no message carries the old layout's labels.
+fn assert_plain(messages: &[Message]) {
+    let request = &messages[1].content;
+    assert!(
+        request.contains("\n\nInput:\n{\"code\":{")
+            && request.contains("\"goal\":\"Add two numbers.\"}"),
+        "{request}"
+    );
+    for old in [
+        "INPUT-SCHEMA",
+        "OUTPUT-SCHEMA",
+        "DOCUMENT",
+        "\"id\":[\"start\"",
+    ] {
+        assert!(
+            messages.iter().all(|m| !m.content.contains(old)),
+            "{old} shown"
+        );
+    }
+}
+
 fn render(messages: &[Message]) -> String {
     messages
         .iter()
@@ -107,10 +129,12 @@ fn chairman_after_a_review_round() {
     let messages = trail_to_prompts(&fsm, &trail, "chairman", &PromptOptions::default());
     assert_eq!(
         messages.len(),
-        8,
-        "system, input, then each answer after its request (the reviewer's after its \
-         failure too), and last what the chairman is asked now"
+        7,
+        "system, then each answer after its request (the chairman's first request showing \
+         the run's input, the reviewer's answer after its failure too), and last what the \
+         chairman is asked now"
     );
+    assert_plain(&messages);
     insta::assert_snapshot!(render(&messages));
 }
 
@@ -121,9 +145,10 @@ fn reviewer_asked_for_comments() {
     let messages = trail_to_prompts(&fsm, &trail[..2], "reviewer", &PromptOptions::default());
     assert_eq!(
         messages.len(),
-        5,
-        "system, input, the chairman's request and answer, and last what the reviewer is \
-         asked now"
+        4,
+        "system, the chairman's request (showing the run's input) and answer, and last what \
+         the reviewer is asked now"
     );
+    assert_plain(&messages);
     insta::assert_snapshot!(render(&messages));
 }

