@@ -6,14 +6,14 @@
 //! The conversation is:
 //!
 //! 1. one **system** message ([`system_message`]), the same for every state of the FSM:
-//!    the FSM's prompts, the FSM's shared `schemas` once as a `$defs` object, and how the
-//!    other messages are laid out;
+//!    the FSM's prompts (or one line asking for a JSON object), and a note on example
+//!    turns when there are any;
 //! 2. the example answers of every `llm` state that has any, in state order, as earlier
 //!    turns: a **user** message `` EXAMPLE for `STATE` `` with the document answered (when
-//!    given), then the answer as the **assistant**'s, its `id` last. Like the system
-//!    message, they are the same for every state, so they stay in the common prefix
-//!    (measured: as turns they cost a third of the answers they cost inside the request,
-//!    docs/EMBEDDED-MODEL.md);
+//!    given, as `Input:`), then the answer as the **assistant**'s, its `id` last. Like the
+//!    system message, they are the same for every state, so they stay in the common
+//!    prefix (measured: as turns they cost a third of the answers they cost inside the
+//!    request, docs/EMBEDDED-MODEL.md);
 //! 3. the run so far, visit by visit ([`project`]; a visit is what one state did from
 //!    entering it to leaving it: its attempts, the rounds of its tool-use loop — an `mcp`
 //!    state it calls and that answers back to it, [`Fsm::tool_loop`] — and the
@@ -21,31 +21,42 @@
 //!    - a transition whose `[from, to]` is marked `omit` is skipped;
 //!    - a transition produced by an `llm` state is an **assistant** message: the event as
 //!      compact JSON; a model's visit starts with the request it answered (the state's
-//!      [`task_message`] as it was then), said once however many attempts and tool
-//!      rounds follow;
-//!    - a tool result inside the loop is a **user** message with its `DOCUMENT:` and a
-//!      line asking to go on with the request above (or, once the loop's
+//!      request as it was then), said once however many attempts and tool rounds follow;
+//!    - a transition from a state no model answers (the run's input, a program's result,
+//!      a person's answer) into an `llm` state is shown **inside that state's request**,
+//!      as its `Input:`, after what the state is asked to do, as a person asking a model
+//!      plainly would write it;
+//!    - a tool result inside the loop is a **user** message `Result:` and a line asking
+//!      to go on with the request above (or, once the loop's
 //!      [`max_tool_rounds`](PromptOptions::max_tool_rounds) are used up, to answer now);
-//!    - any other transition (the input from `start`, a person's answer) is a **user**
-//!      message with `INPUT-SCHEMA:` (the transition's effective schema) and
-//!      `DOCUMENT:` (the event);
+//!    - any other transition is a **user** message: the document, headed `Input:` (from
+//!      `start`) or `` Result of `STATE`: ``;
 //!    - a failure is a **user** message with `FAILURE:`, its `ERRORS:` (each located) and
 //!      the `REJECTED-OUTPUT:` (when there was one); a model's failure ends with a request
-//!      to answer again to the request above it — the OUTPUT-SCHEMA is stated once, in that
+//!      to answer again to the request above it — the JSON Schema is stated once, in that
 //!      request, not by every failure.
+//!
+//!    Documents never show their routing `id` (the route into a state was already taken;
+//!    to a model it is noise) nor the schema they satisfy.
 //!
 //!    A finished visit shows as its state's [`Keep`](crate::fsm::Keep) says: in full, as
 //!    a one-line summary of its tool calls and failed attempts then its result, or as
 //!    its result alone (history.rs). The trail keeps everything; only what later steps
 //!    read changes.
 //! 4. for an `llm` state, one more **user** message, the request ([`task_message`]): the
-//!    state's prompts, its input transition's prompts, the `id` values the answer may
-//!    carry, each with its transition's description, the `OUTPUT-SCHEMA` it must
-//!    satisfy, and what such an answer looks like (a template: its fields in order, each
-//!    a placeholder, its `id` last; `prompts/shape.rs`; not when the answer is
-//!    [`constrained`](PromptOptions::constrained) by a grammar). Left out while the
-//!    state's visit is under way (after its failure or its tool result), since the
-//!    request above still stands.
+//!    state's prompts, its input transition's prompts, its `Input:` (above), then the JSON
+//!    Schema the answer must satisfy — alone when the answer is
+//!    [`constrained`](PromptOptions::constrained) by a grammar (which writes the `id`s
+//!    itself) and no route is described; otherwise after the `id` values the answer may
+//!    carry, each with its transition's description, and followed by what such an answer
+//!    looks like (a template: its fields in order, each a placeholder, its `id` last;
+//!    `prompts/shape.rs`; not under a grammar). Left out while the state's visit is under
+//!    way (after its failure or its tool result), since the request above still stands.
+//!
+//! So a one-step question under a grammar is asked exactly as the plain baseline asks
+//! it; what claij adds is the run's history, turn by turn, the routes' descriptions, and
+//! failures fed back (measured against the plain baseline on held-out cases:
+//! docs/EMBEDDED-MODEL.md, "Asked plainly").
 //!
 //! The conversation is a [`Projection`]: a caller with a token budget
 //! (`max_prompt_tokens`) [shrinks](Projection::shrink) it, oldest history first —
@@ -61,11 +72,13 @@
 //! collapses, or a budget shrinks the history), so an engine that keeps a prompt's
 //! prefix computed computes only what is new.
 //!
-//! Schemas are written as compact JSON and refer to the shared schemas by
-//! `{"$ref": "#/$defs/NAME"}`, so those are sent once however long the run gets.
+//! Schemas are written as compact JSON, whole: an answer's JSON Schema carries the shared
+//! schemas it refers to (`{"$ref": "#/$defs/NAME"}`) as its own `$defs`, as a person
+//! asking plainly would paste it (measured against a system message holding every shared
+//! schema once: docs/EMBEDDED-MODEL.md, "Asked plainly").
 //!
 //! `omit` means "never shown in prompts": besides skipping omitted transitions in the
-//! history, the routing rules and every `OUTPUT-SCHEMA` leave out omitted transitions
+//! history, the routing rules and every answer's JSON Schema leave out omitted transitions
 //! (an `on_failure` route the engine takes by itself, say), unless every transition
 //! leaving the state is omitted, in which case all of them are shown so that a valid
 //! answer remains possible.
@@ -80,12 +93,12 @@
 //! done there:
 //! - the event of a `fsm` state (a sub-FSM's result) and of a `fork` state (parallel
 //!   branches' results) is shown as an "I asked, I got" summary ([`crate::synthesis`])
-//!   in place of its `INPUT-SCHEMA` and `DOCUMENT`, so the model need not know it is
+//!   in place of its document, so the model need not know it is
 //!   inside an FSM;
 //! - entries of another FSM heading the trail (a chain: the run continues an earlier
 //!   run's trail; they come before this FSM's first entry) are shown
 //!   as that conversation was: an entry a model produced (it names its `model`) as the
-//!   assistant's, anything else as a user `DOCUMENT` (failures with their reason), with
+//!   assistant's, anything else as a user `Input:` document (failures with their reason), with
 //!   no schemas, which belong to the other FSM.
 //!
 //! Visits, their forms and the tool loop's rounds are history.rs; the shrinkable
@@ -209,14 +222,6 @@ pub fn system_message(fsm: &Fsm) -> String {
     if out.is_empty() {
         out.push_str("Answer with one JSON object.");
     }
-    if !fsm.schemas.is_empty() {
-        paragraph(&mut out);
-        out.push_str(
-            "SHARED-SCHEMAS: the schemas in this conversation refer to these definitions by \
-             {\"$ref\": \"#/$defs/NAME\"}.\n$defs: ",
-        );
-        push_json(&mut out, &fsm.schemas);
-    }
     if has_examples(fsm) {
         paragraph(&mut out);
         out.push_str(
@@ -228,11 +233,13 @@ pub fn system_message(fsm: &Fsm) -> String {
 }
 
 /// The request to a model answering in `state`, entered through `input` (the transition
-/// that led into `state`, if known): the state's prompts, `input`'s prompts, then the `id`
-/// values the answer may carry, each with its transition's description, the
-/// `OUTPUT-SCHEMA` the answer must satisfy, and the answer's template. (The state's
-/// example answers are earlier turns of the conversation, not part of the request:
-/// [`trail_to_prompts`].)
+/// that led into `state`, if known): the state's prompts, `input`'s prompts, then the JSON
+/// Schema the answer must satisfy — under a grammar with no route described, alone;
+/// otherwise after the `id` values the answer may carry, each with its transition's
+/// description, and (without a grammar) followed by the answer's template. The input
+/// document is not part of it (the conversation shows it inside the request:
+/// [`project`]); nor are the state's example answers, earlier turns of the conversation
+/// ([`trail_to_prompts`]).
 pub fn task_message(
     fsm: &Fsm,
     state: &str,
@@ -381,12 +388,7 @@ pub fn project(fsm: &Fsm, trail: &[TrailEntry], state: &str, opts: &PromptOption
     for (i, visit) in visits.iter().enumerate() {
         let input = previous.and_then(|p| entered_through(fsm, p, visit.state));
         if visit.left {
-            parts.push(projector.finished_visit(
-                visit,
-                input,
-                previous,
-                input_visit == Some(i),
-            ));
+            parts.push(projector.finished_visit(visit, input, previous, input_visit == Some(i)));
         } else {
             parts.extend(projector.visit_under_way(visit, input, previous));
         }
@@ -477,18 +479,13 @@ impl Projector<'_, '_> {
             out.push_str(text.trim_end());
             return Some(Message::user(out));
         }
-        if *entry.from == *crate::fsm::START {
-            out.push_str("Input:\n");
-        } else {
-            let _ = write!(out, "Result of `{}`:\n", entry.from);
-        }
-        push_json(&mut out, &without_id(&entry.event));
+        out.push_str(&document_text(entry));
         Some(Message::user(out))
     }
 
     /// A failed attempt: what went wrong, every error and the rejected output; for a
     /// model's failure, a request to answer again to the request above (which states the
-    /// OUTPUT-SCHEMA once, however many attempts fail).
+    /// JSON Schema once, however many attempts fail).
     fn failure_message(&mut self, entry: &TrailEntry, failure: &Failure) -> Message {
         let mut out = String::new();
         let _ = write!(
@@ -516,7 +513,7 @@ impl Projector<'_, '_> {
             out.push_str("\nREJECTED-OUTPUT: ");
             push_json(&mut out, &entry.event);
         }
-        // A model's failure: its request (with the OUTPUT-SCHEMA) is above, said once.
+        // A model's failure: its request (with the JSON Schema) is above, said once.
         if is_llm(self.fsm, &entry.from) {
             out.push_str(
                 "\nAnswer again with exactly one JSON object that satisfies the JSON Schema of \
@@ -535,9 +532,7 @@ impl Projector<'_, '_> {
     ) -> String {
         let fsm = self.fsm;
         let constrained = self.opts.constrained;
-        let document = document
-            .filter(|e| self.is_absorbed(e))
-            .map(|e| &e.event);
+        let document = document.filter(|e| self.is_absorbed(e)).map(|e| &e.event);
         write_task_message(fsm, state, input, document, self.output(state), constrained)
     }
 
@@ -594,14 +589,14 @@ fn foreign_message(entry: &TrailEntry) -> Option<Message> {
     if entry.model.is_some() {
         return Some(Message::assistant(entry.event.to_string()));
     }
-    let mut out = String::from("DOCUMENT: ");
-    push_json(&mut out, &entry.event);
+    let mut out = String::from("Input:\n");
+    push_json(&mut out, &without_id(&entry.event));
     Some(Message::user(out))
 }
 
 /// What an answer from a state must satisfy, rendered for its request.
 struct Output {
-    /// The OUTPUT-SCHEMA: the one shown outgoing transition's schema, or a `oneOf` of them.
+    /// The answer's JSON Schema: the one shown outgoing transition's schema, or a `oneOf` of them.
     schema: String,
     /// What an answer looks like ([`shape::answer_shape`]): one template, with its `id`
     /// as a placeholder when the routes differ only by their `id`; else one line per
@@ -614,21 +609,16 @@ struct Output {
 fn render_output(fsm: &Fsm, state: &str, opts: &PromptOptions) -> Option<Output> {
     let routes = shown_outgoing(fsm, state);
     let schemas: Vec<Cow<Value>> = routes.iter().map(|t| transition_schema(t, opts)).collect();
-    let schema = match schemas.as_slice() {
+    let mut whole = match schemas.as_slice() {
         [] => return None,
-        [only] => only.to_string(),
-        many => {
-            let mut out = String::from("{\"oneOf\":[");
-            for (i, s) in many.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                push_json(&mut out, &**s);
-            }
-            out.push_str("]}");
-            out
-        }
+        [only] => only.clone().into_owned(),
+        many => json!({"oneOf": many}),
     };
+    let defs = referenced_defs(&whole, &fsm.schemas);
+    if let (Value::Object(map), false) = (&mut whole, defs.is_empty()) {
+        map.insert("$defs".into(), Value::Object(defs));
+    }
+    let schema = whole.to_string();
     if opts.constrained {
         return Some(Output {
             schema,
@@ -714,6 +704,59 @@ fn push_example_turns(messages: &mut Vec<Message>, fsm: &Fsm) {
             messages.push(Message::assistant(answer.to_string()));
         }
     }
+}
+
+/// The shared schemas `schema` refers to by `$ref`, and those they refer to in turn, in
+/// the FSM's order: attached to the answer's JSON Schema as its `$defs`, so that the
+/// schema a model reads is whole, as a person asking plainly would paste it.
+fn referenced_defs(
+    schema: &Value,
+    defs: &serde_json::Map<String, Value>,
+) -> serde_json::Map<String, Value> {
+    fn refs<'v>(value: &'v Value, out: &mut Vec<&'v str>) {
+        match value {
+            Value::Object(map) => {
+                if let Some(name) = map
+                    .get("$ref")
+                    .and_then(Value::as_str)
+                    .and_then(|r| r.strip_prefix("#/$defs/"))
+                {
+                    out.push(name);
+                }
+                map.values().for_each(|v| refs(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+    let mut pending = Vec::new();
+    refs(schema, &mut pending);
+    let mut seen: Vec<&str> = Vec::new();
+    while let Some(name) = pending.pop() {
+        if seen.contains(&name) {
+            continue;
+        }
+        seen.push(name);
+        if let Some(def) = defs.get(name) {
+            refs(def, &mut pending);
+        }
+    }
+    defs.iter()
+        .filter(|(name, _)| seen.contains(&name.as_str()))
+        .map(|(name, def)| (name.clone(), def.clone()))
+        .collect()
+}
+
+/// A document a state no model answers handed on, as a user message shows it: `Input:`
+/// (the run's input) or `` Result of `STATE`: ``, then the document without its `id`.
+fn document_text(entry: &TrailEntry) -> String {
+    let mut out = if *entry.from == *crate::fsm::START {
+        String::from("Input:\n")
+    } else {
+        format!("Result of `{}`:\n", entry.from)
+    };
+    push_json(&mut out, &without_id(&entry.event));
+    out
 }
 
 /// `document` without its routing `id` (to a model it is noise: the input's route was

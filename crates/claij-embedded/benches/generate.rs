@@ -9,11 +9,11 @@
 
 use std::time::Instant;
 
-use claij_core::prompts::{PromptOptions, system_message, task_message};
+use claij_core::prompts::{PromptOptions, Role, trail_to_prompts};
 use claij_core::schema::compilable_effective;
 use claij_core::{BuiltinNames, load_file};
 use claij_embedded::{Constraint, GenerateOptions, LocalModel, Message, cache_root, model_path};
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// Peak resident memory of this process, from /proc (Linux), in MiB.
 fn peak_rss_mib() -> Option<f64> {
@@ -53,18 +53,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/triage.yaml");
     let fsm = load_file(std::path::Path::new(root), &BuiltinNames).map_err(|e| format!("{e:?}"))?;
-    let task = task_message(
-        &fsm,
-        "extract",
-        fsm.transition("start", "extract"),
-        &PromptOptions::default(),
-    );
     let event = json!({"id": ["start", "extract"], "text": "Hi, this is Maria Lopez. Since this morning the PhotoSync app crashes every time I open an album, and I have a client presentation at 3pm today. Please help!"});
-    let messages = [
-        Message::system(system_message(&fsm)),
-        Message::user(event.to_string()),
-        Message::user(task),
-    ];
+    let messages = conversation(&fsm, "extract", ("start", "extract"), &event);
     let schema = compilable_effective(&fsm.output_schema("extract"), fsm.defs());
     let compile_started = Instant::now();
     let constraint = Constraint::from_schema(&schema)?;
@@ -128,4 +118,42 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => println!("peak memory: unavailable (no /proc/self/status)"),
     }
     Ok(())
+}
+
+/// The conversation claij sends a grammar-constrained model answering `state`, entered
+/// through `input` by `event` (claij's own projection of a one-entry trail).
+fn conversation(
+    fsm: &claij_core::Fsm,
+    state: &str,
+    input: (&str, &str),
+    event: &Value,
+) -> Vec<Message> {
+    let entry = claij_core::TrailEntry {
+        seq: 0,
+        fsm: fsm.id.clone(),
+        version: fsm.version,
+        from: input.0.into(),
+        to: Some(input.1.into()),
+        event: event.clone(),
+        at: std::time::SystemTime::UNIX_EPOCH,
+        attempt: 1,
+        model: None,
+        enforce: None,
+        summary: None,
+        usage: None,
+        duration_ms: None,
+        failure: None,
+    };
+    let opts = PromptOptions {
+        constrained: true,
+        ..PromptOptions::default()
+    };
+    trail_to_prompts(fsm, &[entry], state, &opts)
+        .into_iter()
+        .map(|m| match m.role {
+            Role::System => Message::system(m.content),
+            Role::User => Message::user(m.content),
+            Role::Assistant => Message::assistant(m.content),
+        })
+        .collect()
 }

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use claij_core::prompts::{PromptOptions, system_message, task_message};
+use claij_core::prompts::{PromptOptions, Role, trail_to_prompts};
 use claij_core::schema::compilable_effective;
 use claij_core::{BuiltinNames, CompiledSchema, load_file};
 use claij_embedded::{
@@ -70,6 +70,44 @@ struct Checked {
     transition_schema: bool,
 }
 
+/// The conversation claij sends a grammar-constrained model answering `state`, entered
+/// through `input` by `event` (claij's own projection of a one-entry trail).
+fn conversation(
+    fsm: &claij_core::Fsm,
+    state: &str,
+    input: (&str, &str),
+    event: &Value,
+) -> Vec<Message> {
+    let entry = claij_core::TrailEntry {
+        seq: 0,
+        fsm: fsm.id.clone(),
+        version: fsm.version,
+        from: input.0.into(),
+        to: Some(input.1.into()),
+        event: event.clone(),
+        at: std::time::SystemTime::UNIX_EPOCH,
+        attempt: 1,
+        model: None,
+        enforce: None,
+        summary: None,
+        usage: None,
+        duration_ms: None,
+        failure: None,
+    };
+    let opts = PromptOptions {
+        constrained: true,
+        ..PromptOptions::default()
+    };
+    trail_to_prompts(fsm, &[entry], state, &opts)
+        .into_iter()
+        .map(|m| match m.role {
+            Role::System => Message::system(m.content),
+            Role::User => Message::user(m.content),
+            Role::Assistant => Message::assistant(m.content),
+        })
+        .collect()
+}
+
 /// Runs `state` on `event` (which entered it through `input`), constrained by the state's
 /// output schema; returns the parsed answer and notes in `checked` whether it validated
 /// first time.
@@ -82,13 +120,7 @@ fn answer(
     seed: u64,
     checked: &mut Vec<Checked>,
 ) -> Value {
-    let input_t = fsm.transition(input.0, input.1);
-    let task = task_message(fsm, state, input_t, &PromptOptions::default());
-    let messages = [
-        Message::system(system_message(fsm)),
-        Message::user(event.to_string()),
-        Message::user(task),
-    ];
+    let messages = conversation(fsm, state, input, event);
     let schema = compilable_effective(&fsm.output_schema(state), fsm.defs());
     assert!(
         unsupported_features(&schema).is_empty(),

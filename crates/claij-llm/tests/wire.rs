@@ -87,7 +87,7 @@ fn openai_chat_completions_request_and_response() {
             {"role": "system", "content": "SYS"},
             {"role": "user", "content": "U1\n\nU2"},
             {"role": "assistant", "content": "A1"},
-            {"role": "user", "content": "Answer now with exactly one JSON object that satisfies the OUTPUT-SCHEMA."}
+            {"role": "user", "content": "Answer now with exactly one JSON object that satisfies the JSON Schema of the request."}
         ])
     );
     assert_eq!(b["temperature"], 0.5);

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use super::{Message, Part, Projector, is_llm, push_json};
+use super::{Message, Part, Projector, document_text, is_llm, push_json, without_id};
 use crate::fsm::{Fsm, Keep, Transition};
 use crate::trail::TrailEntry;
 
@@ -124,19 +124,33 @@ impl Projector<'_, '_> {
             .iter()
             .filter_map(|e| self.visit_message(visit, e, false))
             .collect();
-        // A model's visit shows the request it answered first (unless nothing of the
-        // visit is shown: an omitted transition).
-        if is_llm(self.fsm, visit.state) && !full.is_empty() {
-            full.insert(0, Message::user(self.task(visit.state, input, entered)));
-        }
-        let result: Vec<Message> = self
-            .visit_message(visit, visit.last(), false)
+        // The document the visit's request showed as its `Input:`: when the visit shows
+        // smaller than in full (or shows nothing, its answer omitted), it stays as a
+        // message of its own, so that later states still read it.
+        let absorbed: Vec<Message> = entered
+            .filter(|e| self.is_absorbed(e))
+            .map(|e| Message::user(document_text(e)))
             .into_iter()
             .collect();
-        let summarised: Vec<Message> = summary(self.fsm, visit)
-            .map(Message::user)
-            .into_iter()
-            .chain(result.iter().cloned())
+        // A model's visit shows the request it answered first (unless nothing of the
+        // visit is shown: an omitted transition).
+        if is_llm(self.fsm, visit.state) {
+            if full.is_empty() {
+                full.clone_from(&absorbed);
+            } else {
+                full.insert(0, Message::user(self.task(visit.state, input, entered)));
+            }
+        }
+        let result: Vec<Message> = absorbed
+            .iter()
+            .cloned()
+            .chain(self.visit_message(visit, visit.last(), false))
+            .collect();
+        let summarised: Vec<Message> = absorbed
+            .iter()
+            .cloned()
+            .chain(summary(self.fsm, visit).map(Message::user))
+            .chain(self.visit_message(visit, visit.last(), false))
             .collect();
         let shown = match self.fsm.keep(visit.state) {
             Keep::Full => full.clone(),
@@ -197,7 +211,7 @@ impl Projector<'_, '_> {
         parts
     }
 
-    /// An entry of `visit`: a tool result inside its loop is the DOCUMENT alone (it
+    /// An entry of `visit`: a tool result inside its loop is the `Result:` alone (it
     /// answers the calls above it) and asks to go on, or (`last_call`: the loop's rounds
     /// are used up) to answer now; any other entry as [`Projector::entry_message`]
     /// renders it.
@@ -214,7 +228,7 @@ impl Projector<'_, '_> {
             return self.entry_message(entry);
         }
         let mut out = String::from("Result:\n");
-        push_json(&mut out, &said_once(&entry.event));
+        push_json(&mut out, &without_id(&said_once(&entry.event)));
         if last_call {
             let _ = write!(
                 out,

@@ -1,5 +1,5 @@
 //! What an answer looks like: a template written from a transition's schema, shown in a
-//! request under its OUTPUT-SCHEMA, so that a model reading the schema loosely (no
+//! request under its JSON Schema, so that a model reading the schema loosely (no
 //! constrained decoding, a small model) still sees the object to write — its fields in
 //! order, each as a placeholder saying what goes there, and its `id` last and exact.
 //!

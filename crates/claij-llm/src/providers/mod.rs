@@ -182,7 +182,7 @@ pub fn alternate(messages: &[Message]) -> (Option<String>, Vec<Message>) {
     }
     if out.last().is_some_and(|m| m.role != Role::User) {
         out.push(Message::user(
-            "Answer now with exactly one JSON object that satisfies the OUTPUT-SCHEMA.",
+            "Answer now with exactly one JSON object that satisfies the JSON Schema of the request.",
         ));
     }
     (system, out)
