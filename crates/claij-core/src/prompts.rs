@@ -123,7 +123,7 @@ const LLM_ACTION: &str = "llm";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
-    /// Instructions: prompts, shared schemas, routing rules.
+    /// Instructions: the FSM's prompts (and what EXAMPLE messages are).
     System,
     /// Everything the model did not produce: inputs, other actions' results, failures.
     User,
@@ -208,8 +208,8 @@ impl fmt::Debug for PromptOptions<'_> {
     }
 }
 
-/// The system message: the FSM's prompts, the shared `schemas` once as a `$defs` object
-/// (when there are any), and how the other messages are laid out.
+/// The system message: the FSM's prompts (or, without any, "Answer with one JSON
+/// object."), and what EXAMPLE messages are when the FSM has examples.
 ///
 /// It is the same for every state of the FSM, and every earlier message of a run is
 /// rendered the same way at every step, so each step's conversation begins with the
@@ -598,9 +598,9 @@ fn foreign_message(entry: &TrailEntry) -> Option<Message> {
 struct Output {
     /// The answer's JSON Schema: the one shown outgoing transition's schema, or a `oneOf` of them.
     schema: String,
-    /// What an answer looks like ([`shape::answer_shape`]): one template, with its `id`
-    /// as a placeholder when the routes differ only by their `id`; else one line per
-    /// route. Each line starts with a newline. Empty when the answer is
+    /// What an answer looks like ([`shape::answer_shape`]): one template, with its `id`'s
+    /// alternatives (`["a","b"] | ["a","c"]`) when the routes differ only by their `id`;
+    /// else one line per route. Each line starts with a newline. Empty when the answer is
     /// [`constrained`](PromptOptions::constrained).
     shape: String,
 }
@@ -625,10 +625,16 @@ fn render_output(fsm: &Fsm, state: &str, opts: &PromptOptions) -> Option<Output>
             shape: String::new(),
         });
     }
-    let placeholder = "<one of the ids above>";
+    // The `id`'s alternatives written as an `enum`'s are ("a" | "b"): a model without a
+    // grammar copies a placeholder ("<one of the ids above>") or a route's last word.
+    let placeholder = routes
+        .iter()
+        .map(|t| t.id_value.to_string())
+        .collect::<Vec<_>>()
+        .join(" | ");
     let anonymous: Vec<String> = schemas
         .iter()
-        .map(|s| shape::answer_shape(s, &fsm.schemas, Some(placeholder)))
+        .map(|s| shape::answer_shape(s, &fsm.schemas, Some(&placeholder)))
         .collect();
     let shape = if schemas.len() > 1 && anonymous.iter().all(|a| *a == anonymous[0]) {
         format!("\n{}", anonymous[0])

@@ -1120,8 +1120,8 @@ pub(crate) struct PromptArgs {
     /// numbers them) instead of the table.
     #[arg(long, value_name = "N", requires = "trail")]
     pub step: Option<usize>,
-    /// Inline the shared schemas into every transition instead of sending them once in
-    /// the system message (to measure what sharing saves).
+    /// Inline the shared schemas into every transition's schema instead of carrying the
+    /// ones it refers to as its own `$defs` (to compare the two).
     #[arg(long)]
     pub inline_schemas: bool,
     /// Which projection of the trail to show: claij's (what the llm action sends), the

@@ -847,10 +847,12 @@ xitions:
         ),
         "{extract}"
     );
-    // Routes that differ only by their `id`: one template, the `id` a placeholder.
+    // Routes that differ only by their `id`: one template, the `id`'s alternatives as an
+    // enum's are shown.
     let route = task_message(&doc, "route", None, &opts);
     assert!(
-        route.ends_with("\n{\"reason\": \"<text>\", \"id\": <one of the ids above>}"),
+        route
+            .ends_with("\n{\"reason\": \"<text>\", \"id\": [\"route\",\"a\"] | [\"route\",\"b\"]}"),
         "{route}"
     );
 }
