@@ -186,7 +186,7 @@ async fn a_prompt_budget_collapses_the_oldest_results_first() {
     ])
     .await;
     let engine = engine(&server.url);
-    let fsm = loop_fsm(&engine, "{enforce: prompt, max_prompt_tokens: 700}");
+    let fsm = loop_fsm(&engine, "{enforce: prompt, max_prompt_tokens: 500}");
     let out = engine
         .run(fsm, json!({"question": "what?"}), RunOptions::default())
         .await
@@ -214,7 +214,7 @@ async fn a_prompt_budget_collapses_the_oldest_results_first() {
         .unwrap(),
     )
     .unwrap();
-    assert!(claij_llm::tokens::total(&counted) <= 700, "{counted:?}");
+    assert!(claij_llm::tokens::total(&counted) <= 500, "{counted:?}");
 }
 
 #[tokio::test]
