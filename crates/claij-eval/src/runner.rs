@@ -131,6 +131,29 @@ struct Job {
     repeat: u32,
 }
 
+/// The order the runs start in: case by case (every model on a case before the next
+/// case), the model that goes first turning with each case and repeat. Models sharing a
+/// process or a server share its prompt cache, and the one after another on the same case
+/// finds the prefix they have in common computed (the whole prompt, for a one-step
+/// question asked the same way), which makes it faster and its numbers those of a cached
+/// prefix; turning the order gives each model that advantage as often as the others.
+fn job_order(repeats: u32, cases: usize, models: usize) -> Vec<Job> {
+    let mut jobs = Vec::with_capacity(cases * models * repeats as usize);
+    for repeat in 1..=repeats {
+        for case in 0..cases {
+            let first = (case + repeat as usize - 1) % models.max(1);
+            for k in 0..models {
+                jobs.push(Job {
+                    model: (first + k) % models,
+                    case,
+                    repeat,
+                });
+            }
+        }
+    }
+    jobs
+}
+
 /// Runs the eval and reports.
 pub async fn run(eval: Eval) -> Result<Report, EvalError> {
     if eval.models.is_empty() || eval.cases.is_empty() {
@@ -168,18 +191,7 @@ pub async fn run(eval: Eval) -> Result<Report, EvalError> {
             .entry(m.provider.clone())
             .or_insert_with(|| Arc::new(Semaphore::new(limit)));
     }
-    let mut jobs = Vec::new();
-    for repeat in 1..=eval.repeat {
-        for case in 0..eval.cases.len() {
-            for model in 0..eval.models.len() {
-                jobs.push(Job {
-                    model,
-                    case,
-                    repeat,
-                });
-            }
-        }
-    }
+    let jobs = job_order(eval.repeat, eval.cases.len(), eval.models.len());
     if let Some(p) = &eval.progress {
         p.started(jobs.len());
     }
@@ -429,5 +441,38 @@ async fn run_judge(
         _ => Err(format!(
             "run `{id}` ended with {verdict}, not {{\"pass\": boolean, \"reason\": string}}"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::job_order;
+
+    /// Every run once; each case's runs together; the model that goes first on a case
+    /// turns, so with claij and its plain baseline each goes first on half the cases.
+    #[test]
+    fn each_model_goes_first_as_often_as_the_others() {
+        let jobs = job_order(2, 5, 2);
+        let mut seen: Vec<(usize, usize, u32)> =
+            jobs.iter().map(|j| (j.model, j.case, j.repeat)).collect();
+        assert_eq!(seen.len(), 20);
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), 20, "no run twice");
+        let firsts: Vec<usize> = jobs.chunks(2).map(|pair| pair[0].model).collect();
+        for pair in jobs.chunks(2) {
+            assert_eq!(pair[0].case, pair[1].case);
+            assert_eq!(pair[0].repeat, pair[1].repeat);
+        }
+        assert_eq!(firsts, [0, 1, 0, 1, 0, 1, 0, 1, 0, 1]);
+        let one_model = job_order(1, 3, 1);
+        assert!(one_model.iter().all(|j| j.model == 0));
+        assert_eq!(
+            job_order(1, 3, 3)
+                .chunks(3)
+                .map(|c| c[0].model)
+                .collect::<Vec<_>>(),
+            [0, 1, 2]
+        );
     }
 }
