@@ -8,9 +8,12 @@
 #![cfg(feature = "llama-cpp")]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
 
+#[path = "support/conversation.rs"]
+mod conversation;
+use conversation::conversation;
+
 use std::path::{Path, PathBuf};
 
-use claij_core::prompts::{PromptOptions, Role, trail_to_prompts};
 use claij_core::schema::compilable_effective;
 use claij_core::{BuiltinNames, CompiledSchema, load_file};
 use claij_embedded::{
@@ -68,44 +71,6 @@ struct Checked {
     output_schema: bool,
     /// Validated against the schema of the transition it names.
     transition_schema: bool,
-}
-
-/// The conversation claij sends a grammar-constrained model answering `state`, entered
-/// through `input` by `event` (claij's own projection of a one-entry trail).
-fn conversation(
-    fsm: &claij_core::Fsm,
-    state: &str,
-    input: (&str, &str),
-    event: &Value,
-) -> Vec<Message> {
-    let entry = claij_core::TrailEntry {
-        seq: 0,
-        fsm: fsm.id.clone(),
-        version: fsm.version,
-        from: input.0.into(),
-        to: Some(input.1.into()),
-        event: event.clone(),
-        at: std::time::SystemTime::UNIX_EPOCH,
-        attempt: 1,
-        model: None,
-        enforce: None,
-        summary: None,
-        usage: None,
-        duration_ms: None,
-        failure: None,
-    };
-    let opts = PromptOptions {
-        constrained: true,
-        ..PromptOptions::default()
-    };
-    trail_to_prompts(fsm, &[entry], state, &opts)
-        .into_iter()
-        .map(|m| match m.role {
-            Role::System => Message::system(m.content),
-            Role::User => Message::user(m.content),
-            Role::Assistant => Message::assistant(m.content),
-        })
-        .collect()
 }
 
 /// Runs `state` on `event` (which entered it through `input`), constrained by the state's
