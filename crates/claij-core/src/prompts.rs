@@ -357,6 +357,7 @@ pub fn project(fsm: &Fsm, trail: &[TrailEntry], state: &str, opts: &PromptOption
         opts,
         outputs: HashMap::new(),
         absorbed: Vec::new(),
+        echoed: Vec::new(),
     };
     let mut head = vec![Message::system(system_message(fsm))];
     push_example_turns(&mut head, fsm);
@@ -432,6 +433,11 @@ struct Projector<'f, 'o> {
     /// The entries shown inside the request of the `llm` state they lead into (as its
     /// `Input:`), not as messages of their own.
     absorbed: Vec<*const TrailEntry>,
+    /// Another model state's answers that led into an `llm` state: shown as the
+    /// assistant's where they were written, and again inside the request they lead into
+    /// (as its `Input:`), so that the values a state is to work on sit next to its
+    /// instruction.
+    echoed: Vec<*const TrailEntry>,
     /// Rendered output schema and answer template per state (`None`: terminal or
     /// unknown).
     outputs: HashMap<String, Option<Output>>,
@@ -532,12 +538,16 @@ impl Projector<'_, '_> {
     ) -> String {
         let fsm = self.fsm;
         let constrained = self.opts.constrained;
-        let document = document.filter(|e| self.is_absorbed(e)).map(|e| &e.event);
+        let document = document
+            .filter(|e| self.is_absorbed(e) || self.echoed.iter().any(|a| std::ptr::eq(*a, *e)))
+            .map(|e| &e.event);
         write_task_message(fsm, state, input, document, self.output(state), constrained)
     }
 
     /// Shows `entry` inside the request of `state` when it is the input a non-model state
-    /// (the run's start, a program, a person) handed to the model state `state`.
+    /// (the run's start, a program, a person) handed to the model state `state`; when
+    /// another model state answered it, shows it there too, keeping the answer where it
+    /// was written.
     fn absorb(&mut self, entry: &TrailEntry, state: &str) {
         let fsm = self.fsm;
         let from = fsm.state(&entry.from).map(|s| &*s.action);
@@ -546,15 +556,19 @@ impl Projector<'_, '_> {
             Some(crate::synthesis::FSM_ACTION | crate::synthesis::FORK_ACTION)
         );
         let omitted = fsm.transition(&entry.from, state).is_some_and(|t| t.omit);
-        if entry.failure.is_none()
-            && entry.to.as_deref() == Some(state)
-            && is_llm(fsm, state)
-            && !is_llm(fsm, &entry.from)
-            && !composed
-            && !omitted
-            && fsm.tool_loop(state).is_none_or(|h| *h.id != *entry.from)
+        if entry.failure.is_some()
+            || entry.to.as_deref() != Some(state)
+            || !is_llm(fsm, state)
+            || composed
+            || omitted
+            || fsm.tool_loop(state).is_some_and(|h| *h.id == *entry.from)
         {
+            return;
+        }
+        if !is_llm(fsm, &entry.from) {
             self.absorbed.push(entry as *const TrailEntry);
+        } else if *entry.from != *state {
+            self.echoed.push(entry as *const TrailEntry);
         }
     }
 

@@ -163,7 +163,8 @@ fn a_finished_tool_loop_is_summarised_by_default_and_shown_as_keep_says() {
     );
     assert_eq!(count(&messages, "TEXT-"), 0);
     assert_eq!(count(&messages, "ASK-PROMPT"), 0);
-    assert_eq!(count(&messages, "NOTES-OF-ASK"), 1);
+    // The result: the model's answer where it was written, and `write`'s input.
+    assert_eq!(count(&messages, "NOTES-OF-ASK"), 2);
     assert_eq!(
         messages.last().map(|m| m.content.contains("WRITE-PROMPT")),
         Some(true)
@@ -346,7 +347,8 @@ fn a_summary_the_model_wrote_stands_for_its_visit() {
         "claij's own line gives way"
     );
     assert_eq!(count(&messages, "TEXT-"), 0);
-    assert_eq!(count(&messages, "NOTES-OF-ASK"), 1);
+    // The answer where it was written, and again as `write`'s input.
+    assert_eq!(count(&messages, "NOTES-OF-ASK"), 2);
 }
 
 #[test]
