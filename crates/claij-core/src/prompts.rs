@@ -26,6 +26,11 @@
 //!      a person's answer) into an `llm` state is shown **inside that state's request**,
 //!      as its `Input:`, after what the state is asked to do, as a person asking a model
 //!      plainly would write it;
+//!    - an answer of another `llm` state that leads into an `llm` state stays the
+//!      assistant's where it was written, and is shown again inside the request it leads
+//!      into, as its `Input:`, so that the values a state works on sit next to its
+//!      instruction (a small model otherwise copies numbers from its instruction over
+//!      the ones an earlier step extracted; docs/EMBEDDED-MODEL.md, "Asked plainly");
 //!    - a tool result inside the loop is a **user** message `Result:` and a line asking
 //!      to go on with the request above (or, once the loop's
 //!      [`max_tool_rounds`](PromptOptions::max_tool_rounds) are used up, to answer now);

@@ -452,21 +452,28 @@ fn code_review_eval_replays_the_recorded_providers() {
     assert_eq!(smol["failure"], failure, "{smol}");
     assert!(smol["detail"].as_str().unwrap().contains(&says), "{smol}");
     assert_eq!(smol["state"], "failed");
-    // SmolLM2, greedy, never ends the review: the panel goes round by round until the
-    // conversation outgrows the model's context; the embedded provider refuses that
-    // request (the tape holds the refusal) and the run ends where it was refused: through
-    // the chairman's `on_failure` in `failed`, or failed in the reviewer, which has none
-    // (crates/claij-llm/tests/code_review.rs). A refused call is the provider's failure,
-    // not a wrong answer.
+    // SmolLM2, greedy, never ends the review: the panel goes round by round. The
+    // recording ends with the embedded provider's refusal of a request (the conversation
+    // outgrew the context, or an answer did not close within `max_tokens`), or it was
+    // stopped while the rounds went on, and replay refuses the next request; the run
+    // ends where it was refused: through the chairman's `on_failure` in `failed`, or
+    // failed in the reviewer, which has none (crates/claij-llm/tests/code_review.rs). A
+    // refused call is the provider's failure, not a wrong answer.
     let tape = read_json(&root().join("tests/llm/code-review.embedded.exchanges.json"));
-    let refusal = tape["exchanges"]
+    let last = tape["exchanges"]
         .as_array()
         .unwrap()
         .last()
         .unwrap()
         .clone();
-    let refused_in = refusal["state"].clone();
-    let refusal_message = refusal["error"]["message"].as_str().unwrap().to_owned();
+    let (refused_in, refusal_message) = match last["error"]["message"].as_str() {
+        Some(message) => (last["state"].clone(), message.to_owned()),
+        None => {
+            let answer: Value =
+                serde_json::from_str(last["response"]["text"].as_str().unwrap()).unwrap();
+            (answer["id"][1].clone(), "holds no answer".to_owned())
+        }
+    };
     let (status, state) = if refused_in == "chairman" {
         ("completed", "failed")
     } else {
