@@ -431,6 +431,11 @@ fn entered_through<'f>(fsm: &'f Fsm, entry: &TrailEntry, state: &str) -> Option<
         .and_then(|to| fsm.transition(&entry.from, to))
 }
 
+/// Whether `entries` holds `entry` itself (not an equal one).
+fn holds(entries: &[*const TrailEntry], entry: &TrailEntry) -> bool {
+    entries.iter().any(|e| std::ptr::eq(*e, entry))
+}
+
 /// Renders entries, remembering the schemas it has rendered.
 struct Projector<'f, 'o> {
     fsm: &'f Fsm,
@@ -544,7 +549,7 @@ impl Projector<'_, '_> {
         let fsm = self.fsm;
         let constrained = self.opts.constrained;
         let document = document
-            .filter(|e| self.is_absorbed(e) || self.echoed.iter().any(|a| std::ptr::eq(*a, *e)))
+            .filter(|e| self.is_absorbed(e) || holds(&self.echoed, e))
             .map(|e| &e.event);
         write_task_message(fsm, state, input, document, self.output(state), constrained)
     }
@@ -579,7 +584,7 @@ impl Projector<'_, '_> {
 
     /// Whether `entry` is shown inside the request it leads into.
     fn is_absorbed(&self, entry: &TrailEntry) -> bool {
-        self.absorbed.iter().any(|a| std::ptr::eq(*a, entry))
+        holds(&self.absorbed, entry)
     }
 
     /// What an answer from `state` must satisfy, rendered once per state (see
