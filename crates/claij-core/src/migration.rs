@@ -107,6 +107,7 @@ mod tests {
             model: None,
             enforce: None,
             summary: None,
+            votes: None,
             usage: None,
             duration_ms: None,
             failure: None,

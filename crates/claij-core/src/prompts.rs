@@ -51,11 +51,11 @@
 //! 4. for an `llm` state, one more **user** message, the request ([`task_message`]): the
 //!    state's prompts, its input transition's prompts, its `Input:` (above), then the JSON
 //!    Schema the answer must satisfy — alone when the answer is
-//!    [`constrained`](PromptOptions::constrained) by a grammar (which writes the `id`s
-//!    itself) and no route is described; otherwise after the `id` values the answer may
+//!    [`constrained`](PromptOptions::constrained) by a grammar or a provider's structured
+//!    output (which write the `id`s themselves) and no route is described; otherwise after the `id` values the answer may
 //!    carry, each with its transition's description, and followed by what such an answer
 //!    looks like (a template: its fields in order, each a placeholder, its `id` last;
-//!    `prompts/shape.rs`; not under a grammar). Left out while the state's visit is under
+//!    `prompts/shape.rs`; not when constrained). Left out while the state's visit is under
 //!    way (after its failure or its tool result), since the request above still stands.
 //!
 //! So a one-step question under a grammar is asked exactly as the plain baseline asks
@@ -119,7 +119,7 @@ use serde_json::{Value, json};
 
 use crate::fsm::{Fsm, Transition, TransitionSchema};
 use crate::schema::{DynamicSchemas, effective_schema};
-use crate::trail::{Failure, TrailEntry};
+use crate::trail::{Failure, TrailEntry, without_id};
 
 /// The action whose states are answered by a model: their events are the assistant's.
 const LLM_ACTION: &str = "llm";
@@ -187,9 +187,10 @@ pub struct PromptOptions<'a> {
     /// Resolves dynamic (string-named) transition schemas. Without it, or when it fails,
     /// a dynamic schema is shown as `{"x-dynamic-schema": NAME}` with the `id` const.
     pub dynamic: Option<&'a dyn DynamicSchemas>,
-    /// Whether the answer is held to its schema token by token (the embedded model's
-    /// `grammar` mode). The request then leaves out the answer's template: the grammar
-    /// writes that shape itself, and on the embedded 1.5B model the template cost answers
+    /// Whether the answer's shape is written by the decoder, not by the model reading a
+    /// template: held to its schema token by token (the embedded model's `grammar` mode)
+    /// or by the provider's structured output (`json_schema`). The request then leaves
+    /// out the answer's template: the decoder writes that shape itself, and on the embedded 1.5B model the template cost answers
     /// (measured on the labelled set: expense 6/12 instead of 12/12, the model copying the
     /// first of an enum's listed values; docs/EMBEDDED-MODEL.md).
     pub constrained: bool,
@@ -787,19 +788,6 @@ fn document_text(entry: &TrailEntry) -> String {
     };
     push_json(&mut out, &without_id(&entry.event));
     out
-}
-
-/// `document` without its routing `id` (to a model it is noise: the input's route was
-/// already taken).
-fn without_id(document: &Value) -> Cow<'_, Value> {
-    match document {
-        Value::Object(map) if map.contains_key("id") => {
-            let mut map = map.clone();
-            map.shift_remove("id");
-            Cow::Owned(Value::Object(map))
-        }
-        other => Cow::Borrowed(other),
-    }
 }
 
 /// Appends each non-blank prompt as a paragraph.

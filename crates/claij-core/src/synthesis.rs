@@ -12,6 +12,8 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
+use crate::trail::without_id;
+
 /// The action whose events are shown as a sub-FSM's result.
 pub(crate) const FSM_ACTION: &str = "fsm";
 /// The action whose events are shown as a batch of branch results.
@@ -31,7 +33,10 @@ pub(crate) fn sub_fsm_text(event: &Value) -> String {
             let from = step.get("from").and_then(Value::as_str).unwrap_or("?");
             let to = step.get("to").and_then(Value::as_str).unwrap_or("?");
             let _ = write!(out, "- {from} -> {to}: ");
-            push_json(&mut out, &without_id(step.get("event")));
+            match step.get("event") {
+                Some(event) => push_json(&mut out, &without_id(event)),
+                None => push_json(&mut out, &Value::Null),
+            }
             out.push('\n');
         }
     }
@@ -128,14 +133,6 @@ fn answer(out: &mut String, event: &Value) {
             }
         }
     }
-}
-
-fn without_id(event: Option<&Value>) -> Value {
-    let mut event = event.cloned().unwrap_or(Value::Null);
-    if let Value::Object(map) = &mut event {
-        map.remove("id");
-    }
-    event
 }
 
 fn push_json(out: &mut String, value: &Value) {

@@ -1,6 +1,7 @@
 //! The trail: a run's append-only audit log, one entry per attempt. The current state,
 //! the last event and the run's cost are derived from it; prompts are projected from it.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -45,6 +46,12 @@ pub struct TrailEntry {
     /// the visit. Its call's tokens are in `usage`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    /// The routes a state's answers voted for, when its `vote: k` asked for several
+    /// (each answer's `id` in the order they were sampled, `null` for one that did not
+    /// parse); the event is the first answer for the route most voted for. Their calls'
+    /// tokens are in `usage`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub votes: Option<Vec<Value>>,
     /// Tokens and cost, when a model was called.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Box<Usage>>,
@@ -188,6 +195,19 @@ mod rfc3339 {
     }
 }
 
+/// `event` without its routing `id` (the route it took, which a reader of its content has
+/// no use for), its other fields in their order.
+pub fn without_id(event: &Value) -> Cow<'_, Value> {
+    match event {
+        Value::Object(map) if map.contains_key("id") => {
+            let mut map = map.clone();
+            map.shift_remove("id");
+            Cow::Owned(Value::Object(map))
+        }
+        other => Cow::Borrowed(other),
+    }
+}
+
 /// The event of the last transition taken, if any.
 pub fn last_event(trail: &[TrailEntry]) -> Option<&Value> {
     trail
@@ -215,6 +235,16 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn an_event_without_its_id_keeps_its_fields_in_their_order() {
+        let event = json!({"id": ["a", "b"], "x": 1, "y": 2, "z": 3});
+        assert_eq!(without_id(&event).to_string(), r#"{"x":1,"y":2,"z":3}"#);
+        // Nothing to take out: the event itself, not a copy.
+        let plain = json!({"x": 1});
+        assert!(matches!(without_id(&plain), Cow::Borrowed(_)));
+        assert!(matches!(without_id(&json!("text")), Cow::Borrowed(_)));
+    }
+
+    #[test]
     fn entries_round_trip_in_the_documented_shape() {
         let e = TrailEntry {
             seq: 8,
@@ -229,6 +259,7 @@ mod tests {
             usage: None,
             enforce: None,
             summary: None,
+            votes: None,
             duration_ms: Some(3),
             failure: Some(Box::new(Failure {
                 kind: FailureKind::UnknownTransition,

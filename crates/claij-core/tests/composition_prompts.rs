@@ -47,6 +47,7 @@ fn entry(seq: u64, fsm: &str, from: &str, to: &str, event: Value) -> TrailEntry 
         usage: None,
         enforce: None,
         summary: None,
+        votes: None,
         duration_ms: None,
         failure: None,
     }

@@ -33,6 +33,7 @@ fn entry(seq: u64, from: &str, to: Option<&str>, event: Value, attempt: u32) -> 
         usage: None,
         enforce: None,
         summary: None,
+        votes: None,
         duration_ms: None,
         failure: None,
     }

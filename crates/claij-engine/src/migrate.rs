@@ -699,6 +699,7 @@ fn migrated_entry(record: &RunRecord, trail: &[TrailEntry], new: &Fsm, plan: &Pl
         model: None,
         enforce: None,
         summary: None,
+        votes: None,
         usage: None,
         duration_ms: None,
         failure: Some(Box::new(Failure {

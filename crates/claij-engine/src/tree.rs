@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use claij_core::store::{RunRecord, RunStore, StoreError};
+use claij_core::trail::without_id;
 use claij_core::{Fsm, KnownActions};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -292,7 +293,7 @@ impl Engine {
                 )
                 .await?;
             let done = outcome.status == RunStatus::Completed;
-            input = outcome.result.clone().map(without_id).unwrap_or_default();
+            input = outcome.result.as_ref().map(content).unwrap_or_default();
             outcomes.push(outcome);
             if !done {
                 break;
@@ -302,12 +303,9 @@ impl Engine {
     }
 }
 
-/// An event without its routing `id` (a child's result handed on).
-pub(crate) fn without_id(mut event: Value) -> Value {
-    if let Value::Object(map) = &mut event {
-        map.remove("id");
-    }
-    event
+/// A child's result as handed on: its content, without the route it took.
+pub(crate) fn content(result: &Value) -> Value {
+    without_id(result).into_owned()
 }
 
 /// What the actions an engine runs may ask of it.

@@ -81,6 +81,7 @@ impl Action for Counter {
                 usage: None,
                 enforce: None,
                 summary: None,
+                votes: None,
                 published: Vec::new(),
             }
             .into())

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use claij_core::FailureKind;
 use claij_core::prompts::{PromptOptions, project, tool_rounds};
+use claij_core::{FailureKind, Usage};
 use claij_engine::capability::{Field, Touch};
 use claij_engine::{
     Action, ActionError, ActionInput, ActionOutput, BoxFuture, Call, ModelExchange, Outcome,
@@ -18,9 +18,10 @@ use crate::extract::extract_object;
 use crate::layer::{LlmLayer, ResolvedModel};
 use crate::metered::CallFailure;
 use crate::provider::ProviderError;
-use crate::request::{Decoding, ModelRequest};
+use crate::request::{Decoding, Enforcement, ModelRequest, ModelResponse};
 use crate::summary;
 use crate::tokens;
+use crate::vote;
 
 /// Validation failures of one model, in a state, before the next fallback model is used.
 pub const DEFAULT_ESCALATE_AFTER: u32 = 2;
@@ -61,6 +62,10 @@ pub struct LlmStateConfig {
     /// model must answer, so that a loop always ends.
     #[serde(default)]
     pub max_tool_rounds: Option<u32>,
+    /// How many answers decide the route by majority (default 1: the one answer). The
+    /// extra answers are sampled; their votes are recorded in the trail ([`crate::vote`]).
+    #[serde(default)]
+    pub vote: Option<u32>,
     /// Decoding settings (`temperature`, `top_p`, `seed`, `max_tokens`).
     #[serde(default, flatten)]
     pub decoding: Decoding,
@@ -88,6 +93,7 @@ impl Action for LlmAction {
                 "escalate_after": {"type": "integer", "minimum": 1},
                 "max_prompt_tokens": {"type": "integer", "minimum": 1},
                 "max_tool_rounds": {"type": "integer", "minimum": 1},
+                "vote": {"type": "integer", "minimum": 1, "maximum": vote::MAX_VOTES},
                 "enforce": {"enum": ["prompt", "json_schema", "tools", "grammar"]},
                 "temperature": {"type": "number", "minimum": 0},
                 "top_p": {"type": "number", "minimum": 0, "maximum": 1},
@@ -108,6 +114,7 @@ impl Action for LlmAction {
             Field::inert("/escalate_after"),
             Field::inert("/max_prompt_tokens"),
             Field::inert("/max_tool_rounds"),
+            Field::inert("/vote"),
             Field::inert("/enforce"),
             Field::inert("/temperature"),
             Field::inert("/top_p"),
@@ -119,6 +126,26 @@ impl Action for LlmAction {
 
     fn run<'a>(&'a self, input: ActionInput<'a>) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move { self.attempt(input).await.map(Outcome::Emit) })
+    }
+}
+
+/// What a vote's extra answers are asked with: the first answer's model, request and
+/// prompt size.
+struct Ballot<'a> {
+    model: &'a ResolvedModel,
+    request: &'a ModelRequest,
+    input: &'a ActionInput<'a>,
+    prompt_tokens: Option<u64>,
+}
+
+/// The event a model's answer makes, if it makes one: a tool call's arguments with its
+/// route, else the one JSON object of its text (unwrapped from `json_schema`'s wrapper).
+fn answer_of(response: &ModelResponse, enforcement: &Enforcement) -> Option<Value> {
+    match &response.tool_call {
+        Some((name, args)) => enforce::tool_event(enforcement, name, args),
+        None => extract_object(&response.text)
+            .ok()
+            .map(|v| enforce::unwrap_answer(enforcement.mode, v)),
     }
 }
 
@@ -145,7 +172,7 @@ impl LlmAction {
             &input.state.id,
             &PromptOptions {
                 dynamic: Some(input.schemas),
-                constrained: mode == Mode::Grammar,
+                constrained: mode.writes_shape(),
                 max_tool_rounds: Some(max_rounds),
                 prompting: self.layer.prompting(),
             },
@@ -220,6 +247,19 @@ impl LlmAction {
                 }
             },
         };
+        let mut usage = usage;
+        let (event, votes) = match config.vote.or(model.vote).filter(|k| *k > 1) {
+            Some(k) => {
+                let ballot = Ballot {
+                    model: &model,
+                    request: &request,
+                    input: &input,
+                    prompt_tokens,
+                };
+                self.poll(k, event, &ballot, &mut usage).await
+            }
+            None => (event, None),
+        };
         if let Some(h) = &withdrawn
             && event.get("id") == Some(&json!([&*input.state.id, &**h]))
         {
@@ -237,7 +277,6 @@ impl LlmAction {
             .with_model(&model.name, Some(usage))
             .enforced(mode.to_string()));
         }
-        let mut usage = usage;
         let summary = summary::write(
             &self.layer,
             &model,
@@ -260,8 +299,68 @@ impl LlmAction {
             usage: Some(Box::new(usage)),
             enforce: Some(mode.to_string()),
             summary,
+            votes,
             published: Vec::new(),
         })
+    }
+
+    /// `vote: k`: k − 1 more answers to `ballot`'s request, sampled ([`vote::sampled`]),
+    /// their tokens added to `usage`; the winning answer ([`vote::winner`]) and every
+    /// answer's route, `first`'s leading.
+    async fn poll(
+        &self,
+        k: u32,
+        first: Value,
+        ballot: &Ballot<'_>,
+        usage: &mut Usage,
+    ) -> (Value, Option<Vec<Value>>) {
+        let input = ballot.input;
+        let mut routes = vec![first.get("id").cloned()];
+        let mut samples = Vec::new();
+        for i in 1..k.min(vote::MAX_VOTES) {
+            let sample = ModelRequest {
+                decoding: vote::sampled(ballot.request.decoding, i),
+                ..ballot.request.clone()
+            };
+            // Optional calls: a budget that one would overrun ends the voting, not the run.
+            let answer = match self
+                .layer
+                .metered_call(
+                    ballot.model,
+                    &sample,
+                    &input.state.id,
+                    None,
+                    input.meter,
+                    true,
+                    ballot.prompt_tokens,
+                )
+                .await
+            {
+                Ok((response, spent)) => {
+                    usage.add(&spent);
+                    answer_of(&response, &sample.enforcement)
+                }
+                Err(CallFailure::Refused(_)) => break,
+                Err(CallFailure::Provider(e)) => {
+                    tracing::warn!(state = %input.state.id, error = %e, "a vote's answer failed");
+                    None
+                }
+            };
+            routes.push(answer.as_ref().and_then(|a| a.get("id")).cloned());
+            samples.push(answer);
+        }
+        let event = match vote::winner(&routes) {
+            Some(chosen) if chosen > 0 => samples
+                .get_mut(chosen - 1)
+                .and_then(Option::take)
+                .unwrap_or(first),
+            _ => first,
+        };
+        let votes = routes
+            .into_iter()
+            .map(|r| r.unwrap_or(Value::Null))
+            .collect();
+        (event, Some(votes))
     }
 
     /// The model and the enforcement mode of this attempt. The model: state

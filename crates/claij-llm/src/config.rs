@@ -158,6 +158,10 @@ pub struct ModelConfig {
     /// `enforce` however often it fails, say for a server whose grammar is slow).
     #[serde(default)]
     pub escalate_enforce: Option<bool>,
+    /// How many answers decide a route by majority, for the `llm` states that do not
+    /// say (their `config.vote`; default 1: [`crate::vote`]).
+    #[serde(default)]
+    pub vote: Option<u32>,
     /// Default temperature (a state's `config` overrides it; likewise below).
     #[serde(default)]
     pub temperature: Option<f32>,
@@ -245,6 +249,20 @@ impl LlmConfig {
             message: e.to_string(),
         })?;
         let dir = path.parent().unwrap_or(Path::new(""));
+        for (name, model) in &config.models {
+            if let Some(k) = model
+                .vote
+                .filter(|k| !(1..=crate::vote::MAX_VOTES).contains(k))
+            {
+                return Err(ConfigError::Invalid {
+                    path: path.to_owned(),
+                    message: format!(
+                        "[models.{name}] vote = {k}: a vote takes 1 to {} answers",
+                        crate::vote::MAX_VOTES
+                    ),
+                });
+            }
+        }
         for model in config.models.values_mut() {
             if let Some(file) = model.path.as_mut()
                 && file.is_relative()
@@ -390,6 +408,25 @@ price = { input = 1.0, output = 2.0, cached = 0.5 }
             c.providers["llama"].json_flavour,
             Some(JsonFlavour::JsonObject)
         );
+    }
+
+    #[test]
+    fn a_model_s_vote_is_one_to_nine_answers_and_a_wrong_one_is_named() {
+        let parse = |k: u32| {
+            LlmConfig::parse(
+                &format!("[models.q]\nprovider = \"embedded\"\nvote = {k}\n"),
+                Path::new("claij.toml"),
+            )
+        };
+        assert_eq!(parse(3).unwrap().models["q"].vote, Some(3));
+        for wrong in [0, 10] {
+            let message = parse(wrong).unwrap_err().to_string();
+            assert!(
+                message.contains(&format!("[models.q] vote = {wrong}"))
+                    && message.contains("claij.toml"),
+                "{message}"
+            );
+        }
     }
 
     #[test]

@@ -162,6 +162,21 @@ pub fn tool_event(enforcement: &Enforcement, name: &str, args: &Value) -> Option
     Some(Value::Object(event))
 }
 
+/// The union inside a `json_schema` enforcement's wrapper (`{"properties": {"event":
+/// UNION}}`), for the providers whose structured output takes a root union (llama.cpp's
+/// `json_object` grammar): the wrapper exists for strict modes that reject one, and a
+/// small model writing under it mistakes the word for part of the task (measured on the
+/// labelled set: Qwen2.5-Coder-0.5B behind the stock server wrote `"name": "extract"`,
+/// the state's name, in 16 of 16 extractions; docs/EMBEDDED-MODEL.md). Any other schema
+/// as it is.
+pub fn unwrapped(schema: &Value) -> &Value {
+    schema
+        .get("properties")
+        .and_then(|p| p.get(WRAP_KEY))
+        .filter(|_| schema.get("required") == Some(&json!([WRAP_KEY])))
+        .unwrap_or(schema)
+}
+
 /// The event inside a `json_schema` answer (`{"event": {...}}`); other answers as they are.
 pub fn unwrap_answer(mode: Mode, answer: Value) -> Value {
     match (mode, answer) {

@@ -59,6 +59,8 @@ pub struct ResolvedModel {
     pub enforce: Option<Mode>,
     /// Whether repeated validation failures move it to a stronger mode (`escalate_enforce`).
     pub escalate_enforce: bool,
+    /// How many answers decide a route by majority where a state does not say (`vote`).
+    pub vote: Option<u32>,
     /// How its transient failures are retried.
     pub retry: RetryPolicy,
     /// Its decoding defaults.
@@ -253,6 +255,7 @@ impl LlmLayer {
             price: Some(Price::default()),
             enforce: None,
             escalate_enforce: true,
+            vote: None,
             retry: RetryPolicy::default(),
             decoding: Decoding::default(),
         });
@@ -425,6 +428,7 @@ impl LlmLayer {
             price,
             enforce: entry.and_then(|m| m.enforce),
             escalate_enforce: entry.and_then(|m| m.escalate_enforce).unwrap_or(true),
+            vote: entry.and_then(|m| m.vote),
             decoding: entry.map(ModelConfig::decoding).unwrap_or_default(),
             retry: self
                 .retry_override

@@ -60,6 +60,7 @@ pub mod secret;
 mod summary;
 pub mod text;
 pub mod tokens;
+pub mod vote;
 
 use std::sync::Arc;
 

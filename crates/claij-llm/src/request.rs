@@ -76,6 +76,16 @@ impl Mode {
             Mode::Grammar => 3,
         }
     }
+
+    /// Whether the answer's shape is written by the decoder rather than by the model
+    /// reading a template: `grammar` (every token) and `json_schema` (the provider's
+    /// structured output). The request then leaves out the answer's template
+    /// ([`claij_core::prompts::PromptOptions::constrained`]): measured on the labelled
+    /// set, the template costs small models answers they get right without it
+    /// (docs/EMBEDDED-MODEL.md).
+    pub fn writes_shape(self) -> bool {
+        matches!(self, Mode::JsonSchema | Mode::Grammar)
+    }
 }
 
 impl fmt::Display for Mode {

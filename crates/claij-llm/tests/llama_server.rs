@@ -55,7 +55,8 @@ async fn the_openai_compatible_provider_talks_to_a_real_llama_cpp_server() {
     let tokens = r.tokens.expect("usage is reported");
     assert!(tokens.input > 0 && tokens.output > 0 && tokens.output <= 16);
 
-    // A JSON-constrained answer: response_format json_object with the wrapped union.
+    // A JSON-constrained answer: response_format json_object with the union (unwrapped:
+    // llama.cpp's grammar takes a root union).
     let id = json!(["ask", "done"]);
     let routes = [Route {
         id: &id,

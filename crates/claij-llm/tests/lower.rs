@@ -265,14 +265,15 @@ fn each_provider_s_request_carries_its_lowered_schema() {
         json!(["customer", "product", "problem", "urgency", "id"])
     );
 
-    // llama.cpp's json_object: merged, no allOf, lengths kept.
+    // llama.cpp's json_object: the union unwrapped, merged, no allOf, lengths kept.
     let b = provider(ProviderKind::Openai, JsonFlavour::JsonObject)
         .build_call(&request(e.clone()))
         .body;
     assert_eq!(b["response_format"]["type"], "json_object");
     let schema = &b["response_format"]["schema"];
     assert!(!contains_key(schema, "allOf"));
-    let event = &schema["properties"]["event"]["anyOf"][0];
+    assert!(!contains_key(schema, "event"), "{schema}");
+    let event = &schema["anyOf"][0];
     assert_eq!(event["properties"]["customer"]["maxLength"], 60);
     assert_eq!(
         event["properties"]["id"]["const"],

@@ -9,6 +9,7 @@
 
 use axum::http::HeaderMap;
 use claij_core::store::RunRecord;
+use claij_core::trail::without_id;
 use serde_json::Value;
 
 use crate::problem::{PlacedError, Problem};
@@ -96,21 +97,11 @@ pub(crate) async fn check_same_start(
 /// Whether `given` is the input a run started with (`started`, which has the entry's `id`
 /// added when the input left it out).
 fn same_input(started: &Value, given: &Value) -> bool {
-    match (started, given) {
-        (Value::Object(started), Value::Object(given)) => {
-            let id_agrees = given
-                .get("id")
-                .is_none_or(|id| started.get("id") == Some(id));
-            let rest = |m: &serde_json::Map<String, Value>| {
-                m.iter()
-                    .filter(|(k, _)| k.as_str() != "id")
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect::<serde_json::Map<_, _>>()
-            };
-            id_agrees && rest(started) == rest(given)
-        }
-        (started, given) => started == given,
-    }
+    let id_agrees = match given.get("id") {
+        Some(id) => started.get("id") == Some(id),
+        None => true,
+    };
+    id_agrees && without_id(started) == without_id(given)
 }
 
 #[cfg(test)]

@@ -669,7 +669,8 @@ fn the_notes_survey_replays_its_tool_loop_and_the_next_step_reads_a_summary_of_i
     );
 
     // What each step read: the loop's prompts grow by a round each; the report's is a
-    // summary of the loop and its findings, smaller than the loop's third step.
+    // summary of the loop and its findings (the survey's answer, a finding a note), smaller
+    // than the loop's last step, whose rounds it does not repeat.
     let measure = [
         "prompt",
         file,
@@ -683,7 +684,7 @@ fn the_notes_survey_replays_its_tool_loop_and_the_next_step_reads_a_summary_of_i
     assert!(steps[..13].iter().all(|(s, _)| s == "survey"));
     assert!(steps[..13].windows(2).all(|w| w[1].1 > w[0].1), "{steps:?}");
     assert_eq!(steps[13].0, "report");
-    assert!(steps[13].1 < steps[2].1, "{steps:?}");
+    assert!(steps[13].1 < steps[12].1, "{steps:?}");
     let (_, seed_total) = step_table(
         home.path(),
         &[&measure[..], &["--projection", "seed"]].concat(),
@@ -693,8 +694,8 @@ fn the_notes_survey_replays_its_tool_loop_and_the_next_step_reads_a_summary_of_i
         "claij {total}, seed-style {seed_total}"
     );
 
-    // With a budget, no step reads more than it, and the loop's last step less than half
-    // of what it reads without one.
+    // With a budget on the survey state, none of its steps reads more than it, and the
+    // loop's last step less than half of what it reads without one.
     let uncapped_last = steps[12].1;
     let mut capped = doc.clone();
     let survey = capped["states"]
@@ -710,7 +711,10 @@ fn the_notes_survey_replays_its_tool_loop_and_the_next_step_reads_a_summary_of_i
         home.path(),
         &[&["prompt", capped_file.to_str().unwrap()], &measure[2..]].concat(),
     );
-    assert!(steps.iter().all(|(_, n)| *n <= 1000), "{steps:?}");
+    assert!(
+        steps[..13].iter().all(|(s, n)| s == "survey" && *n <= 1000),
+        "{steps:?}"
+    );
     assert!(
         steps[12].1 < uncapped_last / 2,
         "the loop's last step shrunk: {steps:?} against {uncapped_last}"
@@ -740,4 +744,82 @@ fn the_notes_survey_replays_its_tool_loop_and_the_next_step_reads_a_summary_of_i
         1,
         "the request said once"
     );
+}
+
+/// `vote: 3` on the real embedded model (SmolLM2): the state asks three answers of the same
+/// request, the trail entry records each one's route (`votes`), the event is the first
+/// answer for the route most voted for (a tie: the route voted for first), and the usage
+/// adds up the three calls.
+#[test]
+fn a_vote_asks_k_answers_and_takes_the_first_answer_for_the_majority_route() {
+    let cache = std::env::var_os("CLAIJ_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/claij")))
+        .unwrap();
+    let model = cache.join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        model.exists(),
+        "{} is missing: run scripts/setup/model",
+        model.display()
+    );
+    let home = tempfile::tempdir().unwrap();
+    let fsm = home.path().join("vote.yaml");
+    std::fs::write(
+        &fsm,
+        r#"
+id: vote
+states:
+  - id: route
+    action: llm
+    prompts: ["Send the customer's message to the team that handles it."]
+    config: {vote: 3, max_tokens: 80}
+  - {id: billing, action: end}
+  - {id: technical, action: end}
+  - {id: general, action: end}
+xitions:
+  - id: [start, route]
+    schema: {type: object, required: [message], properties: {message: {type: string}}}
+  - {id: [route, billing], description: "payments, invoices, refunds"}
+  - {id: [route, technical], description: "errors, crashes, bugs"}
+  - {id: [route, general], description: "anything else"}
+"#,
+    )
+    .unwrap();
+    let trail = home.path().join("trail.jsonl");
+    let out = claij_embedded(
+        home.path(),
+        &model,
+        &[
+            "run",
+            fsm.to_str().unwrap(),
+            "--trail",
+            trail.to_str().unwrap(),
+            "--input",
+            r#"{"message": "I was charged twice for my March invoice."}"#,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let entries = read_trail(&trail);
+    let step = entries
+        .iter()
+        .find(|e| e["from"] == "route" && e.get("to").is_some())
+        .unwrap_or_else(|| panic!("no step from `route`: {entries:#?}"));
+    let votes = step["votes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{step:#}"));
+    assert_eq!(votes.len(), 3, "{step:#}");
+    let routes = ["billing", "technical", "general"];
+    for vote in votes {
+        // Under the grammar every answer parses, so every answer votes for a route.
+        assert!(
+            vote[0] == "route" && routes.iter().any(|r| vote[1] == *r),
+            "{step:#}"
+        );
+    }
+    let count = |v: &Value| votes.iter().filter(|w| *w == v).count();
+    let most = votes.iter().map(count).max().unwrap_or_default();
+    let winner = votes.iter().find(|v| count(v) == most).unwrap();
+    assert_eq!(&step["event"]["id"], winner, "{step:#}");
+    assert_eq!(step["to"], winner[1], "{step:#}");
+    assert_eq!(step["usage"]["calls"], 3, "{step:#}");
 }

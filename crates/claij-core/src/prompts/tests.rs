@@ -68,6 +68,7 @@ pub(super) fn step(seq: u64, from: &str, to: &str, event: Value) -> TrailEntry {
         usage: None,
         enforce: None,
         summary: None,
+        votes: None,
         duration_ms: None,
         failure: None,
     }

@@ -25,6 +25,7 @@ pub(crate) fn conversation(
         model: None,
         enforce: None,
         summary: None,
+        votes: None,
         usage: None,
         duration_ms: None,
         failure: None,

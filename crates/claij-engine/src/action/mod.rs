@@ -197,6 +197,9 @@ pub struct ActionOutput {
     /// PROMPT}`; recorded in the trail entry, read by later prompts in place of the
     /// visit).
     pub summary: Option<String>,
+    /// The routes the answers voted for, when the state asked for a vote (`vote: k`;
+    /// recorded in the trail entry).
+    pub votes: Option<Vec<Value>>,
     /// Events to publish (a `publish` state): committed with the transition this output
     /// takes, in the same transaction, and dispatched by workers to the FSMs whose
     /// triggers subscribe to their topics.
@@ -213,6 +216,7 @@ impl ActionOutput {
             usage: None,
             enforce: None,
             summary: None,
+            votes: None,
             published: Vec::new(),
         }
     }

@@ -15,7 +15,7 @@ use claij_core::JsonPath;
 use crate::action::{ActionError, ActionHost, ActionInput};
 use crate::capability::{Field, Need, NeedsOf, Touch};
 use crate::run::{RunOutcome, RunStatus};
-use crate::tree::without_id;
+use crate::tree::content;
 use claij_core::store::RunStore;
 
 /// What the keys `fsm` and `fork` share touch: nothing (routes, pointers, durations).
@@ -227,7 +227,7 @@ pub(crate) fn child_input(input: &ActionInput<'_>) -> Result<Value, ActionError>
                 input.state.id
             ))
         })?,
-        None => without_id(input.event.clone()),
+        None => content(input.event),
     };
     Ok(as_input(value))
 }
@@ -432,8 +432,8 @@ pub(crate) fn child_view(mode: TrailMode, outcome: &RunOutcome, fsm_id: &str) ->
         "run": outcome.run_id,
         "status": status_word(outcome),
         "steps": transitions().count(),
-        "first": transitions().next().map(|e| without_id(e.event.clone())),
-        "last": transitions().next_back().map(|e| without_id(e.event.clone())),
+        "first": transitions().next().map(|e| content(&e.event)),
+        "last": transitions().next_back().map(|e| content(&e.event)),
     });
     if mode == TrailMode::Full {
         view["trail"] = serde_json::to_value(own).unwrap_or(Value::Null);

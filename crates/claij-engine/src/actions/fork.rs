@@ -14,7 +14,7 @@ use crate::action::{
 };
 use crate::capability::{Field, Need, NeedsOf};
 use crate::run::{RunError, RunOutcome, RunStatus};
-use crate::tree::{ChildRun, without_id};
+use crate::tree::{ChildRun, content};
 use claij_core::known_actions::ConfigRoute;
 use claij_core::{ConfigIssue, Fsm};
 use serde_json::{Value, json};
@@ -438,7 +438,7 @@ fn branch_report(
         Some(Ended::Ran(o)) => {
             out["status"] = json!(status_word(o));
             if o.status == RunStatus::Completed {
-                out["result"] = o.result.clone().map(without_id).unwrap_or(Value::Null);
+                out["result"] = o.result.as_ref().map(content).unwrap_or(Value::Null);
             } else {
                 out["error"] = json!(child_error(o));
             }

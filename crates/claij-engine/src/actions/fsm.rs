@@ -14,7 +14,7 @@ use crate::action::{
 };
 use crate::capability::{Field, Need, NeedsOf};
 use crate::run::{RunOutcome, RunStatus};
-use crate::tree::{ChildRun, without_id};
+use crate::tree::{ChildRun, content};
 
 /// Runs a child FSM and emits its result.
 ///
@@ -148,7 +148,7 @@ impl Action for SubFsm {
                 }
                 let done = outcome.status == RunStatus::Completed;
                 if done {
-                    child_in = outcome.result.clone().map(without_id).unwrap_or_default();
+                    child_in = outcome.result.as_ref().map(content).unwrap_or_default();
                     prior = outcome.trail.clone();
                 }
                 last = Some((outcome, fsm_id));
@@ -165,7 +165,7 @@ impl Action for SubFsm {
                 let to = common.success_to.as_deref().unwrap_or_default();
                 json!({
                     "id": [&**state, to],
-                    "result": outcome.result.clone().map(without_id).unwrap_or(Value::Null),
+                    "result": outcome.result.as_ref().map(content).unwrap_or(Value::Null),
                 })
             } else {
                 let Some(to) = common.failure_target(timed_out(&outcome)) else {

@@ -10,7 +10,7 @@ use claij_core::known_actions::ConfigRoute;
 
 use crate::action::{Action, ActionError, ActionInput, ActionOutput, BoxFuture, Outcome};
 use crate::capability::Field;
-use crate::tree::without_id;
+use crate::tree::content;
 
 /// Publishes `event` (the state's input event without its `id`) on `config.topic` and
 /// takes the transition to `config.next` (or the state's only one). The event's id is
@@ -85,7 +85,7 @@ impl Action for Publish {
             output.published.push(Published {
                 id: event_id,
                 topic: topic.to_owned(),
-                event: without_id(input.event.clone()),
+                event: content(input.event),
             });
             Ok(output.into())
         })

@@ -370,6 +370,7 @@ fn action_failed(error: ActionError, attempt: u32, meter: &Meter) -> Attempt {
             usage,
             enforce: call.enforce,
             summary: None,
+            votes: None,
         },
         None => CallRecord {
             usage,

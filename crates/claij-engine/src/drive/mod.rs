@@ -55,6 +55,8 @@ pub(crate) struct CallRecord {
     pub(crate) enforce: Option<String>,
     /// What the model wrote about the state's visit as it left it.
     pub(crate) summary: Option<String>,
+    /// The routes the answers voted for (`vote: k`).
+    pub(crate) votes: Option<Vec<serde_json::Value>>,
 }
 
 /// One run being driven: its trail and context in memory, and (with a store) how much of

@@ -39,6 +39,7 @@ impl RunState<'_> {
                 usage: output.usage,
                 enforce: output.enforce,
                 summary: None,
+                votes: output.votes,
             },
         };
         let target = match output

@@ -93,6 +93,7 @@ impl RunState<'_> {
             usage,
             enforce,
             summary,
+            votes,
             published,
         } = output;
         self.published.extend(published);
@@ -105,6 +106,7 @@ impl RunState<'_> {
             usage,
             enforce,
             summary,
+            votes,
         };
         self.append_full(transition, event, attempt, call, Some(duration), None);
     }

@@ -204,6 +204,7 @@ xitions:
             model: None,
             enforce: None,
             summary: None,
+            votes: None,
             usage: None,
             duration_ms: None,
             failure: Some(Box::new(failure)),

@@ -110,6 +110,7 @@ async fn finish_interrupted(
         usage,
         enforce: None,
         summary: None,
+        votes: None,
         duration_ms: None,
         failure: Some(Box::new(Failure {
             kind: FailureKind::Interrupted,

@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 
 use super::{HttpProvider, alternate, count, put};
 use crate::config::JsonFlavour;
-use crate::enforce::Mode;
+use crate::enforce::{Mode, unwrapped};
 use crate::http::{HeaderValue, HttpCall};
 use crate::lower::{Target, lower, nulls};
 use crate::request::{ModelRequest, ModelResponse, Tokens};
@@ -35,7 +35,7 @@ pub fn build(p: &HttpProvider, request: &ModelRequest) -> HttpCall {
         Mode::JsonSchema => {
             let format = match p.json_flavour {
                 JsonFlavour::JsonObject => json!({"type": "json_object",
-                    "schema": lower(&e.schema, Target::JsonObject).schema}),
+                    "schema": lower(unwrapped(&e.schema), Target::JsonObject).schema}),
                 _ => {
                     let lowered = lower(&e.schema, Target::OpenAiStrict);
                     json!({"type": "json_schema", "json_schema": {

@@ -142,6 +142,7 @@ fn entry(seq: u64, event: Value) -> TrailEntry {
         }),
         enforce: None,
         summary: None,
+        votes: None,
         duration_ms: Some(seq * 7),
         failure: failed.then(|| {
             Box::new(Failure {

@@ -104,7 +104,7 @@ pub(super) async fn prompt(
                 .or(recorded)
                 .or_else(|| chosen.as_ref().map(|(_, m)| *m));
             let opts = PromptOptions {
-                constrained: mode == Some(Mode::Grammar),
+                constrained: mode.is_some_and(Mode::writes_shape),
                 max_tool_rounds: Some(rounds(&entry.from)),
                 ..opts
             };
@@ -168,7 +168,7 @@ pub(super) async fn prompt(
     let chosen = choice(&state);
     let mode = args.enforce.or_else(|| chosen.as_ref().map(|(_, m)| *m));
     let opts = PromptOptions {
-        constrained: mode == Some(Mode::Grammar),
+        constrained: mode.is_some_and(Mode::writes_shape),
         max_tool_rounds: Some(rounds(&state)),
         ..opts
     };
@@ -266,6 +266,7 @@ fn entry_of(fsm: &Fsm, mut event: Value) -> anyhow::Result<TrailEntry> {
         usage: None,
         enforce: None,
         summary: None,
+        votes: None,
         duration_ms: None,
         failure: None,
     })

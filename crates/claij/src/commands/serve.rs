@@ -19,17 +19,12 @@ use crate::cli::ServeArgs;
 use crate::serving::{documents, secret, stop_on_signals, token};
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
 
-/// How the worker beside a plain `claij serve` works: as `claij worker` does by default,
-/// looking for due work every second on SQLite (PostgreSQL's notices ring sooner), with a
-/// short grace period (the server's own runs do not wait for it either).
+/// How the worker beside a plain `claij serve` works: as `claij worker` does by default
+/// ([`super::worker::idle_poll`]), with a short grace period (the server's own runs do
+/// not wait for it either).
 fn beside_the_server(store: &dyn claij_core::store::RunStore) -> WorkerConfig {
-    let notices = store.describe().starts_with("postgres");
     WorkerConfig {
-        poll: if notices {
-            Duration::from_secs(60)
-        } else {
-            Duration::from_secs(1)
-        },
+        poll: super::worker::idle_poll(store),
         grace: Duration::from_secs(5),
         ..WorkerConfig::default()
     }

@@ -17,6 +17,16 @@ use crate::report::{at, queue_line};
 use crate::serving::stop_on_signals;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, store};
 
+/// How often an idle worker on `store` looks for due work unless told: every minute
+/// where PostgreSQL's notices ring sooner, every second on SQLite (which has none).
+pub(super) fn idle_poll(store: &dyn RunStore) -> Duration {
+    if store.describe().starts_with("postgres") {
+        Duration::from_secs(60)
+    } else {
+        Duration::from_secs(1)
+    }
+}
+
 /// `claij worker`.
 pub(super) async fn worker(app: &App, args: WorkerArgs) -> u8 {
     crate::logs::for_servers(app.tracing_layer());
@@ -76,15 +86,10 @@ pub(super) async fn worker(app: &App, args: WorkerArgs) -> u8 {
             }
         }
     }
-    let notices = store.describe().starts_with("postgres");
     let config = WorkerConfig {
         concurrency: args.concurrency,
         lease: args.lease,
-        poll: args.poll.unwrap_or(if notices {
-            Duration::from_secs(60)
-        } else {
-            Duration::from_secs(1)
-        }),
+        poll: args.poll.unwrap_or_else(|| idle_poll(store.as_ref())),
         grace: args.grace,
     };
     let shutdown = CancellationToken::new();
