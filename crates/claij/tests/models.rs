@@ -57,6 +57,21 @@ fn read_trail(path: impl AsRef<Path>) -> Vec<Value> {
         .collect()
 }
 
+/// SmolLM2-135M's GGUF in the cache (fetched by `scripts/setup/model`).
+fn smollm2() -> PathBuf {
+    let cache = std::env::var_os("CLAIJ_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/claij")))
+        .unwrap();
+    let model = cache.join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        model.exists(),
+        "{} is missing: run scripts/setup/model",
+        model.display()
+    );
+    model
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -119,16 +134,7 @@ fn an_llm_state_with_nothing_configured_uses_the_embedded_model_and_says_how_to_
 /// completes with no failed attempt.
 #[test]
 fn the_triage_example_runs_on_the_embedded_model() {
-    let cache = std::env::var_os("CLAIJ_CACHE_DIR")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/claij")))
-        .unwrap();
-    let model = cache.join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        model.exists(),
-        "{} is missing: run scripts/setup/model",
-        model.display()
-    );
+    let model = smollm2();
     let home = tempfile::tempdir().unwrap();
     let out = claij_embedded(
         home.path(),
@@ -752,16 +758,7 @@ fn the_notes_survey_replays_its_tool_loop_and_the_next_step_reads_a_summary_of_i
 /// adds up the three calls.
 #[test]
 fn a_vote_asks_k_answers_and_takes_the_first_answer_for_the_majority_route() {
-    let cache = std::env::var_os("CLAIJ_CACHE_DIR")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/claij")))
-        .unwrap();
-    let model = cache.join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        model.exists(),
-        "{} is missing: run scripts/setup/model",
-        model.display()
-    );
+    let model = smollm2();
     let home = tempfile::tempdir().unwrap();
     let fsm = home.path().join("vote.yaml");
     std::fs::write(
