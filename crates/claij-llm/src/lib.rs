@@ -42,6 +42,7 @@
 //! - `summary`: the summary a state's model writes as it leaves the state.
 //! - `tokens`: prompt token counts (the model's own tokenizer, else tiktoken) and fitting
 //!   a projection to a budget.
+//! - `vote`: `vote: k`, a route decided by the majority of k answers.
 
 pub mod action;
 pub mod config;
