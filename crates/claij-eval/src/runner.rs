@@ -131,18 +131,21 @@ struct Job {
     repeat: u32,
 }
 
-/// The order the runs start in: case by case (every model on a case before the next
-/// case), the model that goes first turning with each case and repeat. Models sharing a
-/// process or a server share its prompt cache, and the one after another on the same case
-/// finds the prefix they have in common computed (the whole prompt, for a one-step
-/// question asked the same way), which makes it faster and its numbers those of a cached
-/// prefix; turning the order gives each model that advantage as often as the others.
+/// The order the runs start in: model by model (each model's cases one after another
+/// before the next model's), the model that goes first turning with each repeat. Models
+/// sharing a process or a server share its prompt cache, and a run finds computed the
+/// prefix it has in common with the run before it. Run by run, each model finds its own
+/// previous case's prefix, as a user running many cases of one workflow would; two models
+/// asking a question the same way (claij and the plain baseline on a one-step question)
+/// then get it computed alike, so they answer alike. Taking the cases in turns instead
+/// would give the second of each pair the whole prompt cached — another kernel path, so
+/// sometimes another answer to the same text, and a speed no user sees.
 fn job_order(repeats: u32, cases: usize, models: usize) -> Vec<Job> {
     let mut jobs = Vec::with_capacity(cases * models * repeats as usize);
     for repeat in 1..=repeats {
-        for case in 0..cases {
-            let first = (case + repeat as usize - 1) % models.max(1);
-            for k in 0..models {
+        let first = (repeat as usize - 1) % models.max(1);
+        for k in 0..models {
+            for case in 0..cases {
                 jobs.push(Job {
                     model: (first + k) % models,
                     case,
@@ -204,11 +207,14 @@ pub async fn run(eval: Eval) -> Result<Report, EvalError> {
             .cloned()
             .unwrap_or_else(|| Arc::clone(&overall));
         let who = (job.model, job.case, job.repeat);
+        // Runs start in `job_order`: each waits here for its turn before the next is
+        // looked at (spawned first, they would take their turns in whatever order the
+        // scheduler polled them). The provider's turn first, then the overall one: a run
+        // never holds an overall slot while it waits for its provider.
+        let provider_turn = provider.acquire_owned().await;
+        let overall_turn = overall.acquire_owned().await;
         let handle = tokio::spawn(async move {
-            // The provider's turn first, then the overall one: a run never holds an
-            // overall slot while it waits for its provider.
-            let _provider = provider.acquire_owned().await;
-            let _overall = overall.acquire_owned().await;
+            let _turns = (provider_turn, overall_turn);
             let result = one(&eval, &job).await;
             if let Some(p) = &eval.progress {
                 p.finished(&result);
@@ -448,10 +454,10 @@ async fn run_judge(
 mod tests {
     use super::job_order;
 
-    /// Every run once; each case's runs together; the model that goes first on a case
-    /// turns, so with claij and its plain baseline each goes first on half the cases.
+    /// Every run once; each model's cases together, in order; the model that goes first
+    /// turns with each repeat.
     #[test]
-    fn each_model_goes_first_as_often_as_the_others() {
+    fn each_model_runs_its_cases_together_and_the_first_turns_by_repeat() {
         let jobs = job_order(2, 5, 2);
         let mut seen: Vec<(usize, usize, u32)> =
             jobs.iter().map(|j| (j.model, j.case, j.repeat)).collect();
@@ -459,16 +465,22 @@ mod tests {
         seen.sort_unstable();
         seen.dedup();
         assert_eq!(seen.len(), 20, "no run twice");
-        let firsts: Vec<usize> = jobs.chunks(2).map(|pair| pair[0].model).collect();
-        for pair in jobs.chunks(2) {
-            assert_eq!(pair[0].case, pair[1].case);
-            assert_eq!(pair[0].repeat, pair[1].repeat);
+        for pass in jobs.chunks(5) {
+            assert!(
+                pass.iter()
+                    .all(|j| j.model == pass[0].model && j.repeat == pass[0].repeat)
+            );
+            assert_eq!(
+                pass.iter().map(|j| j.case).collect::<Vec<_>>(),
+                [0, 1, 2, 3, 4]
+            );
         }
-        assert_eq!(firsts, [0, 1, 0, 1, 0, 1, 0, 1, 0, 1]);
+        let firsts: Vec<(u32, usize)> = jobs.chunks(5).map(|p| (p[0].repeat, p[0].model)).collect();
+        assert_eq!(firsts, [(1, 0), (1, 1), (2, 1), (2, 0)]);
         let one_model = job_order(1, 3, 1);
         assert!(one_model.iter().all(|j| j.model == 0));
         assert_eq!(
-            job_order(1, 3, 3)
+            job_order(3, 1, 3)
                 .chunks(3)
                 .map(|c| c[0].model)
                 .collect::<Vec<_>>(),

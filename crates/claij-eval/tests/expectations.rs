@@ -417,3 +417,61 @@ async fn tool_called_holds_only_when_the_tool_answered() {
         assert!(detail.contains(says), "{case}: {detail:?} lacks {says:?}");
     }
 }
+
+/// Records the order runs finish in.
+#[derive(Default)]
+struct Finished(std::sync::Mutex<Vec<(String, String)>>);
+
+impl claij_eval::Progress for Finished {
+    fn finished(&self, result: &claij_eval::CaseResult) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((result.model.clone(), result.case.clone()));
+    }
+}
+
+/// One run at a time, runs go model by model, each model's cases in the file's order
+/// (docs/EVAL.md, "The plain baseline": each model finds its own previous case's prompt
+/// cached), on a scheduler with several threads that could take spawned runs in any order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_at_a_time_runs_go_model_by_model_in_case_order() {
+    let setup = setup().await;
+    let registry = Arc::new(ActionRegistry::durable());
+    let engine = Arc::new(Engine::new(Arc::clone(&registry)));
+    let fsm = Arc::new(load_value("fsm.json", adder(), engine.registry()).unwrap());
+    let cases: String = (0..6)
+        .map(|i| format!("{{\"name\": \"c{i}\", \"input\": {{\"a\": {i}, \"b\": 1}}, \"expect\": {{\"state\": \"done\"}}}}\n"))
+        .collect();
+    let cases = parse_cases("cases.jsonl", &cases, &setup.dir).unwrap();
+    let model = |name: &str| ModelUnderTest {
+        name: name.into(),
+        provider: "none".into(),
+        engine: Arc::clone(&engine),
+    };
+    let finished = Arc::new(Finished::default());
+    let report = claij_eval::run(Eval {
+        id: "eval-order".into(),
+        fsm,
+        cases,
+        models: vec![model("first"), model("second")],
+        repeat: 1,
+        concurrency: 1,
+        provider_limits: HashMap::new(),
+        store: Some(Arc::clone(&setup.store)),
+        judges: HashMap::new(),
+        judge_engine: None,
+        deadline: None,
+        progress: Some(Arc::clone(&finished) as Arc<dyn claij_eval::Progress>),
+        cancel: CancellationToken::new(),
+    })
+    .await
+    .unwrap();
+    assert!(report.results.iter().all(|r| r.passed));
+    let order = finished.0.lock().unwrap().clone();
+    let expected: Vec<(String, String)> = ["first", "second"]
+        .iter()
+        .flat_map(|m| (0..6).map(move |i| (m.to_string(), format!("c{i}"))))
+        .collect();
+    assert_eq!(order, expected);
+}

@@ -62,6 +62,10 @@ pub struct LlmStateConfig {
     /// model must answer, so that a loop always ends.
     #[serde(default)]
     pub max_tool_rounds: Option<u32>,
+    /// Whether the state's tool-use loop must be used before the model answers
+    /// (default [`ToolChoice::Auto`]: the model chooses).
+    #[serde(default)]
+    pub tool_choice: Option<ToolChoice>,
     /// How many answers decide the route by majority (default 1: the one answer). The
     /// extra answers are sampled; their votes are recorded in the trail ([`crate::vote`]).
     #[serde(default)]
@@ -69,6 +73,22 @@ pub struct LlmStateConfig {
     /// Decoding settings (`temperature`, `top_p`, `seed`, `max_tokens`).
     #[serde(default, flatten)]
     pub decoding: Decoding,
+}
+
+/// How an `llm` state with a tool-use loop ([`claij_core::Fsm::tool_loop`]) uses it: the
+/// `tool_choice` of its config, after the option of the same name in the vendors' APIs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolChoice {
+    /// Each answer calls tools or leaves the state, as the model chooses.
+    #[default]
+    Auto,
+    /// The first answer of each visit calls tools: until one round is made, the loop's
+    /// route is the only one offered (the constraint allows no other, and an answer on
+    /// another route is refused and asked again); after it, the model chooses. For a
+    /// model that would rather guess than look (docs/EMBEDDED-MODEL.md, "The tool-use
+    /// loop").
+    First,
 }
 
 /// The `llm` action.
@@ -93,6 +113,7 @@ impl Action for LlmAction {
                 "escalate_after": {"type": "integer", "minimum": 1},
                 "max_prompt_tokens": {"type": "integer", "minimum": 1},
                 "max_tool_rounds": {"type": "integer", "minimum": 1},
+                "tool_choice": {"enum": ["auto", "first"]},
                 "vote": {"type": "integer", "minimum": 1, "maximum": vote::MAX_VOTES},
                 "enforce": {"enum": ["prompt", "json_schema", "tools", "grammar"]},
                 "temperature": {"type": "number", "minimum": 0},
@@ -114,6 +135,7 @@ impl Action for LlmAction {
             Field::inert("/escalate_after"),
             Field::inert("/max_prompt_tokens"),
             Field::inert("/max_tool_rounds"),
+            Field::inert("/tool_choice"),
             Field::inert("/vote"),
             Field::inert("/enforce"),
             Field::inert("/temperature"),
@@ -155,15 +177,21 @@ impl LlmAction {
             .map_err(|e| ActionError::fatal(format!("bad `llm` config: {e}")))?;
         let (model, mode) = self.choose(&input, &config)?;
         let max_rounds = config.max_tool_rounds.unwrap_or(DEFAULT_MAX_TOOL_ROUNDS) as usize;
+        let tool_loop = input.fsm.tool_loop(&input.state.id).map(|h| h.id.clone());
+        let rounds = tool_loop
+            .as_ref()
+            .map_or(0, |_| tool_rounds(input.fsm, input.trail, &input.state.id));
         // The loop's route, once its rounds are used up: withdrawn from the answer.
-        let withdrawn = input
-            .fsm
-            .tool_loop(&input.state.id)
-            .filter(|_| tool_rounds(input.fsm, input.trail, &input.state.id) >= max_rounds)
-            .map(|h| h.id.clone());
+        let withdrawn = tool_loop.clone().filter(|_| rounds >= max_rounds);
+        // The loop's route alone, until a first round is made (`tool_choice: first`).
+        let required =
+            tool_loop.filter(|_| rounds == 0 && config.tool_choice == Some(ToolChoice::First));
         let mut routes = shown_routes(&input)?;
         if routes.iter().any(|r| Some(r.to) != withdrawn.as_deref()) {
             routes.retain(|r| Some(r.to) != withdrawn.as_deref());
+        }
+        if routes.iter().any(|r| Some(r.to) == required.as_deref()) {
+            routes.retain(|r| Some(r.to) == required.as_deref());
         }
         let enforcement = enforce::build(mode, &routes, &input.fsm.schemas);
         let projection = project(
@@ -269,6 +297,23 @@ impl LlmAction {
                     "`{}` has made the {max_rounds} rounds of tool calls it may make in one visit \
                      (max_tool_rounds): answer with another `id`",
                     input.state.id
+                ),
+                output: event,
+                retryable: true,
+                model_call: None,
+            }
+            .with_model(&model.name, Some(usage))
+            .enforced(mode.to_string()));
+        }
+        if let Some(h) = &required
+            && event.get("id") != Some(&json!([&*input.state.id, &**h]))
+        {
+            return Err(ActionError {
+                kind: FailureKind::UnknownTransition,
+                message: format!(
+                    "`{}` calls its tools before it answers (tool_choice: first): answer with \
+                     the `id` [\"{}\",\"{h}\"] and the calls to make",
+                    input.state.id, input.state.id
                 ),
                 output: event,
                 retryable: true,

@@ -26,6 +26,10 @@
 //! provider = "embedded"              # the embedded engine, on a local GGUF file
 //! path = "models/my-model.gguf"      # relative to this file's directory
 //!
+//! [models.small]
+//! provider = "embedded"              # without a path: a catalog model by name
+//! name = "qwen2.5-coder-0.5b"        # (`claij model fetch NAME`); neither: the default
+//!
 //! [timeouts]                         # the engine's: one attempt's limit, by action,
 //! command = "2m"                     # when neither state nor document sets one
 //! ```

@@ -350,6 +350,52 @@ impl LlmLayer {
             .ok_or_else(|| NO_MODEL_CONFIGURED.to_owned())
     }
 
+    /// The provider of an embedded model named without a `path`: `embedded/NAME`
+    /// (`entry_name` `None`), or a `[models]` entry whose `name` is a catalog model
+    /// (`Some(Some(NAME))`) — that model's file, the default's or one fetched into the
+    /// cache, or an error, never another model than the one named. An entry with neither
+    /// (`Some(None)`) is the default embedded model.
+    fn embedded_by_name(
+        &self,
+        name: &str,
+        entry_name: Option<Option<&str>>,
+    ) -> Result<Option<Arc<dyn Provider>>, String> {
+        let wanted = match entry_name {
+            Some(None) => return Ok(self.providers.get(EMBEDDED_PROVIDER).cloned()),
+            Some(Some(id)) => id.strip_prefix("embedded/").unwrap_or(id),
+            None => name.strip_prefix("embedded/").unwrap_or(name),
+        };
+        if let Some(p) = self
+            .embedded_files
+            .get(&format!("{EMBEDDED_PROVIDER}/{wanted}"))
+        {
+            return Ok(Some(Arc::clone(p)));
+        }
+        let catalog = claij_embedded::CATALOG
+            .iter()
+            .map(|m| m.name)
+            .collect::<Vec<_>>()
+            .join(", ");
+        if !claij_embedded::CATALOG.iter().any(|m| m.name == wanted) {
+            return Err(format!(
+                "model `{name}`: `{wanted}` is not an embedded catalog model (one of {catalog}); a `[models]` entry with a `path` runs any GGUF, and one with neither `name` nor `path` the default embedded model"
+            ));
+        }
+        let fetched: Vec<&String> = self
+            .embedded_files
+            .keys()
+            .filter(|k| k.starts_with("embedded/"))
+            .collect();
+        Err(format!(
+            "model `{name}`: the embedded model `{wanted}` is not in the cache (the default is {}; fetched: {}); `claij model fetch {wanted}` fetches it, and a `[models]` entry with a `path` runs any GGUF",
+            self.default
+                .as_ref()
+                .filter(|d| d.provider.name() == EMBEDDED_PROVIDER)
+                .map_or("not embedded", |d| d.name.as_str()),
+            list(fetched.into_iter()),
+        ))
+    }
+
     /// Resolves a model name.
     pub fn resolve(&self, name: &str) -> Result<ResolvedModel, String> {
         if let Some(d) = self.default.as_ref().filter(|d| d.name == name) {
@@ -385,27 +431,8 @@ impl LlmLayer {
         }
         let provider = match self.embedded_files.get(name) {
             Some(p) => Some(Arc::clone(p)),
-            // `embedded/NAME` that is neither the default nor a fetched catalog model:
-            // the embedded provider would answer with another model than the one named.
-            None if entry.is_none() && provider_name == EMBEDDED_PROVIDER => {
-                let fetched: Vec<&String> = self
-                    .embedded_files
-                    .keys()
-                    .filter(|k| k.starts_with("embedded/"))
-                    .collect();
-                return Err(format!(
-                    "model `{name}`: no such embedded model in the cache (the default is {}; fetched: {}); `claij model fetch NAME` fetches one of {}, and a `[models]` entry with a `path` runs any GGUF",
-                    self.default
-                        .as_ref()
-                        .filter(|d| d.provider.name() == EMBEDDED_PROVIDER)
-                        .map_or("not embedded", |d| d.name.as_str()),
-                    list(fetched.into_iter()),
-                    claij_embedded::CATALOG
-                        .iter()
-                        .map(|m| m.name)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
+            None if provider_name == EMBEDDED_PROVIDER => {
+                self.embedded_by_name(name, entry.map(|m| m.name.as_deref()))?
             }
             None => self.providers.get(provider_name).cloned(),
         };
@@ -523,6 +550,60 @@ mod tests {
         let e = layer.resolve("x").unwrap_err();
         assert!(
             e.contains("`x` has a `path`") && e.contains("`embedded`"),
+            "{e}"
+        );
+    }
+
+    /// Issue 36's finding: an entry that names a catalog model other than the default
+    /// ran the default, silently. Now it runs the model named or is refused.
+    #[test]
+    fn an_embedded_model_named_by_catalog_name_is_that_model_or_refused() {
+        let config = LlmConfig::parse(
+            "[models.big]\nprovider = \"embedded\"\nname = \"qwen2.5-coder-1.5b\"\n\
+             [models.small]\nprovider = \"embedded\"\nname = \"qwen2.5-coder-0.5b\"\n\
+             [models.plain]\nprovider = \"embedded\"\n\
+             [models.nonesuch]\nprovider = \"embedded\"\nname = \"qwen9\"\n",
+            Path::new("/cfg/claij.toml"),
+        )
+        .unwrap();
+        let mut layer = LlmLayer::with_env(config, &|_| None).unwrap();
+        let file = claij_embedded::CATALOG
+            .iter()
+            .find(|m| m.name == "qwen2.5-coder-1.5b")
+            .map(|m| m.file)
+            .unwrap();
+        let named = layer.default_to_embedded(Path::new("/models").join(file));
+        assert_eq!(named.as_deref(), Some("embedded/qwen2.5-coder-1.5b"));
+        let default = layer.for_run(None).unwrap();
+        let big = layer.resolve("big").unwrap();
+        assert!(
+            Arc::ptr_eq(&default.provider, &big.provider),
+            "the default, named"
+        );
+        let plain = layer.resolve("plain").unwrap();
+        assert!(
+            Arc::ptr_eq(&default.provider, &plain.provider),
+            "neither name nor path: the default"
+        );
+        // The 0.5B model is another file: its own provider when fetched into this
+        // machine's cache, else an error saying how to fetch it; never the default.
+        match layer.resolve("small") {
+            Ok(small) => assert!(!Arc::ptr_eq(&default.provider, &small.provider)),
+            Err(e) => assert!(
+                e.contains("not in the cache")
+                    && e.contains("claij model fetch qwen2.5-coder-0.5b"),
+                "{e}"
+            ),
+        }
+        let e = layer.resolve("nonesuch").unwrap_err();
+        assert!(
+            e.contains("`qwen9` is not an embedded catalog model")
+                && e.contains("qwen2.5-coder-1.5b"),
+            "{e}"
+        );
+        let e = layer.resolve("embedded/qwen9").unwrap_err();
+        assert!(
+            e.contains("`qwen9` is not an embedded catalog model"),
             "{e}"
         );
     }

@@ -65,7 +65,7 @@ pub mod vote;
 
 use std::sync::Arc;
 
-pub use action::{LlmAction, LlmStateConfig};
+pub use action::{LlmAction, LlmStateConfig, ToolChoice};
 pub use config::LlmConfig;
 pub use enforce::Mode;
 pub use layer::{LlmLayer, NO_MODEL_CONFIGURED, ResolvedModel};

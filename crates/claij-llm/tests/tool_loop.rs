@@ -175,6 +175,79 @@ async fn a_used_up_loop_leaves_the_answer_s_schema() {
     assert!(schema(1).contains(r#"["ask","done"]"#));
 }
 
+/// `tool_choice: first`: until the loop has made a round, its route is the only one the
+/// constraint offers, and an answer that skips it is refused; after it, the model chooses.
+#[tokio::test]
+async fn tool_choice_first_makes_the_first_answer_of_a_visit_call_the_tools() {
+    let server = StubServer::start(vec![
+        answer(json!({"event": {"id": ["ask", "tools"], "path": "a"}})),
+        answer(json!({"event": {"id": ["ask", "done"], "answer": "read a"}})),
+    ])
+    .await;
+    let runner = engine(&server.url);
+    let fsm = loop_fsm(&runner, "{enforce: json_schema, tool_choice: first}");
+    let out = runner
+        .run(fsm, json!({"question": "what?"}), RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Completed, "{:#?}", out.trail);
+    let schema = |i: usize| {
+        server.requests()[i].body["response_format"]["json_schema"]["schema"].to_string()
+    };
+    assert!(schema(0).contains(r#"["ask","tools"]"#), "{}", schema(0));
+    assert!(!schema(0).contains(r#"["ask","done"]"#), "{}", schema(0));
+    assert!(schema(1).contains(r#"["ask","done"]"#), "{}", schema(1));
+    assert!(schema(1).contains(r#"["ask","tools"]"#), "{}", schema(1));
+
+    // Without a constraint (`prompt` mode) an answer that skips the tools is refused,
+    // says why, and the model is asked again.
+    let server = StubServer::start(vec![
+        answer(json!({"id": ["ask", "done"], "answer": "a guess"})),
+        answer(json!({"id": ["ask", "tools"], "path": "b"})),
+        answer(json!({"id": ["ask", "done"], "answer": "read b"})),
+    ])
+    .await;
+    let runner = engine(&server.url);
+    let fsm = loop_fsm(&runner, "{enforce: prompt, tool_choice: first}");
+    let out = runner
+        .run(fsm, json!({"question": "what?"}), RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Completed, "{:#?}", out.trail);
+    assert_eq!(out.result.unwrap()["answer"], "read b");
+    let refused: Vec<_> = out
+        .trail
+        .iter()
+        .filter_map(|e| e.failure.as_ref())
+        .collect();
+    assert_eq!(refused.len(), 1, "{:#?}", out.trail);
+    assert!(
+        refused[0].message.contains("tool_choice: first"),
+        "{}",
+        refused[0].message
+    );
+    assert!(
+        sent(&server.requests()[1].body)
+            .last()
+            .unwrap()
+            .contains("tool_choice: first")
+    );
+
+    // `auto` (the default) lets the first answer leave at once.
+    let server = StubServer::start(vec![answer(
+        json!({"event": {"id": ["ask", "done"], "answer": "a guess"}}),
+    )])
+    .await;
+    let runner = engine(&server.url);
+    let fsm = loop_fsm(&runner, "{enforce: json_schema, tool_choice: auto}");
+    let out = runner
+        .run(fsm, json!({"question": "what?"}), RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Completed, "{:#?}", out.trail);
+    assert_eq!(server.requests().len(), 1);
+}
+
 #[tokio::test]
 async fn a_prompt_budget_collapses_the_oldest_results_first() {
     let call = |p: &str| answer(json!({"id": ["ask", "tools"], "path": p}));

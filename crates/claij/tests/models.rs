@@ -250,10 +250,17 @@ fn prompt_shows_one_step_of_a_recorded_run() {
 
 /// `--model embedded/NAME` runs that catalog model (fetched by scripts/setup/model), not
 /// the default under another name: two models with different tokenizers count the same
-/// prompt differently. A name that is not in the cache is refused, naming what is.
+/// prompt differently. So does a claij.toml entry whose `name` is a catalog model. A
+/// name that is not in the catalog is refused, naming what is.
 #[test]
 fn each_fetched_model_runs_on_the_embedded_model_by_name() {
     let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("claij.toml");
+    std::fs::write(
+        &config,
+        "[models.tiny]\nprovider = \"embedded\"\nname = \"smollm2-135m\"\n",
+    )
+    .unwrap();
     let input_tokens = |model: &str| -> (Option<i32>, u64, String) {
         let trail = home
             .path()
@@ -265,7 +272,7 @@ fn each_fetched_model_runs_on_the_embedded_model_by_name() {
             .env("HOME", home.path())
             .env("XDG_CONFIG_HOME", home.path())
             .env("CLAIJ_CACHE_DIR", claij_testkit::cache::dir())
-            .env_remove("CLAIJ_CONFIG")
+            .env("CLAIJ_CONFIG", &config)
             .env_remove("CLAIJ_MODEL")
             .env_remove("CLAIJ_EMBEDDED_MODEL")
             .args([
@@ -301,10 +308,15 @@ fn each_fetched_model_runs_on_the_embedded_model_by_name() {
     assert_eq!(code, Some(0), "{stderr}");
     assert!(smol > 0 && qwen > 0);
     assert_ne!(smol, qwen, "the same model answered both");
+    // The default (Qwen2.5-Coder-1.5B) counts as the 0.5B does: `tiny` is SmolLM2.
+    let (code, tiny, stderr) = input_tokens("tiny");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(tiny, smol, "the entry's `name` chose the model");
     let (code, _, stderr) = input_tokens("embedded/no-such-model");
     assert_eq!(code, Some(1), "{stderr}");
     assert!(
-        stderr.contains("no such embedded model") && stderr.contains("embedded/smollm2-135m"),
+        stderr.contains("`no-such-model` is not an embedded catalog model")
+            && stderr.contains("smollm2-135m"),
         "{stderr}"
     );
 }

@@ -237,7 +237,14 @@ impl Projector<'_, '_> {
                 visit.state, visit.state, entry.from
             );
         } else {
-            out.push_str("\nGo on with the request above: make further calls, or answer.");
+            // Answering named first, and further calls only for what the results lack:
+            // told "make further calls, or answer", the default model, once it had called
+            // a tool, called it again round after round until its last (measured on the
+            // labelled set's doc-lookup; docs/EMBEDDED-MODEL.md, "The tool-use loop").
+            out.push_str(
+                "\nGo on with the request above: answer it from these results, or make \
+                 further calls if they do not hold what it asks for.",
+            );
         }
         Some(Message::user(out))
     }
