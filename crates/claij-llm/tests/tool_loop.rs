@@ -13,7 +13,7 @@ use std::sync::Arc;
 use claij_core::{FailureKind, Fsm};
 use claij_engine::{
     Action, ActionError, ActionInput, ActionOutput, ActionRegistry, BoxFuture, Engine, Outcome,
-    RunOptions, RunStatus,
+    RunOptions, RunOutcome, RunStatus,
 };
 use common::{Canned, StubServer, layer_for, openai_answer};
 use serde_json::{Value, json};
@@ -78,6 +78,20 @@ fn answer(event: Value) -> Canned {
     Canned::json(200, openai_answer(&event.to_string()))
 }
 
+/// Runs the loop FSM with `ask_config` against a model server that gives `answers` in
+/// turn; the server (what it was sent) and the run's outcome.
+async fn run_loop(ask_config: &str, answers: Vec<Canned>) -> (StubServer, RunOutcome) {
+    let server = StubServer::start(answers).await;
+    let runner = engine(&server.url);
+    let fsm = loop_fsm(&runner, ask_config);
+    let out = runner
+        .run(fsm, json!({"question": "what?"}), RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Completed, "{:#?}", out.trail);
+    (server, out)
+}
+
 /// The text of every message a request sent.
 fn sent(body: &Value) -> Vec<String> {
     body["messages"]
@@ -91,21 +105,17 @@ fn sent(body: &Value) -> Vec<String> {
 #[tokio::test]
 async fn a_loop_whose_rounds_are_used_up_must_answer() {
     let call = |p: &str| answer(json!({"id": ["ask", "tools"], "path": p}));
-    let server = StubServer::start(vec![
-        call("a"),
-        call("b"),
-        // One round too many: refused, and the model answers.
-        call("c"),
-        answer(json!({"id": ["ask", "done"], "answer": "read a and b"})),
-    ])
+    let (server, out) = run_loop(
+        "{enforce: prompt, max_tool_rounds: 2}",
+        vec![
+            call("a"),
+            call("b"),
+            // One round too many: refused, and the model answers.
+            call("c"),
+            answer(json!({"id": ["ask", "done"], "answer": "read a and b"})),
+        ],
+    )
     .await;
-    let engine = engine(&server.url);
-    let fsm = loop_fsm(&engine, "{enforce: prompt, max_tool_rounds: 2}");
-    let out = engine
-        .run(fsm, json!({"question": "what?"}), RunOptions::default())
-        .await
-        .unwrap();
-    assert_eq!(out.status, RunStatus::Completed, "{:#?}", out.trail);
     assert_eq!(out.result.unwrap()["answer"], "read a and b");
     let refused: Vec<_> = out
         .trail
@@ -155,18 +165,14 @@ async fn a_loop_whose_rounds_are_used_up_must_answer() {
 
 #[tokio::test]
 async fn a_used_up_loop_leaves_the_answer_s_schema() {
-    let server = StubServer::start(vec![
-        answer(json!({"event": {"id": ["ask", "tools"], "path": "a"}})),
-        answer(json!({"event": {"id": ["ask", "done"], "answer": "read a"}})),
-    ])
+    let (server, _) = run_loop(
+        "{enforce: json_schema, max_tool_rounds: 1}",
+        vec![
+            answer(json!({"event": {"id": ["ask", "tools"], "path": "a"}})),
+            answer(json!({"event": {"id": ["ask", "done"], "answer": "read a"}})),
+        ],
+    )
     .await;
-    let engine = engine(&server.url);
-    let fsm = loop_fsm(&engine, "{enforce: json_schema, max_tool_rounds: 1}");
-    let out = engine
-        .run(fsm, json!({"question": "what?"}), RunOptions::default())
-        .await
-        .unwrap();
-    assert_eq!(out.status, RunStatus::Completed, "{:#?}", out.trail);
     let schema = |i: usize| {
         server.requests()[i].body["response_format"]["json_schema"]["schema"].to_string()
     };
@@ -179,18 +185,14 @@ async fn a_used_up_loop_leaves_the_answer_s_schema() {
 /// constraint offers, and an answer that skips it is refused; after it, the model chooses.
 #[tokio::test]
 async fn tool_choice_first_makes_the_first_answer_of_a_visit_call_the_tools() {
-    let server = StubServer::start(vec![
-        answer(json!({"event": {"id": ["ask", "tools"], "path": "a"}})),
-        answer(json!({"event": {"id": ["ask", "done"], "answer": "read a"}})),
-    ])
+    let (server, _) = run_loop(
+        "{enforce: json_schema, tool_choice: first}",
+        vec![
+            answer(json!({"event": {"id": ["ask", "tools"], "path": "a"}})),
+            answer(json!({"event": {"id": ["ask", "done"], "answer": "read a"}})),
+        ],
+    )
     .await;
-    let runner = engine(&server.url);
-    let fsm = loop_fsm(&runner, "{enforce: json_schema, tool_choice: first}");
-    let out = runner
-        .run(fsm, json!({"question": "what?"}), RunOptions::default())
-        .await
-        .unwrap();
-    assert_eq!(out.status, RunStatus::Completed, "{:#?}", out.trail);
     let schema = |i: usize| {
         server.requests()[i].body["response_format"]["json_schema"]["schema"].to_string()
     };
@@ -201,19 +203,15 @@ async fn tool_choice_first_makes_the_first_answer_of_a_visit_call_the_tools() {
 
     // Without a constraint (`prompt` mode) an answer that skips the tools is refused,
     // says why, and the model is asked again.
-    let server = StubServer::start(vec![
-        answer(json!({"id": ["ask", "done"], "answer": "a guess"})),
-        answer(json!({"id": ["ask", "tools"], "path": "b"})),
-        answer(json!({"id": ["ask", "done"], "answer": "read b"})),
-    ])
+    let (server, out) = run_loop(
+        "{enforce: prompt, tool_choice: first}",
+        vec![
+            answer(json!({"id": ["ask", "done"], "answer": "a guess"})),
+            answer(json!({"id": ["ask", "tools"], "path": "b"})),
+            answer(json!({"id": ["ask", "done"], "answer": "read b"})),
+        ],
+    )
     .await;
-    let runner = engine(&server.url);
-    let fsm = loop_fsm(&runner, "{enforce: prompt, tool_choice: first}");
-    let out = runner
-        .run(fsm, json!({"question": "what?"}), RunOptions::default())
-        .await
-        .unwrap();
-    assert_eq!(out.status, RunStatus::Completed, "{:#?}", out.trail);
     assert_eq!(out.result.unwrap()["answer"], "read b");
     let refused: Vec<_> = out
         .trail
@@ -234,37 +232,29 @@ async fn tool_choice_first_makes_the_first_answer_of_a_visit_call_the_tools() {
     );
 
     // `auto` (the default) lets the first answer leave at once.
-    let server = StubServer::start(vec![answer(
-        json!({"event": {"id": ["ask", "done"], "answer": "a guess"}}),
-    )])
+    let (server, _) = run_loop(
+        "{enforce: json_schema, tool_choice: auto}",
+        vec![answer(
+            json!({"event": {"id": ["ask", "done"], "answer": "a guess"}}),
+        )],
+    )
     .await;
-    let runner = engine(&server.url);
-    let fsm = loop_fsm(&runner, "{enforce: json_schema, tool_choice: auto}");
-    let out = runner
-        .run(fsm, json!({"question": "what?"}), RunOptions::default())
-        .await
-        .unwrap();
-    assert_eq!(out.status, RunStatus::Completed, "{:#?}", out.trail);
     assert_eq!(server.requests().len(), 1);
 }
 
 #[tokio::test]
 async fn a_prompt_budget_collapses_the_oldest_results_first() {
     let call = |p: &str| answer(json!({"id": ["ask", "tools"], "path": p}));
-    let server = StubServer::start(vec![
-        call("a"),
-        call("b"),
-        call("c"),
-        answer(json!({"id": ["ask", "done"], "answer": "done"})),
-    ])
+    let (server, out) = run_loop(
+        "{enforce: prompt, max_prompt_tokens: 500}",
+        vec![
+            call("a"),
+            call("b"),
+            call("c"),
+            answer(json!({"id": ["ask", "done"], "answer": "done"})),
+        ],
+    )
     .await;
-    let engine = engine(&server.url);
-    let fsm = loop_fsm(&engine, "{enforce: prompt, max_prompt_tokens: 500}");
-    let out = engine
-        .run(fsm, json!({"question": "what?"}), RunOptions::default())
-        .await
-        .unwrap();
-    assert_eq!(out.status, RunStatus::Completed, "{:#?}", out.trail);
     // The trail keeps every result; the last request holds the latest in full and the
     // oldest no more.
     assert_eq!(
