@@ -92,6 +92,24 @@ async fn run_loop(ask_config: &str, answers: Vec<Canned>) -> (StubServer, RunOut
     (server, out)
 }
 
+/// The answer's schema each request sent (`json_schema` mode) when the loop, run with
+/// `ask_config`, makes one call and then answers.
+async fn schemas_of_a_call_then_an_answer(ask_config: &str) -> Vec<String> {
+    let (server, _) = run_loop(
+        ask_config,
+        vec![
+            answer(json!({"event": {"id": ["ask", "tools"], "path": "a"}})),
+            answer(json!({"event": {"id": ["ask", "done"], "answer": "read a"}})),
+        ],
+    )
+    .await;
+    server
+        .requests()
+        .iter()
+        .map(|r| r.body["response_format"]["json_schema"]["schema"].to_string())
+        .collect()
+}
+
 /// The text of every message a request sent.
 fn sent(body: &Value) -> Vec<String> {
     body["messages"]
@@ -165,17 +183,9 @@ async fn a_loop_whose_rounds_are_used_up_must_answer() {
 
 #[tokio::test]
 async fn a_used_up_loop_leaves_the_answer_s_schema() {
-    let (server, _) = run_loop(
-        "{enforce: json_schema, max_tool_rounds: 1}",
-        vec![
-            answer(json!({"event": {"id": ["ask", "tools"], "path": "a"}})),
-            answer(json!({"event": {"id": ["ask", "done"], "answer": "read a"}})),
-        ],
-    )
-    .await;
-    let schema = |i: usize| {
-        server.requests()[i].body["response_format"]["json_schema"]["schema"].to_string()
-    };
+    let schemas =
+        schemas_of_a_call_then_an_answer("{enforce: json_schema, max_tool_rounds: 1}").await;
+    let schema = |i: usize| schemas[i].as_str();
     assert!(schema(0).contains(r#"["ask","tools"]"#), "{}", schema(0));
     assert!(!schema(1).contains(r#"["ask","tools"]"#), "{}", schema(1));
     assert!(schema(1).contains(r#"["ask","done"]"#));
@@ -185,17 +195,9 @@ async fn a_used_up_loop_leaves_the_answer_s_schema() {
 /// constraint offers, and an answer that skips it is refused; after it, the model chooses.
 #[tokio::test]
 async fn tool_choice_first_makes_the_first_answer_of_a_visit_call_the_tools() {
-    let (server, _) = run_loop(
-        "{enforce: json_schema, tool_choice: first}",
-        vec![
-            answer(json!({"event": {"id": ["ask", "tools"], "path": "a"}})),
-            answer(json!({"event": {"id": ["ask", "done"], "answer": "read a"}})),
-        ],
-    )
-    .await;
-    let schema = |i: usize| {
-        server.requests()[i].body["response_format"]["json_schema"]["schema"].to_string()
-    };
+    let schemas =
+        schemas_of_a_call_then_an_answer("{enforce: json_schema, tool_choice: first}").await;
+    let schema = |i: usize| schemas[i].as_str();
     assert!(schema(0).contains(r#"["ask","tools"]"#), "{}", schema(0));
     assert!(!schema(0).contains(r#"["ask","done"]"#), "{}", schema(0));
     assert!(schema(1).contains(r#"["ask","done"]"#), "{}", schema(1));
