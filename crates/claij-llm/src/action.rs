@@ -160,6 +160,31 @@ struct Ballot<'a> {
     prompt_tokens: Option<u64>,
 }
 
+/// Why `event`, an answer in `state`, may not take its route in this visit of the state's
+/// tool-use loop: the loop's route once its `max_rounds` are used up (`withdrawn`), or any
+/// other before its first round under `tool_choice: first` (`required`).
+fn loop_refusal(
+    state: &str,
+    event: &Value,
+    withdrawn: Option<&str>,
+    required: Option<&str>,
+    max_rounds: usize,
+) -> Option<String> {
+    let takes = |to: &str| event.get("id") == Some(&json!([state, to]));
+    if withdrawn.is_some_and(takes) {
+        return Some(format!(
+            "`{state}` has made the {max_rounds} rounds of tool calls it may make in one visit \
+             (max_tool_rounds): answer with another `id`"
+        ));
+    }
+    required.filter(|h| !takes(h)).map(|h| {
+        format!(
+            "`{state}` calls its tools before it answers (tool_choice: first): answer with the \
+             `id` [\"{state}\",\"{h}\"] and the calls to make"
+        )
+    })
+}
+
 /// The event a model's answer makes, if it makes one: a tool call's arguments with its
 /// route, else the one JSON object of its text (unwrapped from `json_schema`'s wrapper).
 fn answer_of(response: &ModelResponse, enforcement: &Enforcement) -> Option<Value> {
@@ -288,33 +313,16 @@ impl LlmAction {
             }
             None => (event, None),
         };
-        if let Some(h) = &withdrawn
-            && event.get("id") == Some(&json!([&*input.state.id, &**h]))
-        {
+        if let Some(message) = loop_refusal(
+            &input.state.id,
+            &event,
+            withdrawn.as_deref(),
+            required.as_deref(),
+            max_rounds,
+        ) {
             return Err(ActionError {
                 kind: FailureKind::UnknownTransition,
-                message: format!(
-                    "`{}` has made the {max_rounds} rounds of tool calls it may make in one visit \
-                     (max_tool_rounds): answer with another `id`",
-                    input.state.id
-                ),
-                output: event,
-                retryable: true,
-                model_call: None,
-            }
-            .with_model(&model.name, Some(usage))
-            .enforced(mode.to_string()));
-        }
-        if let Some(h) = &required
-            && event.get("id") != Some(&json!([&*input.state.id, &**h]))
-        {
-            return Err(ActionError {
-                kind: FailureKind::UnknownTransition,
-                message: format!(
-                    "`{}` calls its tools before it answers (tool_choice: first): answer with \
-                     the `id` [\"{}\",\"{h}\"] and the calls to make",
-                    input.state.id, input.state.id
-                ),
+                message,
                 output: event,
                 retryable: true,
                 model_call: None,
