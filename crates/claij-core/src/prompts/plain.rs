@@ -13,7 +13,7 @@
 //!    must satisfy — the one the answer is held to, shared schemas attached — and
 //!    nothing else: no history, no routing paragraph, no `id` on the documents;
 //! 3. within the state's visit, what happened since: a tool call as the assistant's, its
-//!    result as `Result:`, a rejected answer as the assistant's followed by why it was
+//!    result as `Result:` and the line asking for a JSON answer, a rejected answer as the assistant's followed by why it was
 //!    rejected and a request to answer again.
 
 use serde_json::Value;
@@ -124,6 +124,12 @@ fn visit_message(fsm: &Fsm, visit: &Visit<'_>, entry: &TrailEntry) -> Vec<Messag
     }
     let mut result = String::new();
     section(&mut result, "Result:", &entry.event);
+    // The one line a person adds when pasting a result back: what the answer must be,
+    // as after a rejection. Neither answering nor calling again is suggested (that choice
+    // is claij's follow-up's craft, measured against this); with no line at all the
+    // default model took a bare result as no request and called the tool round after
+    // round (docs/EVAL.md, "The plain baseline").
+    result.push_str("\nAnswer with one JSON object that satisfies the schema.");
     vec![Message::user(result)]
 }
 

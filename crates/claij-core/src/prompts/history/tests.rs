@@ -360,3 +360,38 @@ fn a_later_state_reads_the_run_s_input_when_the_visit_it_entered_is_summarised()
         assert_eq!(count(&messages, "Q?"), 1, "keep{keep}: {messages:#?}");
     }
 }
+
+#[test]
+fn plain_pastes_each_tool_result_back_with_the_line_asking_for_a_json_answer() {
+    let fsm = fsm("");
+    let plain = PromptOptions {
+        prompting: Prompting::Plain,
+        ..PromptOptions::default()
+    };
+    let messages = project(&fsm, &loop_trail(2), "ask", &plain).messages();
+    // The request once, then each call as the assistant's and its result as the user's.
+    assert_eq!(
+        roles(&messages),
+        [
+            Role::System,
+            Role::User,
+            Role::Assistant,
+            Role::User,
+            Role::Assistant,
+            Role::User
+        ]
+    );
+    assert_eq!(count(&messages, "ASK-PROMPT"), 1, "{messages:#?}");
+    for (i, result) in [(1, &messages[3]), (2, &messages[5])] {
+        assert!(
+            result.content.starts_with("Result:\n{\"results\":[")
+                && result.content.contains(&format!("TEXT-{i} "))
+                && result
+                    .content
+                    .ends_with("}\nAnswer with one JSON object that satisfies the schema."),
+            "{result:?}"
+        );
+        // None of claij's follow-up: plain suggests neither answering nor calling again.
+        assert!(!result.content.contains("Go on with"), "{result:?}");
+    }
+}
