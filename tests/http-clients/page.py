@@ -215,10 +215,38 @@ def drive_run(b, base, run_id):
     summary["not_reloaded"] = js("return window.__claijMark === 'kept';")
     shot("page-4-completed.png")
 
+    # 5. Fork from the answer's entry (time travel): refused by the schema first (the page
+    # stays, saying why), then as a rejection: the new run opens, saying where it came from.
+    driver.find_element(By.CSS_SELECTOR, '#trail [data-testid="fork-button"][data-seq="2"]').click()
+    event = until("the fork form opens", lambda: driver.find_elements(By.ID, "fork-event") or None)[0]
+    summary["fork_form_seq"] = driver.find_element(By.ID, "fork-form").get_attribute("data-seq")
+    summary["fork_form_event"] = json.loads(event.get_attribute("value"))
+    event.clear()
+    event.send_keys('{"id": ["approve", "rejected"], "reason": "no"}')
+    driver.find_element(By.ID, "fork-submit").click()
+    refused = until(
+        "the refused fork says why",
+        lambda: (lambda e: e if e.is_displayed() and e.text.strip() else None)(driver.find_element(By.ID, "fork-error")),
+    )
+    summary["fork_refused"] = refused.text
+    summary["fork_refused_stayed"] = driver.current_url.endswith(f"#/runs/{run_id}")
+    event.clear()
+    event.send_keys('{"id": ["approve", "rejected"], "reason": "a freeze"}')
+    driver.find_element(By.ID, "fork-submit").click()
+    until("the fork opens", lambda: "#/runs/" in driver.current_url and not driver.current_url.endswith(f"#/runs/{run_id}"))
+    summary["fork_id"] = driver.current_url.split("#/runs/", 1)[1]
+    until("the fork's status shows", lambda: status() == "completed")
+    forked = until("the fork says where it came from", lambda: driver.find_elements(By.ID, "forked-from") or None)[0]
+    summary["fork_from"] = [forked.get_attribute("data-run"), forked.get_attribute("data-seq"), forked.text]
+    summary["fork_state"] = driver.find_element(By.ID, "run-state").text
+    until("the fork's trail shows", lambda: len(trail()) >= 3)
+    summary["fork_trail"] = trail()
+    shot("page-5-fork.png")
+
     # The console: no script error, nothing refused by the content security policy.
-    # (Chromium logs the refused answer's 422 as a failed load: expected, set apart.)
+    # (Chromium logs the refused answer's and fork's 422 as failed loads: expected, set apart.)
     severe = b.severe_logs()
-    summary["refusals_logged"] = [m for m in severe if "/resume" in m and "422" in m]
+    summary["refusals_logged"] = [m for m in severe if ("/resume" in m or "/fork" in m) and "422" in m]
     summary["console_errors"] = [m for m in severe if m not in summary["refusals_logged"]]
 
 

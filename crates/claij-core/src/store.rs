@@ -252,10 +252,28 @@ pub struct RunRecord {
     /// the run taken over records them as spent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<crate::budget::PendingCalls>,
+    /// The run and trail entry this run was forked from (time travel: its trail is that
+    /// run's up to the entry, the entry's event perhaps replaced), for a fork.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkPoint>,
     /// When it started.
     pub created_at: SystemTime,
     /// When it last changed.
     pub updated_at: SystemTime,
+}
+
+/// Where a forked run came from: the run it was forked from and the trail entry it was
+/// forked at. The fork's trail holds that run's entries before `seq` unchanged, then its
+/// own entry `seq` (the original's, or an event given in its place), then its own steps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkPoint {
+    /// The run forked from (kept even if that run is pruned later).
+    pub run: String,
+    /// The entry of its trail the fork took over (or replaced): the fork's last copied one.
+    pub seq: u64,
+    /// Whether the entry's event was replaced (else it is the original's, unchanged).
+    #[serde(default)]
+    pub edited: bool,
 }
 
 /// What one commit writes: the new trail entries (a delta, never the whole history) and

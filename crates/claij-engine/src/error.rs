@@ -43,6 +43,20 @@ pub enum InputError {
         /// Why (the field and the rule, from the requested schema).
         message: String,
     },
+    /// A fork's event names no transition out of the state whose entry it replaces.
+    #[error(
+        "the event's `id` {id} does not leave `{state}`, the state that made entry {seq}; it may take one of: {routes}"
+    )]
+    NotFromState {
+        /// The state that made the entry.
+        state: String,
+        /// The entry's sequence number.
+        seq: u64,
+        /// The event's id.
+        id: String,
+        /// The transitions out of the state.
+        routes: String,
+    },
     /// A resumed run's input names a transition the run does not wait on.
     #[error(
         "the input's `id` {id} is not what run `{run}` waits for; it waits for one of: {waiting}"
@@ -71,6 +85,16 @@ pub enum RunError {
     NotResumable {
         /// The run.
         run: String,
+        /// Why, in words.
+        reason: String,
+    },
+    /// The run cannot be forked at that entry; nothing was stored.
+    #[error("run `{run}` cannot be forked at entry {seq}: {reason}")]
+    NotForkable {
+        /// The run.
+        run: String,
+        /// The entry asked for.
+        seq: u64,
         /// Why, in words.
         reason: String,
     },

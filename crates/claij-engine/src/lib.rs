@@ -97,7 +97,7 @@ pub use questions::Questions;
 pub use recover::{continues_without_input, runs_to_continue};
 pub use registry::{ActionRegistry, UnknownTimeoutAction, document_needs};
 pub use run::{
-    Engine, InputError, RunError, RunOptions, RunOutcome, RunStatus, Submission, Submitted,
+    Engine, ForkAt, InputError, RunError, RunOptions, RunOutcome, RunStatus, Submission, Submitted,
     interrupt, new_run_id,
 };
 pub use spend::{Ledger, Meter, Refusal};

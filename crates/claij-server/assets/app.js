@@ -56,6 +56,12 @@
 //   #trail                          the trail's <tbody>: [data-testid="trail-entry"][data-seq][data-from][data-to]
 //   #trail-count                    how many entries are shown (the latest 500 at most)
 //   #trail-earlier                  a long run's note that its earlier entries are not shown
+//   [data-testid="fork-button"]     an entry's "Fork from here" ([data-seq]: the entry): opens
+//                                   #fork-form ([data-seq]) under the entry, with #fork-event
+//                                   (the entry's event, to edit), #fork-submit, #fork-cancel and
+//                                   #fork-error (why a fork was refused); a fork made opens the
+//                                   new run (#/runs/NEW)
+//   #forked-from                    in the details: the run and entry a fork came from (a link)
 // The answer form, in a run's wait card and at a resume link alike:
 //   #wait-prompt #wait-expires      what the wait asks, when it expires (if it does)
 //   #answer-form #answer-select #field-NAME #error-NAME #form-error #answer-submit   as above
@@ -1101,6 +1107,12 @@ function runView(root, id) {
       ["Updated", fullTime(run.updated_at)],
     ];
     if (run.parent) rows.push(["Parent", h("a", { class: "mono", href: `#/runs/${encodeURIComponent(run.parent)}` }, shortId(run.parent))]);
+    if (run.forked_from) {
+      const from = run.forked_from;
+      rows.push(["Forked from", h("span", { id: "forked-from", dataset: { run: from.run, seq: String(from.seq) } },
+        h("a", { class: "mono", href: `#/runs/${encodeURIComponent(from.run)}` }, shortId(from.run)),
+        ` at entry ${from.seq}${from.edited ? ", its event replaced" : ""}`)]);
+    }
     if (usage.input_tokens || usage.output_tokens) {
       rows.push(["Tokens", `${usage.input_tokens || 0} in · ${usage.output_tokens || 0} out`]);
     }
@@ -1120,6 +1132,51 @@ function runView(root, id) {
     renderOutcome();
     renderDetails();
     drawGraph();
+  };
+
+  /**
+   * The form that forks the run at `entry` (POST /runs/ID/fork), under the entry's `row`:
+   * the entry's event to edit; unchanged, the states after it run again. A fork made opens
+   * the new run; a refused one says why, and nothing was stored.
+   */
+  const openFork = (entry, row) => {
+    const open = $("#fork-form-row");
+    if (open) open.remove();
+    const original = pretty(entry.event);
+    const text = h("textarea", { class: "code fork-event", id: "fork-event", rows: "8", spellcheck: "false" });
+    text.value = original;
+    const error = h("div", { class: "banner banner-error", id: "fork-error", hidden: true });
+    const submit = h("button", { type: "submit", class: "btn btn-primary", id: "fork-submit" }, "Fork");
+    const cancel = h("button", { type: "button", class: "btn btn-ghost", id: "fork-cancel", onclick: () => formRow.remove() }, "Cancel");
+    const form = h("form", { class: "fork-form pad", id: "fork-form", dataset: { seq: String(entry.seq) } },
+      h("p", { class: "muted small" },
+        `A new run whose trail is this one's up to entry ${entry.seq}, then goes on from \`${entry.to}\`. `,
+        "Edit the event to fork as if ", h("span", { class: "mono" }, entry.from), " had sent it (its id names the route); ",
+        "this run is not changed."),
+      text, error, h("div", { class: "form-actions" }, submit, cancel));
+    const formRow = h("tr", { class: "fork-row", id: "fork-form-row" }, h("td", { colspan: "5" }, form));
+    const refuse = (lines) => fill(error, lines.map((l) => h("div", {}, l))).hidden = false;
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const body = { at: entry.seq };
+      if (text.value.trim() !== original.trim()) {
+        try { body.event = JSON.parse(text.value); } catch (e) { refuse([`The event is not JSON: ${e.message}`]); return; }
+      }
+      submit.disabled = true;
+      try {
+        const made = await apiJson(`/runs/${encodeURIComponent(id)}/fork?wait=10`, { method: "POST", body, signal });
+        toast(`Forked: run ${shortId(made.id)}`);
+        location.hash = `#/runs/${encodeURIComponent(made.id)}`;
+      } catch (e) {
+        if (signal.aborted) return;
+        const problem = e.problem || {};
+        refuse([problem.detail || e.message, ...(problem.errors || []).map((x) => `${x.place}: ${x.message}`)]);
+      } finally {
+        submit.disabled = false;
+      }
+    });
+    row.after(formRow);
+    text.focus();
   };
 
   const addEntry = (entry) => {
@@ -1152,7 +1209,12 @@ function runView(root, id) {
     h("td", { class: "col-event" },
       h("details", { class: "json-details" },
         h("summary", { class: "mono small" }, preview.length > 90 ? `${preview.slice(0, 90)}…` : preview),
-        h("pre", { class: "code" }, eventText))));
+        h("pre", { class: "code" }, eventText)),
+      // An entry that took a transition is a point to fork the run at (time travel).
+      entry.to && !entry.failure ? h("button", {
+        type: "button", class: "btn btn-ghost btn-tiny fork-button", title: "A new run from this entry, its event edited or not",
+        dataset: { testid: "fork-button", seq: String(entry.seq) }, onclick: () => openFork(entry, row),
+      }, "Fork from here") : null));
     // In order, whatever order they came in.
     const after = [...trail.children].find((r) => Number(r.dataset.seq) > entry.seq);
     trail.insertBefore(row, after || null);

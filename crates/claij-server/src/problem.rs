@@ -164,6 +164,13 @@ impl Problem {
             )]),
             RunError::Store(s) => Self::from_store(s),
             RunError::NotResumable { .. } => Self::conflict(e.to_string()),
+            // A fork point the run does not have: the request's `at` is wrong.
+            RunError::NotForkable { .. } => Self::refused(
+                "not-forkable",
+                "Fork refused",
+                format!("{e}; nothing changed"),
+            )
+            .with_errors(vec![PlacedError::at("$.at", e.to_string())]),
         }
     }
 }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use claij_core::{Fsm, Question, RunStatus};
-use claij_engine::{Engine, Observer, RunError, RunOptions, RunOutcome};
+use claij_engine::{Engine, ForkAt, Observer, RunError, RunOptions, RunOutcome};
 use serde_json::Value;
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
@@ -67,6 +67,13 @@ pub(crate) enum Work {
         /// The answer.
         input: Option<Value>,
     },
+    /// A new run forked from a stored one at one of its trail entries (time travel).
+    Fork {
+        /// The run forked.
+        from: String,
+        /// Where, and with what event.
+        at: ForkAt,
+    },
 }
 
 /// Starts `work` on a task of its own and answers once the run is under way, or with the
@@ -105,6 +112,18 @@ pub(crate) async fn launch(
             let id = run_id.clone();
             let task =
                 tokio::spawn(async move { logged(&id, engine.run(fsm, input, options).await) });
+            (run_id, task)
+        }
+        Work::Fork { from, at } => {
+            let run_id = options
+                .run_id
+                .get_or_insert_with(claij_engine::new_run_id)
+                .clone();
+            let id = run_id.clone();
+            let task =
+                tokio::spawn(
+                    async move { logged(&id, engine.fork(fsm, &from, at, options).await) },
+                );
             (run_id, task)
         }
         Work::Resume { run_id, input } => {

@@ -3,7 +3,7 @@
 
 use std::time::SystemTime;
 
-use claij_core::store::{RunRecord, Wait};
+use claij_core::store::{ForkPoint, RunRecord, Wait};
 use claij_core::{Budget, BudgetPause, Fsm, Spend, TrailEntry, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -30,6 +30,11 @@ pub(crate) struct RunView {
     /// The parent run, for child runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// For a fork (time travel): the run and trail entry it was forked from, and whether
+    /// that entry's event was replaced (`run`, `seq`, `edited`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub forked_from: Option<ForkPoint>,
     /// When it started (RFC 3339).
     pub created_at: String,
     /// When it last changed (RFC 3339).
@@ -134,6 +139,7 @@ impl RunView {
             status: record.status.as_str().to_owned(),
             state: record.state.clone(),
             parent: record.parent.clone(),
+            forked_from: record.forked_from.clone(),
             created_at: rfc3339(record.created_at),
             updated_at: rfc3339(record.updated_at),
             trail_len: record.trail_len,
@@ -318,6 +324,22 @@ pub(crate) struct ResumeRun {
     /// without it, the answer is for the wait the run is in when it arrives.
     #[serde(default)]
     pub trail_len: Option<u64>,
+}
+
+/// `POST /runs/{id}/fork`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ForkRun {
+    /// The trail entry to fork at (its `seq`): one that took a transition, not a failed
+    /// attempt. The fork's trail is the run's entries before it, then this one.
+    pub at: u64,
+    /// An event to put in that entry's place, as if the state that made it had produced
+    /// it: checked against the schema of the transition its `id` names, which must leave
+    /// that state (without `id`: the entry's own). Absent: the entry as it was, and the
+    /// states after it run again.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub event: Option<Value>,
 }
 
 /// `?wait=SECONDS`: answer when the run ends or suspends, or after this long (at most

@@ -71,6 +71,11 @@ impl Dialect for Postgres {
             name: "owners",
             sql: include_str!("../migrations/postgres/0006_owners.sql"),
         },
+        Migration {
+            version: 7,
+            name: "forks",
+            sql: include_str!("../migrations/postgres/0007_forks.sql"),
+        },
     ];
     const BEGIN_WRITE: &'static str = "BEGIN";
     // A transaction-scoped advisory lock (key: "claij" in ASCII) serializes concurrent

@@ -8,7 +8,9 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use claij_core::budget::{Budget, PendingCalls, Spend};
-use claij_core::store::{Checkpoint, Definition, Lease, RunRecord, RunStatus, StoreError, Wait};
+use claij_core::store::{
+    Checkpoint, Definition, ForkPoint, Lease, RunRecord, RunStatus, StoreError, Wait,
+};
 use claij_core::trail::TrailEntry;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -17,7 +19,7 @@ use serde::de::DeserializeOwned;
 pub(crate) const RUN_COLUMNS: &str = "id, fsm_id, version, hash, parent_id, status, state, \
      context, trail_len, wait, lease_owner, lease_until, interrupt_requested, created_at, \
      updated_at, wake_at, idempotency_key, input_tokens, output_tokens, cost_usd, calls, \
-     time_ms, waiting_ms, budget, pending";
+     time_ms, waiting_ms, budget, pending, forked_from";
 
 /// The spend columns of `runs`, in the order of [`SpendColumns`].
 pub(crate) const SPEND_COLUMNS: &str =
@@ -56,6 +58,7 @@ pub(crate) struct RunRow {
     pub spend: SpendColumns,
     pub budget: Option<String>,
     pub pending: Option<String>,
+    pub forked_from: Option<String>,
 }
 
 /// A run's spend as stored (the columns of [`SPEND_COLUMNS`]): counters as signed 64-bit
@@ -104,6 +107,7 @@ pub(crate) struct EncodedRun {
     pub spend: SpendColumns,
     pub budget: Option<String>,
     pub pending: Option<String>,
+    pub forked_from: Option<String>,
 }
 
 /// A checkpoint ready to write (encoded by the committing task, so that whoever holds the
@@ -266,6 +270,11 @@ pub(crate) fn encode_run(record: &RunRecord) -> Result<EncodedRun, StoreError> {
             .as_ref()
             .map(|p| to_json(&what("pending"), p))
             .transpose()?,
+        forked_from: record
+            .forked_from
+            .as_ref()
+            .map(|f| to_json(&what("fork point"), f))
+            .transpose()?,
     })
 }
 
@@ -302,6 +311,10 @@ pub(crate) fn decode_run(row: RunRow) -> Result<RunRecord, StoreError> {
         Some(text) => Some(from_json(what("pending"), text)?),
         None => None,
     };
+    let forked_from: Option<ForkPoint> = match &row.forked_from {
+        Some(text) => Some(from_json(what("fork point"), text)?),
+        None => None,
+    };
     Ok(RunRecord {
         fsm_id: row.fsm_id,
         version: unsigned(|| what("version"), row.version)?,
@@ -322,6 +335,7 @@ pub(crate) fn decode_run(row: RunRow) -> Result<RunRecord, StoreError> {
         spend: decode_spend(&format!("run `{id}`"), row.spend)?,
         budget,
         pending,
+        forked_from,
         created_at: time(row.created_at),
         updated_at: time(row.updated_at),
         id,
@@ -458,6 +472,7 @@ mod tests {
             spend: SpendColumns::default(),
             budget: None,
             pending: None,
+            forked_from: None,
         }
     }
 

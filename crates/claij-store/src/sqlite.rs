@@ -55,6 +55,11 @@ impl Dialect for Sqlite {
             name: "owners",
             sql: include_str!("../migrations/sqlite/0007_owners.sql"),
         },
+        Migration {
+            version: 8,
+            name: "forks",
+            sql: include_str!("../migrations/sqlite/0008_forks.sql"),
+        },
     ];
     const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
     const MIGRATION_LOCK: Option<&'static str> = None;

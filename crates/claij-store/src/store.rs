@@ -198,6 +198,7 @@ where
             spend: Self::spend_columns(row, 17)?,
             budget: row.try_get(23)?,
             pending: row.try_get(24)?,
+            forked_from: row.try_get(25)?,
         })
     }
 
@@ -396,6 +397,7 @@ where
         .bind(run.spend.waiting_ms)
         .bind(run.budget)
         .bind(run.pending)
+        .bind(run.forked_from)
         .execute(&mut *tx)
         .await;
         match inserted {

@@ -798,6 +798,42 @@ has: if that is still used up, it simply stops again (exit 3).")]
         #[arg(long, short)]
         quiet: bool,
     },
+    /// Fork a run at one of its trail entries (time travel): a new run whose trail is the
+    /// run's up to entry SEQ, that entry's event replaced by --input when given (as if the
+    /// state that made it had produced it), driven on from there. The original is not
+    /// changed, nothing before SEQ runs again, and the states after it start child runs of
+    /// their own. Reported as `claij run` reports a run.
+    #[command(after_help = "Examples:
+  claij runs trail RUN                                   # the entries, numbered (SEQ)
+  claij runs fork RUN --at 3                             # the states after entry 3, again
+  claij runs fork RUN --at 1 --input '{\"id\": [\"route\", \"billing\"], \"reason\": \"refund\"}'
+  claij runs fork RUN --at 0 --input @better-input.json  # a failed run, with another input
+
+The new event is checked against the schema of the transition its `id` names, which must
+leave the state that made entry SEQ (without `id`: the entry's own transition). A refused
+fork stores nothing (exit 2). `claij runs show` names the run and entry a fork came from.")]
+    Fork {
+        /// The run's id.
+        run: String,
+        /// The trail entry to fork at (its SEQ in `claij runs trail`): one that took a
+        /// transition, not a failed attempt.
+        #[arg(long, value_name = "SEQ")]
+        at: u64,
+        /// The event to put in that entry's place: JSON text, @FILE or -.
+        #[arg(long, short)]
+        input: Option<String>,
+        /// Store the fork and leave it to `claij worker` processes instead of driving it
+        /// here; prints its id.
+        #[arg(long)]
+        submit: bool,
+        /// The models it goes on with: the run's model, the configuration, record or
+        /// replay (as `claij run` takes them).
+        #[command(flatten)]
+        llm: LlmArgs,
+        /// No progress on stderr.
+        #[arg(long, short)]
+        quiet: bool,
+    },
     /// Wait for a run to end (driven by a worker, or elsewhere), then report it as `claij
     /// run` does: exit 0 completed, 1 failed or interrupted; 3 if --timeout passed first,
     /// the run stopped for a budget (it or a run below it: raise it with `claij runs resume

@@ -422,6 +422,131 @@ fn a_valid_resume_completes_the_run_and_the_trail_shows_all_of_it() {
 }
 
 #[test]
+fn a_run_forked_at_an_entry_goes_on_from_there_and_the_original_is_unchanged() {
+    let store = Store::new();
+    let run = store.suspended_approval("forked");
+    store
+        .run(&["runs", "resume", &run, "--input", APPROVE])
+        .exits(0);
+    let original = (store.show(&run), store.trail(&run));
+
+    // The approval replaced by a rejection: the fork ends in `rejected`.
+    let reject = r#"{"id": ["approve", "rejected"], "reason": "a freeze"}"#;
+    let out = store
+        .run(&["runs", "fork", &run, "--at", "2", "--input", reject])
+        .exits(0);
+    assert_eq!(
+        out.json(),
+        json!({"id": ["approve", "rejected"], "reason": "a freeze"})
+    );
+    let forked = out
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("claij: forking run {run} at entry 2 into run ")))
+        .unwrap_or_else(|| panic!("{}", out.stderr))
+        .to_owned();
+    assert!(
+        out.stderr
+            .contains(&format!("run {forked} completed in state `rejected`")),
+        "{}",
+        out.stderr
+    );
+    let trail = store.trail(&forked);
+    assert_eq!(trail.len(), 3);
+    assert_eq!(
+        trail[..2],
+        original.1[..2],
+        "the entries before the fork point"
+    );
+    assert_eq!(trail[2].event["reason"], "a freeze");
+    let shown = store.show(&forked);
+    assert_eq!(
+        shown["forked_from"],
+        json!({"run": run, "seq": 2, "edited": true})
+    );
+    let text = store.run(&["runs", "show", &forked]).exits(0).stdout;
+    assert!(
+        text.contains(&format!(
+            "forked    from {run} at entry 2, its event replaced"
+        )),
+        "{text}"
+    );
+
+    // Kept as it was at entry 1: the fork waits for the person again.
+    let again = store.run(&["runs", "fork", &run, "--at", "1"]).exits(3);
+    let waiting = again.json();
+    assert_eq!(waiting["state"], "approve");
+    let second = waiting["run_id"].as_str().unwrap();
+    assert_eq!(store.show(second)["forked_from"]["edited"], false);
+
+    // Refused forks exit 2, name what is wrong, and store nothing.
+    let count = || {
+        store
+            .run(&["runs", "list", "--json"])
+            .exits(0)
+            .json_lines()
+            .len()
+    };
+    let before = count();
+    let past = store.run(&["runs", "fork", &run, "--at", "7"]).exits(2);
+    assert!(
+        past.stderr.contains(&format!(
+            "run `{run}` cannot be forked at entry 7: it is past the end of the trail, which has 3 entries (0 to 2); nothing was stored"
+        )),
+        "{}",
+        past.stderr
+    );
+    let short = store
+        .run(&[
+            "runs",
+            "fork",
+            &run,
+            "--at",
+            "2",
+            "--input",
+            r#"{"id": ["approve", "rejected"], "reason": "no"}"#,
+        ])
+        .exits(2);
+    assert!(
+        short.stderr.contains("[approve, rejected]") && short.stderr.contains("/reason"),
+        "{}",
+        short.stderr
+    );
+    let elsewhere = store
+        .run(&[
+            "runs",
+            "fork",
+            &run,
+            "--at",
+            "2",
+            "--input",
+            r#"{"id": ["summarise", "approve"]}"#,
+        ])
+        .exits(2);
+    assert!(
+        elsewhere
+            .stderr
+            .contains("does not leave `approve`, the state that made entry 2"),
+        "{}",
+        elsewhere.stderr
+    );
+    store
+        .run(&["runs", "fork", "no-such-run", "--at", "0"])
+        .exits(2);
+    assert_eq!(count(), before);
+    assert_eq!((store.show(&run), store.trail(&run)), original);
+
+    // --submit: stored for a worker, its id on stdout.
+    let submitted = store
+        .run(&["runs", "fork", &run, "--at", "1", "--submit"])
+        .exits(0);
+    let queued = store.show(submitted.stdout.trim());
+    assert_eq!(queued["status"], "running");
+    assert_eq!(queued["owner"], Value::Null, "held by no one");
+    assert_eq!(queued["forked_from"]["run"], json!(run));
+}
+
+#[test]
 fn of_two_resumes_started_together_exactly_one_wins() {
     let store = Store::new();
     // A few rounds, so the loser loses at different points (the claim, or finding the

@@ -172,6 +172,95 @@ async fn a_run_waits_for_a_person_a_refused_answer_changes_nothing_and_a_good_on
 }
 
 #[tokio::test]
+async fn a_run_forked_over_http_goes_on_from_the_entry_and_a_refused_fork_stores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Served::start(&dir.path().join("claij.db"), &[&approval()]);
+    let http = client();
+    let id = suspended_run(&http, &server).await;
+    let done = post(
+        &http,
+        server.url(&format!("/runs/{id}/resume?wait=30")),
+        &json!({"input": {"id": ["approve", "deploy"], "approver": "ada"}}),
+    )
+    .await;
+    assert_eq!(done.body["status"], "completed", "{}", done.body);
+    let original = get(&http, server.url(&format!("/runs/{id}/trail")))
+        .await
+        .body;
+    let fork_url = server.url(&format!("/runs/{id}/fork?wait=30"));
+
+    // The approval replaced by a rejection.
+    let rejected = post(
+        &http,
+        fork_url.clone(),
+        &json!({"at": 2, "event": {"id": ["approve", "rejected"], "reason": "a freeze"}}),
+    )
+    .await;
+    assert_eq!(rejected.status, 201, "{}", rejected.body);
+    let fork = rejected.body["id"].as_str().expect("an id").to_owned();
+    assert_ne!(fork, id);
+    assert_eq!(rejected.header("location"), format!("/runs/{fork}"));
+    assert_eq!(rejected.body["status"], "completed");
+    assert_eq!(rejected.body["state"], "rejected");
+    assert_eq!(rejected.body["result"]["reason"], "a freeze");
+    assert_eq!(
+        rejected.body["forked_from"],
+        json!({"run": id, "seq": 2, "edited": true})
+    );
+    let trail = get(&http, server.url(&format!("/runs/{fork}/trail")))
+        .await
+        .body;
+    let first_two = |page: &Value| page["entries"].as_array().expect("entries")[..2].to_vec();
+    assert_eq!(first_two(&trail), first_two(&original));
+
+    // As it was at entry 1: the fork waits for the person, its own resume link given.
+    let again = post(&http, fork_url.clone(), &json!({"at": 1})).await;
+    assert_eq!(again.status, 201, "{}", again.body);
+    assert_eq!(again.body["status"], "suspended");
+    let second = again.body["id"].as_str().expect("an id");
+    assert_eq!(
+        again.body["wait"]["resume_url"],
+        format!("/runs/{second}/resume")
+    );
+    assert_eq!(again.body["forked_from"]["edited"], false);
+
+    // Refused: located problems, and nothing stored.
+    let before = run_count(&http, &server).await;
+    for (body, status, place) in [
+        (json!({"at": 9}), 422, "$.at"),
+        (
+            json!({"at": 2, "event": {"id": ["approve", "rejected"], "reason": "no"}}),
+            422,
+            "$.event.reason",
+        ),
+        (
+            json!({"at": 2, "event": {"id": ["summarise", "approve"]}}),
+            422,
+            "$.event.id",
+        ),
+        // Bodies this route does not take at all: 400, as for every route.
+        (json!({"at": "two"}), 400, "$.at"),
+        (json!({"at": 1, "as_node": "approve"}), 400, "$.as_node"),
+    ] {
+        let refused = post(&http, fork_url.clone(), &body).await;
+        assert_problem(&refused, status);
+        assert_eq!(places(&refused.body), [place], "{body}: {}", refused.body);
+    }
+    let missing = post(
+        &http,
+        server.url("/runs/no-such-run/fork"),
+        &json!({"at": 0}),
+    )
+    .await;
+    assert_problem(&missing, 404);
+    assert_eq!(run_count(&http, &server).await, before);
+    let unchanged = get(&http, server.url(&format!("/runs/{id}/trail")))
+        .await
+        .body;
+    assert_eq!(unchanged, original);
+}
+
+#[tokio::test]
 async fn a_run_started_with_a_budget_keeps_it() {
     let dir = tempfile::tempdir().unwrap();
     let server = Served::start(&dir.path().join("claij.db"), &[&approval()]);
@@ -1227,6 +1316,7 @@ async fn the_openapi_description_is_generated_and_lists_every_route() {
         "/runs/{id}/trail",
         "/runs/{id}/resume",
         "/runs/{id}/interrupt",
+        "/runs/{id}/fork",
         "/runs/{id}/events",
         "/queue",
     ] {
@@ -1332,6 +1422,29 @@ async fn with_queue_the_server_leaves_its_runs_to_the_workers() {
     assert_eq!(answered.status, 200, "{}", answered.body);
     assert_eq!(answered.body["status"], "completed", "{}", answered.body);
     assert_eq!(answered.body["state"], "deploy", "{}", answered.body);
+    // A fork is checked and stored here, and driven by the worker.
+    let refused = post(
+        &http,
+        server.url(&format!("/runs/{id}/fork")),
+        &json!({"at": 2, "event": {"id": ["approve", "rejected"]}}),
+    )
+    .await;
+    assert_problem(&refused, 422);
+    assert_eq!(places(&refused.body), ["$.event"], "{}", refused.body);
+    let forked = post(
+        &http,
+        server.url(&format!("/runs/{id}/fork?wait=30")),
+        &json!({"at": 2, "event": {"id": ["approve", "rejected"], "reason": "a freeze"}}),
+    )
+    .await;
+    assert_eq!(forked.status, 201, "{}", forked.body);
+    assert_eq!(forked.body["state"], "rejected", "{}", forked.body);
+    assert_eq!(
+        forked.body["forked_from"]["run"],
+        json!(id),
+        "{}",
+        forked.body
+    );
     let _ = Command::new("kill")
         .args(["-TERM", &worker.id().to_string()])
         .status();

@@ -3,7 +3,8 @@
 //! (tests/http-clients/page.py: Debian's chromium and chromium-driver from
 //! scripts/setup/chromium, Selenium in the venv of scripts/setup/http-clients) through the
 //! runs list, the run (its graph with the waiting state lit, its trail), a refused answer
-//! (the validator's message by its field), a good one, and the run completing live.
+//! (the validator's message by its field), a good one, and the run completing live, then
+//! forked from the answer's entry with another answer (a refusal first, then the new run).
 //! Screenshots are kept in target/artifacts/page-*.png. A resume link opened in the same
 //! browser, on a server with an API token the person never has: the link's form, a refused
 //! answer, a good one, the link used. And the page's routes over HTTP:
@@ -171,6 +172,7 @@ async fn a_person_answers_a_waiting_run_on_the_web_page_and_watches_it_complete(
         "page-2-run.png",
         "page-3-refused.png",
         "page-4-completed.png",
+        "page-5-fork.png",
     ];
     let artifacts = artifacts(&shots);
     let summary = page_py(
@@ -241,6 +243,45 @@ async fn a_person_answers_a_waiting_run_on_the_web_page_and_watches_it_complete(
     assert_eq!(summary["result"]["approver"], "ada", "{summary}");
     assert_eq!(summary["interrupt_shown_after"], false, "{summary}");
     assert_eq!(summary["not_reloaded"], true, "{summary}");
+
+    // Forked from the answer's entry: the form holds its event; a refusal says why and
+    // stays; the fork opens, completed in `rejected`, naming where it came from.
+    assert_eq!(summary["fork_form_seq"], "2", "{summary}");
+    assert_eq!(
+        summary["fork_form_event"],
+        json!({"id": ["approve", "deploy"], "approver": "ada"}),
+        "{summary}"
+    );
+    assert!(
+        summary["fork_refused"]
+            .as_str()
+            .is_some_and(|t| t.contains("$.event.reason")),
+        "{summary}"
+    );
+    assert_eq!(summary["fork_refused_stayed"], true, "{summary}");
+    let fork = summary["fork_id"]
+        .as_str()
+        .expect("the fork's id")
+        .to_owned();
+    assert_ne!(fork, id);
+    assert_eq!(summary["fork_state"], "rejected", "{summary}");
+    assert_eq!(summary["fork_from"][0], id.as_str(), "{summary}");
+    assert_eq!(summary["fork_from"][1], "2", "{summary}");
+    assert!(
+        summary["fork_from"][2]
+            .as_str()
+            .is_some_and(|t| t.ends_with("at entry 2, its event replaced")),
+        "{summary}"
+    );
+    assert_eq!(
+        summary["fork_trail"],
+        json!([
+            [0, "start", "summarise"],
+            [1, "summarise", "approve"],
+            [2, "approve", "rejected"]
+        ]),
+        "{summary}"
+    );
     // No script error, nothing refused by the content security policy.
     assert_eq!(summary["console_errors"], json!([]), "{summary}");
 
@@ -256,6 +297,15 @@ async fn a_person_answers_a_waiting_run_on_the_web_page_and_watches_it_complete(
     assert_eq!(run["state"], "deploy", "{run}");
     assert_eq!(run["result"]["approver"], "ada", "{run}");
     assert_eq!(run["trail_len"], 3, "{run}");
+    let forked = send(http.get(server.url(&format!("/runs/{fork}"))))
+        .await
+        .json();
+    assert_eq!(forked["result"]["reason"], "a freeze", "{forked}");
+    assert_eq!(
+        forked["forked_from"],
+        json!({"run": id, "seq": 2, "edited": true}),
+        "{forked}"
+    );
 }
 
 #[tokio::test]

@@ -261,6 +261,7 @@ xitions:
             spend: Default::default(),
             budget: None,
             pending: None,
+            forked_from: None,
             created_at: SystemTime::UNIX_EPOCH,
             updated_at: SystemTime::UNIX_EPOCH,
         };

@@ -6,6 +6,7 @@
 //! - `start`: a new run, from its input's entry transition;
 //! - `resume`: a stored run continued;
 //! - `claimed`: a run this process claimed, rebuilt from its store and driven on;
+//! - `fork`: a new run from an earlier one's trail, at one of its entries (time travel);
 //! - `claim`: claims of stored runs given back when what follows them fails;
 //! - `interrupt`: a stored run stopped;
 //! - `queue`: runs put in the store's queue for workers (submitted, answered);
@@ -25,6 +26,7 @@ use crate::durable::{DEFAULT_LEASE, Durable, process_owner};
 
 mod claim;
 mod claimed;
+mod fork;
 mod id;
 mod interrupt;
 mod options;
@@ -36,6 +38,7 @@ pub use crate::engine::Engine;
 pub use crate::error::{InputError, RunError};
 pub use crate::outcome::RunOutcome;
 pub use claij_core::store::RunStatus;
+pub use fork::ForkAt;
 pub use id::new_run_id;
 pub use interrupt::interrupt;
 pub use options::RunOptions;

@@ -105,6 +105,7 @@ impl Engine {
                 spend: run.spend,
                 budget,
                 pending: None,
+                forked_from: None,
                 created_at: now,
                 updated_at: now,
             };
@@ -151,7 +152,7 @@ impl Engine {
     }
 
     /// The entry transition of `input`, and the input with its `id` filled in.
-    fn entry(&self, fsm: &Fsm, mut input: Value) -> Result<(usize, Value), InputError> {
+    pub(super) fn entry(&self, fsm: &Fsm, mut input: Value) -> Result<(usize, Value), InputError> {
         let entries = || {
             fsm.entries
                 .iter()

@@ -35,6 +35,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/runs/{id}/trail", get(runs::trail))
         .route("/runs/{id}/resume", post(runs::resume))
         .route("/runs/{id}/interrupt", post(runs::interrupt))
+        .route("/runs/{id}/fork", post(runs::fork))
         .route("/runs/{id}/events", get(events::events))
         .route("/runs/{id}/hooks", post(hooks::create))
         .route("/runs/{id}/deliveries", get(runs::deliveries))

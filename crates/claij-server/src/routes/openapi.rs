@@ -17,7 +17,7 @@ use crate::{links, views};
     ),
     paths(
         definitions::list, definitions::show, definitions::register,
-        runs::start, runs::list, runs::show, runs::trail, runs::resume, runs::interrupt, runs::deliveries,
+        runs::start, runs::list, runs::show, runs::trail, runs::resume, runs::interrupt, runs::fork, runs::deliveries,
         queue::show,
         events::events,
         hooks::show, hooks::answer, hooks::create,
@@ -25,7 +25,7 @@ use crate::{links, views};
     ),
     components(schemas(
         Problem, PlacedError, views::RunView, views::WaitView, views::AnswerView, views::RunPage,
-        views::RunSummary, views::TrailPage, views::StartRun, views::ResumeRun,
+        views::RunSummary, views::TrailPage, views::StartRun, views::ResumeRun, views::ForkRun,
         views::DefinitionSummary, views::DefinitionView, views::Registered, views::RefusedMove, views::PlacedReason, views::Accepted, views::DeliveryView,
         links::NewHook, hooks::HookView, hooks::HookAnswered, openai::ChatRequest,
         queue::QueueView, queue::WorkerView,

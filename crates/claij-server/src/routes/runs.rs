@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use claij_core::store::{RunCursor, RunFilter, RunRecord};
 use claij_core::{Fsm, RunStatus};
-use claij_engine::RunOptions;
+use claij_engine::{ForkAt, RunOptions};
 use serde_json::Value;
 
 use crate::body::JsonBody;
@@ -18,7 +18,7 @@ use crate::problem::{PlacedError, Problem};
 use crate::runner::{Launched, Work, launch, wait_duration, wait_for};
 use crate::state::AppState;
 use crate::views::{
-    Accepted, DeliveryView, ListParams, ResumeRun, RunPage, RunSummary, RunView, StartRun,
+    Accepted, DeliveryView, ForkRun, ListParams, ResumeRun, RunPage, RunSummary, RunView, StartRun,
     TrailPage, TrailParams, WaitParam,
 };
 
@@ -535,6 +535,51 @@ pub(crate) async fn resume_with(
         input,
     };
     launch(state, engine, fsm, work, options, input_place).await
+}
+
+/// Forks a run at one of its trail entries (time travel): a new run whose trail is the
+/// run's entries before `at`, then that entry (its event replaced by `event`, when given,
+/// as if the state that made it had produced it), going on from there. The original is
+/// not changed, nothing before `at` runs again, and the states after it start child runs
+/// of their own. A refused fork stores nothing.
+#[utoipa::path(
+    post, path = "/runs/{id}/fork", tag = "runs",
+    params(("id" = String, Path, description = "The run to fork"), WaitParam),
+    request_body = ForkRun,
+    responses(
+        (status = 201, description = "The fork ended or suspended within `wait`", body = RunView),
+        (status = 202, description = "The fork goes on", body = Accepted),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "No such entry to fork at (`$.at`: past the end, a failed attempt, an entry of an earlier FSM of a chain), or the event was refused (`$.event`); nothing was stored", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn fork(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(wait): Query<WaitParam>,
+    JsonBody(body): JsonBody<ForkRun>,
+) -> Result<Response, Problem> {
+    let record = find_run(&state, &id).await?;
+    let engine = state.engine();
+    let fsm = engine
+        .stored_fsm(state.store.as_ref(), &record)
+        .await
+        .map_err(|e| Problem::from_run(&e, "$.event"))?;
+    let work = Work::Fork {
+        from: id,
+        at: ForkAt {
+            seq: body.at,
+            event: body.event,
+        },
+    };
+    let launched = launch(&state, engine, fsm, work, RunOptions::default(), "$.event").await?;
+    answer(
+        &state,
+        launched,
+        wait_duration(wait.wait),
+        StatusCode::CREATED,
+    )
+    .await
 }
 
 /// Interrupts a run: a suspended run (or one whose process is gone) stops at once; a

@@ -45,6 +45,13 @@ pub(crate) async fn launch(
                 .map_err(|e| Problem::from_run(&e, input_place))?;
             run_id
         }
+        Work::Fork { from, at } => {
+            engine
+                .fork_queued(&fsm, &from, at, &options)
+                .await
+                .map_err(|e| Problem::from_run(&e, input_place))?
+                .id
+        }
         // A run that can go on without input: the workers take it up themselves.
         Work::Resume {
             run_id,

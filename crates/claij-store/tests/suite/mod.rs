@@ -52,7 +52,8 @@ macro_rules! store_suite {
             budgets_are_set_changed_and_removed,
             pending_calls_are_noted_by_the_holder_and_forgotten_by_the_next_commit,
             older_runs_get_their_spend_from_their_trails,
-            a_run_moves_to_another_definition_only_as_it_was_found
+            a_run_moves_to_another_definition_only_as_it_was_found,
+            a_forks_origin_is_kept_with_it
         );
         // These race spawned tasks against each other (claims, recoveries, commits that
         // group): two worker threads make the tasks run in parallel, not only take turns
@@ -192,6 +193,7 @@ fn record(
         spend: Spend::default(),
         budget: None,
         pending: None,
+        forked_from: None,
         created_at: at(created),
         updated_at: at(created),
     }
@@ -1220,6 +1222,35 @@ pub(crate) async fn migrations_apply_once(h: Harness) {
     assert_eq!(again.applied_migrations().await, applied);
 }
 
+/// A forked run's origin is stored with it and read back; other runs have none.
+pub(crate) async fn a_forks_origin_is_kept_with_it(h: Harness) {
+    let store = h.open().await;
+    let original = create(&store, "r1", RunStatus::Completed, None, 3).await;
+    assert_eq!(original.forked_from, None);
+    let mut fork = record(
+        "r2",
+        &definition("review", 1, T0),
+        RunStatus::Running,
+        Some("w1"),
+        T0 + 1,
+    );
+    fork.forked_from = Some(claij_core::store::ForkPoint {
+        run: "r1".into(),
+        seq: 1,
+        edited: true,
+    });
+    fork.trail_len = 2;
+    store
+        .create_run(&fork, &entries(0, 2))
+        .await
+        .expect("create the fork");
+    assert_eq!(store.run("r2").await.expect("fork"), fork);
+    assert_eq!(store.run("r1").await.expect("original"), original);
+    let listed = store.runs(&RunFilter::default()).await.expect("list");
+    assert_eq!(listed.len(), 2);
+    assert!(listed.contains(&fork), "{listed:?}");
+}
+
 /// Closing waits for the connections in use, the writer's included: it must give
 /// its connection back rather than hold it forever.
 pub(crate) async fn closing_after_commits_returns(h: Harness) {
@@ -1281,6 +1312,7 @@ pub(crate) async fn a_sqlite_file_of_schema_1_is_upgraded(h: Harness) {
          ALTER TABLE runs DROP COLUMN cost_usd; ALTER TABLE runs DROP COLUMN calls; \
          ALTER TABLE runs DROP COLUMN time_ms; ALTER TABLE runs DROP COLUMN waiting_ms; \
          ALTER TABLE runs DROP COLUMN budget; ALTER TABLE runs DROP COLUMN pending; \
+         ALTER TABLE runs DROP COLUMN forked_from; \
          ALTER TABLE definitions DROP COLUMN owner; \
          DELETE FROM claij_migrations WHERE version >= 2",
     )
@@ -1301,7 +1333,8 @@ pub(crate) async fn a_sqlite_file_of_schema_1_is_upgraded(h: Harness) {
             (4, "workers".into()),
             (5, "events".into()),
             (6, "spend".into()),
-            (7, "owners".into())
+            (7, "owners".into()),
+            (8, "forks".into())
         ]
     );
     let store = upgraded.store();
@@ -2351,6 +2384,7 @@ async fn rewind_to_before_spend(h: &Harness) -> (i64, String) {
                 "DROP TRIGGER checkpoint_write; DROP VIEW checkpoint_writes;\n{drops}\
                  {SQLITE_CHECKPOINT_OF_SCHEMA_5}\n\
                  ALTER TABLE definitions DROP COLUMN owner;\n\
+                 ALTER TABLE runs DROP COLUMN forked_from;\n\
                  DELETE FROM claij_migrations WHERE version >= 6"
             ))
             .await;
@@ -2362,7 +2396,8 @@ async fn rewind_to_before_spend(h: &Harness) -> (i64, String) {
                 .map(|c| format!("DROP COLUMN {c}"))
                 .collect();
             h.execute(&format!(
-                "ALTER TABLE runs {}; ALTER TABLE definitions DROP COLUMN owner; \
+                "ALTER TABLE runs {}, DROP COLUMN forked_from; \
+                 ALTER TABLE definitions DROP COLUMN owner; \
                  DELETE FROM claij_migrations WHERE version >= 5",
                 drops.join(", ")
             ))

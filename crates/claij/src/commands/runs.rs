@@ -11,6 +11,7 @@ use claij_engine::{Engine, RunError, RunOptions, RunOutcome, is_dead_local_owner
 use claij_store::roles::Store;
 use serde_json::{Value, json};
 
+mod fork;
 mod migrate;
 
 use crate::app::App;
@@ -70,6 +71,24 @@ pub(super) async fn runs(app: &App, store: Arc<dyn Store>, command: RunsCommand)
             resume_one(app, store, &run, how).await
         }
         RunsCommand::Resume { quiet, .. } => resume_all(app, store, quiet).await,
+        RunsCommand::Fork {
+            run,
+            at,
+            input,
+            submit,
+            llm,
+            quiet,
+        } => {
+            let how = fork::Fork {
+                run: &run,
+                at,
+                input: input.as_deref(),
+                submit,
+                llm: &llm,
+                quiet,
+            };
+            fork::fork(app, store, how).await
+        }
         RunsCommand::Interrupt { run, wait } => interrupt(store.as_ref(), &run, wait).await,
         RunsCommand::Migrate(args) => migrate::migrate(app, store, args).await,
         RunsCommand::Prune {
@@ -117,6 +136,7 @@ fn record_json(r: &RunRecord) -> Value {
         "version": r.version,
         "hash": r.hash,
         "parent": r.parent,
+        "forked_from": r.forked_from,
         "status": r.status,
         "state": r.state,
         "steps": r.trail_len,
@@ -272,6 +292,18 @@ async fn show(store: &dyn RunStore, run: &str, as_json: bool) -> Result<u8> {
     }
     if let Some(parent) = &record.parent {
         out!("parent    {parent}")?;
+    }
+    if let Some(fork) = &record.forked_from {
+        out!(
+            "forked    from {} at entry {}{}",
+            fork.run,
+            fork.seq,
+            if fork.edited {
+                ", its event replaced"
+            } else {
+                ""
+            }
+        )?;
     }
     out!("status    {}", record.status)?;
     out!("state     {}", record.state)?;
