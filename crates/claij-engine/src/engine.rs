@@ -71,6 +71,31 @@ impl Engine {
         &self.registry
     }
 
+    /// Checks an event given from outside (a run's input, a resume's answer, a fork's
+    /// event) against the schema of `t`, the transition its `id` names: every problem, or
+    /// why the schema could not be had.
+    pub(crate) fn check_event(
+        &self,
+        fsm: &Fsm,
+        t: &Transition,
+        event: &serde_json::Value,
+    ) -> Result<(), crate::InputError> {
+        let schema = self
+            .compiled_schema(fsm, t)
+            .map_err(|message| crate::InputError::Schema {
+                from: t.from.to_string(),
+                to: t.to.to_string(),
+                message,
+            })?;
+        schema
+            .check(event)
+            .map_err(|issues| crate::InputError::Invalid {
+                from: t.from.to_string(),
+                to: t.to.to_string(),
+                issues,
+            })
+    }
+
     /// The compiled effective schema of `t`: static ones were compiled on load; dynamic
     /// ones are resolved now and recompiled only when their provider's value changed.
     pub(crate) fn compiled_schema(

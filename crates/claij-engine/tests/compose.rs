@@ -6,60 +6,22 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test or benchmark reports failure
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use claij_core::prompts::{PromptOptions, Role, trail_to_prompts};
-use claij_core::store::{ClaimFrom, Durability, RunStore};
-use claij_core::{Fsm, load_file};
+use claij_core::store::ClaimFrom;
 use claij_engine::{
     Action, ActionError, ActionInput, ActionOutput, ActionRegistry, BoxFuture, Engine, Outcome,
     RunOptions, RunOutcome, RunStatus,
 };
 use claij_testkit::process::alive;
 use serde_json::{Value, json};
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-fn load(engine: &Engine, path: &Path) -> Arc<Fsm> {
-    Arc::new(load_file(path, engine.registry()).unwrap_or_else(|e| panic!("{e}")))
-}
-
-async fn sqlite(dir: &Path) -> Arc<dyn RunStore> {
-    claij_store::open(
-        &dir.join("claij.db").display().to_string(),
-        Durability::Normal,
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn durable(store: &Arc<dyn RunStore>) -> RunOptions {
-    RunOptions {
-        store: Some(store.clone()),
-        ..RunOptions::default()
-    }
-}
-
-/// A child that doubles `n` in two steps.
-const DOUBLER: &str = r#"
-id: doubler
-states:
-  - id: double
-    action: transform
-    config: {template: '{"id": ["double", "end"], "n": {{ event.n * 2 }}}'}
-  - {id: end, action: end}
-xitions:
-  - id: [start, double]
-    schema: {type: object, required: [n], properties: {n: {type: integer}}}
-  - id: [double, end]
-"#;
+use support::{ASKER, DOUBLER, durable, load, sqlite, write};
 
 fn parent(config: &str) -> String {
     format!(
@@ -606,19 +568,6 @@ async fn at_least_k_of_n_with_a_concurrency_limit() {
         .collect();
     assert_eq!(status, ["failed", "completed", "failed", "cancelled"]);
 }
-
-const ASKER: &str = r#"
-id: asker
-states:
-  - id: ask
-    action: human
-    config: {prompt: "Your view?"}
-  - {id: end, action: end}
-xitions:
-  - id: [start, ask]
-  - id: [ask, end]
-    schema: {type: object, required: [view], properties: {view: {type: string}}}
-"#;
 
 /// Every order of a permutation of 0..n.
 fn permutations(n: usize) -> Vec<Vec<usize>> {

@@ -6,65 +6,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test reports failure
 
-use std::path::{Path, PathBuf};
+mod support;
+
 use std::sync::Arc;
 
-use claij_core::store::{Durability, ForkPoint, RunFilter, RunStore, StoreError};
-use claij_core::{Fsm, load_file};
-use claij_engine::{
-    ActionRegistry, Engine, ForkAt, InputError, RunError, RunOptions, RunOutcome, RunStatus,
-};
+use claij_core::Fsm;
+use claij_core::store::{ForkPoint, RunFilter, RunStore, StoreError};
+use claij_engine::{ActionRegistry, Engine, ForkAt, InputError, RunError, RunOutcome, RunStatus};
 use serde_json::{Value, json};
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-async fn sqlite(dir: &Path) -> Arc<dyn RunStore> {
-    claij_store::open(
-        &dir.join("claij.db").display().to_string(),
-        Durability::Normal,
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn durable(store: &Arc<dyn RunStore>) -> RunOptions {
-    RunOptions {
-        store: Some(store.clone()),
-        ..RunOptions::default()
-    }
-}
-
-/// A child that doubles `n`.
-const DOUBLER: &str = r#"
-id: doubler
-states:
-  - id: double
-    action: transform
-    config: {template: '{"id": ["double", "end"], "n": {{ event.n * 2 }}}'}
-  - {id: end, action: end}
-xitions:
-  - id: [start, double]
-    schema: {type: object, required: [n], properties: {n: {type: integer}}}
-  - id: [double, end]
-"#;
-
-/// A child that waits for a person.
-const ASKER: &str = r#"
-id: asker
-states:
-  - id: ask
-    action: human
-    config: {prompt: "Your view?"}
-  - {id: end, action: end}
-xitions:
-  - id: [start, ask]
-  - id: [ask, end]
-    schema: {type: object, required: [view], properties: {view: {type: string}}}
-"#;
+use support::{ASKER, DOUBLER, durable, load, sqlite, write};
 
 /// `pick` routes the input to a sub-FSM (`doubled`) or to two fork branches (`fanned`),
 /// each of the doubler; `[pick, doubled]` takes at most 100.
@@ -128,14 +78,8 @@ async fn desk() -> Desk {
     write(dir.path(), "doubler.yaml", DOUBLER);
     write(dir.path(), "asker.yaml", ASKER);
     let engine = Engine::new(Arc::new(ActionRegistry::durable()));
-    let load = |name: &str, text: &str| {
-        Arc::new(
-            load_file(&write(dir.path(), name, text), engine.registry())
-                .unwrap_or_else(|e| panic!("{e}")),
-        )
-    };
-    let desk = load("desk.yaml", DESK);
-    let waiter = load("waiter.yaml", WAITER);
+    let desk = load(&engine, &write(dir.path(), "desk.yaml", DESK));
+    let waiter = load(&engine, &write(dir.path(), "waiter.yaml", WAITER));
     let store = sqlite(dir.path()).await;
     Desk {
         _dir: dir,

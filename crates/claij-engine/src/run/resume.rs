@@ -246,19 +246,7 @@ impl Engine {
                 waiting: pairs(&wait.transitions),
             });
         };
-        let transition = &fsm.transitions[t];
-        let schema =
-            self.compiled_schema(fsm, transition)
-                .map_err(|message| InputError::Schema {
-                    from: transition.from.to_string(),
-                    to: transition.to.to_string(),
-                    message,
-                })?;
-        schema.check(input).map_err(|issues| InputError::Invalid {
-            from: transition.from.to_string(),
-            to: transition.to.to_string(),
-            issues,
-        })?;
+        self.check_event(fsm, &fsm.transitions[t], input)?;
         Ok(t)
     }
 }

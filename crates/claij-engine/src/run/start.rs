@@ -191,19 +191,7 @@ impl Engine {
                 }
             },
         };
-        let t = &fsm.transitions[idx];
-        let schema = self
-            .compiled_schema(fsm, t)
-            .map_err(|message| InputError::Schema {
-                from: t.from.to_string(),
-                to: t.to.to_string(),
-                message,
-            })?;
-        schema.check(&input).map_err(|issues| InputError::Invalid {
-            from: t.from.to_string(),
-            to: t.to.to_string(),
-            issues,
-        })?;
+        self.check_event(fsm, &fsm.transitions[idx], &input)?;
         Ok((idx, input))
     }
 }

@@ -502,6 +502,28 @@ struct Resume<'a> {
     quiet: bool,
 }
 
+/// The event a command was given (`--input`: JSON text, @FILE or -) and the engine with
+/// the models it names (`llm`), for continuing stored runs; or, when either is wrong
+/// (said on stderr), the usage exit status.
+fn input_and_engine(
+    app: &App,
+    input: Option<&str>,
+    llm: &crate::cli::LlmArgs,
+) -> Result<(Option<Value>, Engine), u8> {
+    let input = input
+        .map(|i| input::json_argument("input", i))
+        .transpose()
+        .map_err(|e| {
+            note!("claij: {e:#}");
+            EXIT_USAGE
+        })?;
+    let models = crate::app::run_models(llm).map_err(|e| {
+        note!("claij: {e:#}");
+        EXIT_USAGE
+    })?;
+    Ok((input, app.taped_engine(true, Arc::new(models.layer))))
+}
+
 async fn resume_one(app: &App, store: Arc<dyn RunStore>, run: &str, how: Resume<'_>) -> Result<u8> {
     let Resume {
         input,
@@ -510,19 +532,9 @@ async fn resume_one(app: &App, store: Arc<dyn RunStore>, run: &str, how: Resume<
         llm,
         quiet,
     } = how;
-    let input = match input.map(|i| input::json_argument("input", i)).transpose() {
-        Ok(i) => i,
-        Err(e) => {
-            note!("claij: {e:#}");
-            return Ok(EXIT_USAGE);
-        }
-    };
-    let engine = match crate::app::run_models(llm) {
-        Ok(models) => app.taped_engine(true, Arc::new(models.layer)),
-        Err(e) => {
-            note!("claij: {e:#}");
-            return Ok(EXIT_USAGE);
-        }
+    let (input, engine) = match input_and_engine(app, input, llm) {
+        Ok(both) => both,
+        Err(code) => return Ok(code),
     };
     let record = store.run(run).await?;
     if let Some(refusal) = refuse_resume(&record, input.is_some())

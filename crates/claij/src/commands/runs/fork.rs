@@ -9,10 +9,10 @@ use anyhow::Result;
 use claij_core::store::{RunStore, StoreError};
 use claij_engine::{ForkAt, RunError, RunOptions};
 
-use super::pinned_fsm;
+use super::{input_and_engine, pinned_fsm};
 use crate::app::App;
 use crate::report::{interrupt_on_ctrl_c, observers, report};
-use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, input};
+use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 
 /// What `claij runs fork` was asked.
 pub(super) struct Fork<'a> {
@@ -40,19 +40,9 @@ pub(super) async fn fork(app: &App, store: Arc<dyn RunStore>, how: Fork<'_>) -> 
         llm,
         quiet,
     } = how;
-    let event = match input.map(|i| input::json_argument("input", i)).transpose() {
-        Ok(e) => e,
-        Err(e) => {
-            note!("claij: {e:#}");
-            return Ok(EXIT_USAGE);
-        }
-    };
-    let engine = match crate::app::run_models(llm) {
-        Ok(models) => app.taped_engine(true, Arc::new(models.layer)),
-        Err(e) => {
-            note!("claij: {e:#}");
-            return Ok(EXIT_USAGE);
-        }
+    let (event, engine) = match input_and_engine(app, input, llm) {
+        Ok(both) => both,
+        Err(code) => return Ok(code),
     };
     let record = match store.run(run).await {
         Ok(r) => r,
