@@ -102,14 +102,18 @@ impl Engine {
                     original.trail_len.saturating_sub(1)
                 ))
             })?;
-        let mut trail = store.trail(run_id, 0).await?;
-        trail.truncate(end + 1);
-        let Some(entry) = trail.pop().filter(|_| trail.len() == end) else {
+        // Only the entries up to the fork point are read.
+        let mut trail = store.trail_page(run_id, 0, seq + 1).await?;
+        if trail.len() <= end {
             return Err(refuse(format!(
                 "the store holds {} of the {} entries its record counts",
                 trail.len(),
                 original.trail_len
             )));
+        }
+        trail.truncate(end + 1);
+        let Some(entry) = trail.pop() else {
+            return Err(refuse("its trail is empty".into()));
         };
         if entry.failure.is_some() || entry.to.is_none() {
             return Err(refuse(format!(
