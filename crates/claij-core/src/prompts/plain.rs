@@ -125,10 +125,11 @@ fn visit_message(fsm: &Fsm, visit: &Visit<'_>, entry: &TrailEntry) -> Vec<Messag
     let mut result = String::new();
     section(&mut result, "Result:", &entry.event);
     // The one line a person adds when pasting a result back: what the answer must be,
-    // as after a rejection. Neither answering nor calling again is suggested (that choice
-    // is claij's follow-up's craft, measured against this); with no line at all the
-    // default model took a bare result as no request and called the tool round after
-    // round (docs/EVAL.md, "The plain baseline").
+    // as after a rejection. Neither answering nor calling again is suggested: that choice
+    // is claij's follow-up's craft, measured against this (docs/EVAL.md, "The plain
+    // baseline"). Made to call first (`tool_choice: first`), the default model asked
+    // this way calls again round after round, with this line or without it
+    // (docs/EMBEDDED-MODEL.md, "The tool-use loop").
     result.push_str("\nAnswer with one JSON object that satisfies the schema.");
     vec![Message::user(result)]
 }
