@@ -1,8 +1,8 @@
 //! Time travel: a stored run forked at one of its trail entries (`Engine::fork`), its
 //! event kept or replaced, on a real SQLite store. The original never changes; nothing
 //! before the fork point runs again; the states after it start child runs of their own
-//! (sub-FSMs and fork branches alike), never sharing the original's — the peers' bugs
-//! (a forked parent resuming its original's subgraph, a reset with pending children).
+//! (sub-FSMs and fork branches alike), never sharing the original's, waiting ones
+//! included.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test reports failure
 
